@@ -1,0 +1,320 @@
+"""Folder source: a catch-up scan reconciled with the index, then live watchdog events.
+
+The scan is what makes a restart converge: every file whose (size, mtime) is not exactly
+what the index recorded for its doc is re-read; every indexed doc whose file is gone is
+deleted — unless that would delete more than a set fraction of a source's documents (the
+folder was probably unmounted), in which case the mass-delete guard holds them back.
+Live events are debounced per path: a file saved in bursts, or written as temp + rename,
+is read once after it has been quiet for `debounce_s`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from pathlib import Path
+
+from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
+
+from core.ids import doc_id as make_doc_id
+from core.models import FileEvent, FileFingerprint, GuardReport
+from core.settings import SourceConfig
+
+KnownDocs = Mapping[str, set[tuple[int, int]]]  # doc_id -> fingerprints the index holds
+ScanHandler = Callable[[int, GuardReport | None], None]  # (files seen, guard if it tripped)
+
+
+@lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """`**/` = any number of directories, `*` = within one path segment, `?` = one char."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z", re.IGNORECASE)
+
+
+def glob_match(rel_path: str, pattern: str) -> bool:
+    return _glob_regex(pattern).match(rel_path) is not None
+
+
+@dataclass(frozen=True)
+class PathFilter:
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+
+    def wanted(self, rel_path: str) -> bool:
+        if any(glob_match(rel_path, p) for p in self.exclude):
+            return False
+        return any(glob_match(rel_path, p) for p in self.include)
+
+
+def fingerprint_of(path: Path) -> FileFingerprint | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return FileFingerprint(size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root)
+    except (ValueError, OSError, RuntimeError):  # RuntimeError: symlink loop
+        return False
+    return True
+
+
+def scan_source(source: SourceConfig, pf: PathFilter) -> Iterator[tuple[str, Path]]:
+    """(doc_id, path) of every wanted regular file under the root; links never leave it."""
+    root = source.root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            if pf.wanted(rel) and (not path.is_symlink() or _inside(path, root)):
+                yield make_doc_id(source.name, rel), path
+
+
+def plan_catch_up(
+    source: SourceConfig,
+    found: Sequence[tuple[str, Path, FileFingerprint | None]],
+    known: KnownDocs,
+    max_delete_fraction: float,
+    min_docs_for_guard: int,
+    allow_mass_delete: bool,
+) -> tuple[list[FileEvent], GuardReport | None]:
+    """Events that make the index equal the folder (pure, given the scan and the index)."""
+    root = str(source.root)
+    events: list[FileEvent] = []
+    present = set()
+    for did, path, fp in found:
+        present.add(did)
+        if fp is None or known.get(did) != {(fp.size, fp.mtime_ns)}:
+            events.append(FileEvent(source=source.name, root=root, path=str(path), doc_id=did,
+                                    kind="upsert", fingerprint=fp))
+    prefix = f"{source.name}:"
+    indexed = [d for d in known if d.startswith(prefix)]
+    gone = sorted(d for d in indexed if d not in present)
+    guard = None
+    if gone and not allow_mass_delete and len(indexed) >= min_docs_for_guard and (
+        len(gone) > max_delete_fraction * len(indexed)
+    ):
+        guard = GuardReport(
+            source=source.name, would_delete=len(gone), docs_indexed=len(indexed),
+            max_fraction=max_delete_fraction,
+            reason=(f"{len(gone)} of {len(indexed)} documents of source {source.name!r} vanished "
+                    f"(> {max_delete_fraction:.0%}); is {root} unmounted? nothing was deleted; "
+                    "rerun with --allow-mass-delete to proceed"),
+        )
+        return events, guard
+    for did in gone:
+        rel = did[len(prefix):]
+        events.append(FileEvent(source=source.name, root=root, path=str(Path(root) / rel),
+                                doc_id=did, kind="delete"))
+    return events, guard
+
+
+@dataclass
+class _Debouncer:
+    """Paths touched by watchdog, released once quiet for `quiet_s` (thread-safe)."""
+
+    quiet_s: float
+    _pending: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def touch(self, path: str) -> None:
+        with self._lock:
+            self._pending[path] = time.monotonic()
+
+    def ready(self) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            due = [p for p, t in self._pending.items() if now - t >= self.quiet_s]
+            for p in due:
+                del self._pending[p]
+        return sorted(due)
+
+
+@dataclass(frozen=True)
+class FolderSourceConfig:
+    sources: tuple[SourceConfig, ...]
+    path_filter: PathFilter
+    watch: bool
+    debounce_s: float = 0.3
+    batch_size: int = 32
+    max_delete_fraction: float = 0.5
+    min_docs_for_guard: int = 10
+    allow_mass_delete: bool = False
+
+
+class FolderPartition(StatefulSourcePartition[FileEvent, None]):
+    """The one partition that owns the watchers (so `-w N` never watches twice).
+
+    State lives in the stores (they are the truth), so `snapshot` is None: a restart
+    re-runs the catch-up scan, which emits exactly what the index is missing.
+    """
+
+    def __init__(
+        self,
+        cfg: FolderSourceConfig,
+        known: Callable[[], KnownDocs],
+        on_scan: ScanHandler,
+    ) -> None:
+        self._cfg = cfg
+        self._known_fn = known
+        self._on_scan = on_scan
+        self._queue: list[FileEvent] = []
+        self._known: dict[str, tuple[int, int] | None] = {}
+        self._planned = False
+        self._debouncer = _Debouncer(cfg.debounce_s)
+        self._observer = self._start_observer() if cfg.watch else None
+
+    def _start_observer(self) -> object:
+        from watchdog.events import DirModifiedEvent, FileSystemEvent, FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        debouncer = self._debouncer
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                if isinstance(event, DirModifiedEvent) or event.event_type == "opened":
+                    return
+                debouncer.touch(os.fsdecode(event.src_path))
+                if getattr(event, "dest_path", ""):
+                    debouncer.touch(os.fsdecode(event.dest_path))
+
+        observer = Observer()
+        for source in self._cfg.sources:
+            observer.schedule(Handler(), str(source.root.resolve()), recursive=True)
+        observer.start()
+        return observer
+
+    def _plan(self) -> None:
+        known = self._known_fn()
+        for source in self._cfg.sources:
+            found = [(d, p, fingerprint_of(p)) for d, p in scan_source(source, self._cfg.path_filter)]
+            events, guard = plan_catch_up(
+                source, found, known, self._cfg.max_delete_fraction,
+                self._cfg.min_docs_for_guard, self._cfg.allow_mass_delete,
+            )
+            self._on_scan(len(found), guard)
+            self._queue.extend(events)
+        for did, fps in known.items():
+            self._known[did] = next(iter(fps)) if len(fps) == 1 else None
+        for event in self._queue:
+            self._remember(event)
+        self._planned = True
+
+    def _remember(self, event: FileEvent) -> None:
+        if event.kind == "delete":
+            self._known.pop(event.doc_id, None)
+        else:
+            fp = event.fingerprint
+            self._known[event.doc_id] = (fp.size, fp.mtime_ns) if fp else None
+
+    def _source_of(self, path: Path) -> tuple[SourceConfig, str] | None:
+        for source in self._cfg.sources:
+            root = source.root.resolve()
+            try:
+                return source, path.relative_to(root).as_posix()
+            except ValueError:
+                continue
+        return None
+
+    def _events_for(self, raw: str) -> Iterator[FileEvent]:
+        path = Path(raw)
+        located = self._source_of(path)
+        if located is None:
+            return
+        source, rel = located
+        root = str(source.root)
+        if path.is_dir() and not path.is_symlink():
+            sub = SourceConfig(name=source.name, root=source.root, tenant=source.tenant)
+            for did, p in scan_source(sub, self._cfg.path_filter):
+                if p.parent == path or path in p.parents:
+                    yield from self._upsert_if_changed(source, did, p)
+            return
+        did = make_doc_id(source.name, rel)
+        if path.exists() or path.is_symlink():
+            if self._cfg.path_filter.wanted(rel):
+                yield from self._upsert_if_changed(source, did, path)
+            return
+        prefix = did + "/"
+        for gone in sorted(d for d in self._known if d == did or d.startswith(prefix)):
+            rel_gone = gone.split(":", 1)[1]
+            yield FileEvent(source=source.name, root=root, path=str(Path(root) / rel_gone),
+                            doc_id=gone, kind="delete")
+
+    def _upsert_if_changed(self, source: SourceConfig, did: str, path: Path) -> Iterator[FileEvent]:
+        fp = fingerprint_of(path)
+        if fp is not None and self._known.get(did) == (fp.size, fp.mtime_ns):
+            return
+        yield FileEvent(source=source.name, root=str(source.root), path=str(path), doc_id=did,
+                        kind="upsert", fingerprint=fp)
+
+    def next_batch(self) -> list[FileEvent]:
+        if not self._planned:
+            self._plan()
+        if not self._queue and self._observer is not None:
+            for raw in self._debouncer.ready():
+                for event in self._events_for(raw):
+                    self._remember(event)
+                    self._queue.append(event)
+        if self._queue:
+            batch, self._queue = self._queue[: self._cfg.batch_size], self._queue[self._cfg.batch_size :]
+            return batch
+        if self._observer is None:
+            raise StopIteration
+        return []
+
+    def next_awake(self) -> datetime | None:
+        if self._queue or self._observer is None:
+            return None
+        return datetime.now(timezone.utc) + timedelta(milliseconds=50)
+
+    def snapshot(self) -> None:
+        return None
+
+    def close(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()  # type: ignore[attr-defined]
+            self._observer.join(timeout=5)  # type: ignore[attr-defined]
+
+
+class FolderSource(FixedPartitionedSource[FileEvent, None]):
+    """bytewax source over watched folders: a single partition named `folders`."""
+
+    def __init__(
+        self,
+        cfg: FolderSourceConfig,
+        known: Callable[[], KnownDocs],
+        on_scan: ScanHandler = lambda seen, guard: None,
+    ) -> None:
+        self._cfg, self._known, self._on_scan = cfg, known, on_scan
+
+    def list_parts(self) -> list[str]:
+        return ["folders"]
+
+    def build_part(self, step_id: str, for_part: str, resume_state: None) -> FolderPartition:
+        return FolderPartition(self._cfg, self._known, self._on_scan)

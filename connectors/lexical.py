@@ -1,0 +1,339 @@
+"""Persistent BM25 over chunk text (DESIGN §4): tantivy by default, rank-bm25 as the oracle.
+
+Both backends share everything that decides *what* is indexed and *which* chunks may match:
+the tokenizer, the keyword terms of a chunk, the filter clauses of a query, and the
+soft-delete / GC / batching semantics (`_BatchedIndex`). A backend only supplies storage
+primitives, so the congruence tests compare two BM25 engines rather than two sets of rules.
+
+Writes are staged in an in-memory overlay and applied once per `commit()`: tantivy then does
+one delete-by-term + add per point and a single commit per batch, `get`/`tombstone` see the
+batch's own writes, and search sees only committed state, identically in both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import tantivy
+from rank_bm25 import BM25Okapi
+
+from connectors.protocols import Hit, LexicalIndex, SearchFilter
+from core.ids import doc_prefixes
+from core.models import IndexedChunk
+
+# tantivy's "default" analyzer, rebuilt from the same parts: SimpleTokenizer (split on
+# non-alphanumerics, Rust's Unicode tables) + RemoveLongFilter(40 bytes) + LowerCaser.
+# Using tantivy's own pipeline rather than a Python regex makes the tokens identical by
+# construction (a regex disagrees on combining marks, e.g. Devanagari vowel signs).
+_ANALYZER = (
+    tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+    .filter(tantivy.Filter.remove_long(40))
+    .filter(tantivy.Filter.lowercase())
+    .build()
+)
+
+Clauses = list[tuple[str, tuple[str, ...]]]
+
+
+def tokenize(text: str) -> list[str]:
+    """The one tokenizer of both backends (documents and queries), equal to tantivy's default.
+
+    Query text becomes plain terms, so user input can never be a query-syntax error.
+    """
+    return list(_ANALYZER.analyze(text))
+
+
+def chunk_terms(chunk: IndexedChunk) -> dict[str, tuple[str, ...]]:
+    """The keyword values a chunk is filtered on (one source of truth for both backends)."""
+    return {
+        "status": (chunk.status,),
+        "doc_id": (chunk.doc_id,),
+        "tenant": (chunk.tenant,),
+        "file_type": (chunk.file_type,),
+        "doc_prefixes": tuple(doc_prefixes(chunk.doc_id)),
+    }
+
+
+def filter_clauses(flt: SearchFilter) -> Clauses:
+    """Conjunction of (field, any-of values); `status=live` is always the first clause."""
+    clauses: Clauses = [("status", ("live",))]
+    for field, values in (
+        ("doc_id", flt.doc_ids),
+        ("tenant", flt.tenants),
+        ("file_type", flt.file_types),
+        ("doc_prefixes", None if flt.path_prefix is None else (flt.path_prefix,)),
+    ):
+        if values is not None:
+            clauses.append((field, tuple(values)))
+    return clauses
+
+
+def matches(chunk: IndexedChunk, clauses: Clauses) -> bool:
+    """`filter_clauses` evaluated on one chunk: the rank-bm25 mask, tantivy's query in Python."""
+    terms = chunk_terms(chunk)
+    return all(not set(terms[field]).isdisjoint(values) for field, values in clauses)
+
+
+def _total(result: tantivy.SearchResult) -> int:
+    """Total matches of a `count=True` search (tantivy 0.27's stub omits `.count`)."""
+    return int(getattr(result, "count", None) or 0)
+
+
+class _BatchedIndex(ABC):
+    """Soft-delete, GC and per-batch commit semantics shared by both backends."""
+
+    def __init__(self) -> None:
+        # point_id -> staged chunk, or None for a staged hard delete (GC).
+        self._pending: dict[str, IndexedChunk | None] = {}
+
+    # -- storage primitives a backend supplies (all on committed state) --
+    @abstractmethod
+    def _apply(self, upserts: list[IndexedChunk], removals: list[str]) -> None:
+        """Durably replace/remove points by id; afterwards search sees them."""
+
+    @abstractmethod
+    def _lookup(self, point_ids: list[str]) -> dict[str, IndexedChunk]: ...
+
+    @abstractmethod
+    def _expired(self, older_than: float) -> list[str]:
+        """Committed tombstones with deleted_at < older_than."""
+
+    @abstractmethod
+    def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]: ...
+
+    @abstractmethod
+    def _count(self, status: str) -> int: ...
+
+    # -- the LexicalIndex protocol --
+    def upsert(self, chunks: Sequence[IndexedChunk]) -> None:
+        for chunk in chunks:
+            self._pending[chunk.point_id] = chunk
+
+    def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:
+        """Keep the text, flip status; an existing tombstone keeps its original deleted_at."""
+        for chunk in self.get(point_ids):
+            if chunk.status == "live":
+                update = {"status": "deleted", "deleted_at": deleted_at}
+                self._pending[chunk.point_id] = chunk.model_copy(update=update)
+
+    def gc(self, older_than: float) -> int:
+        """Hard-delete old tombstones (staged like any write); never touches a live point."""
+        doomed = [p for p in self._expired(older_than) if p not in self._pending]
+        doomed += [
+            pid
+            for pid, c in self._pending.items()
+            if c is not None and c.status == "deleted" and (c.deleted_at or 0.0) < older_than
+        ]
+        for pid in doomed:
+            self._pending[pid] = None
+        return len(doomed)
+
+    def commit(self) -> None:
+        if self._pending:
+            upserts = [c for c in self._pending.values() if c is not None]
+            removals = [pid for pid, c in self._pending.items() if c is None]
+            self._apply(upserts, removals)
+            self._pending.clear()
+
+    def get(self, point_ids: Sequence[str]) -> list[IndexedChunk]:
+        """Points in any status, in request order; staged writes win over committed ones."""
+        wanted = list(dict.fromkeys(point_ids))
+        found = self._lookup([p for p in wanted if p not in self._pending])
+        staged = {p: c for p in wanted if (c := self._pending.get(p)) is not None}
+        found.update(staged)
+        return [found[p] for p in wanted if p in found]
+
+    def search(self, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
+        tokens = tokenize(query)
+        if not tokens or limit <= 0:
+            return []
+        return self._search(tokens, limit, filter_clauses(flt))
+
+    def count(self, status: str) -> int:
+        return self._count(status)
+
+
+class TantivyIndex(_BatchedIndex):
+    """On-disk tantivy index: native BM25 (k1=1.2, b=0.75), filters as terms in the query.
+
+    The writer stays open (it holds the directory lock: one owning process, DESIGN §4).
+    BM25 statistics include tombstones until GC; a negligible drift for a retention window.
+    """
+
+    _KEYWORDS = ("doc_id", "status", "tenant", "file_type", "doc_prefixes")
+
+    def __init__(self, path: Path, heap_size: int = 64_000_000, threads: int = 1) -> None:
+        super().__init__()
+        path.mkdir(parents=True, exist_ok=True)
+        sb = tantivy.SchemaBuilder()
+        sb.add_text_field("point_id", stored=True, tokenizer_name="raw", index_option="basic")
+        sb.add_text_field("text", stored=True, tokenizer_name="default")
+        for name in self._KEYWORDS:
+            sb.add_text_field(name, tokenizer_name="raw", index_option="basic")
+        sb.add_float_field("deleted_at", indexed=True)
+        sb.add_bytes_field("chunk", stored=True)  # IndexedChunk JSON minus text, for `get`
+        self._schema = sb.build()
+        self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
+        self._writer = self._index.writer(heap_size=heap_size, num_threads=threads)
+
+    def _terms(self, field: str, values: Iterable[str]) -> tantivy.Query:
+        """A non-scoring any-of term filter (raw fields would otherwise add BM25 score)."""
+        return tantivy.Query.const_score_query(
+            tantivy.Query.term_set_query(self._schema, field, list(values)), 0.0
+        )
+
+    def _must(self, *queries: tantivy.Query) -> tantivy.Query:
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in queries])
+
+    def _run(
+        self, query: tantivy.Query, limit: int | None = None
+    ) -> list[tuple[float, tantivy.Document]]:
+        """(score, stored doc) pairs; limit None = every match (tantivy panics on limit 0)."""
+        searcher = self._index.searcher()
+        if limit is None:
+            limit = _total(searcher.search(query, 1, count=True))
+        if limit <= 0:
+            return []
+        hits = searcher.search(query, limit, count=False).hits
+        return [(score, searcher.doc(addr)) for score, addr in hits]
+
+    @staticmethod
+    def _chunk(doc: tantivy.Document) -> IndexedChunk:
+        data = json.loads(doc["chunk"][0])
+        data["text"] = doc["text"][0]
+        return IndexedChunk.model_validate(data)
+
+    def _apply(self, upserts: list[IndexedChunk], removals: list[str]) -> None:
+        for pid in removals:
+            self._writer.delete_documents_by_term("point_id", pid)
+        for chunk in upserts:
+            self._writer.delete_documents_by_term("point_id", chunk.point_id)
+            doc = tantivy.Document()
+            doc.add_text("point_id", chunk.point_id)
+            doc.add_text("text", chunk.text)
+            for field, values in chunk_terms(chunk).items():
+                for value in values:
+                    doc.add_text(field, value)
+            if chunk.deleted_at is not None:
+                doc.add_float("deleted_at", chunk.deleted_at)
+            doc.add_bytes("chunk", chunk.model_dump_json(exclude={"text"}).encode())
+            self._writer.add_document(doc)
+        self._writer.commit()
+        self._index.reload()  # the reader's own reload is asynchronous
+
+    def _lookup(self, point_ids: list[str]) -> dict[str, IndexedChunk]:
+        if not point_ids:
+            return {}
+        docs = self._run(self._terms("point_id", point_ids), len(point_ids))
+        return {(c := self._chunk(doc)).point_id: c for _, doc in docs}
+
+    def _expired(self, older_than: float) -> list[str]:
+        old = tantivy.Query.range_query(
+            self._schema,
+            "deleted_at",
+            tantivy.FieldType.Float,
+            upper_bound=older_than,
+            include_upper=False,
+        )
+        docs = self._run(self._must(old, self._terms("status", ["deleted"])))
+        return [doc["point_id"][0] for _, doc in docs]
+
+    def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
+        text = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t))
+                for t in tokens
+            ]
+        )
+        query = self._must(text, *(self._terms(field, values) for field, values in clauses))
+        return [Hit(chunk=self._chunk(doc), score=score) for score, doc in self._run(query, limit)]
+
+    def _count(self, status: str) -> int:
+        searcher = self._index.searcher()
+        return _total(searcher.search(self._terms("status", [status]), 1, count=True))
+
+    def close(self) -> None:
+        """Commit what is staged and let background merges finish (releases the lock)."""
+        self.commit()
+        self._writer.wait_merging_threads()
+
+
+class RankBM25Index(_BatchedIndex):
+    """Exact Okapi BM25 (rank_bm25, k1=1.2, b=0.75 as tantivy) over live chunks; the oracle.
+
+    Persisted as one JSONL file rewritten atomically per commit, the model rebuilt lazily
+    after a change: fine for small corpora and tests, not for 100k chunks.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        path.mkdir(parents=True, exist_ok=True)
+        self._file = path / "chunks.jsonl"
+        self._chunks: dict[str, IndexedChunk] = {}
+        if self._file.exists():
+            for line in self._file.read_text(encoding="utf-8").splitlines():
+                chunk = IndexedChunk.model_validate_json(line)
+                self._chunks[chunk.point_id] = chunk
+        self._model: tuple[BM25Okapi, list[IndexedChunk]] | None = None
+
+    def _apply(self, upserts: list[IndexedChunk], removals: list[str]) -> None:
+        for pid in removals:
+            self._chunks.pop(pid, None)
+        self._chunks.update((c.point_id, c) for c in upserts)
+        tmp = self._file.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.writelines(c.model_dump_json() + "\n" for c in self._chunks.values())
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(self._file)
+        self._model = None
+
+    def _lookup(self, point_ids: list[str]) -> dict[str, IndexedChunk]:
+        return {p: self._chunks[p] for p in point_ids if p in self._chunks}
+
+    def _expired(self, older_than: float) -> list[str]:
+        return [
+            c.point_id
+            for c in self._chunks.values()
+            if c.status == "deleted" and (c.deleted_at or 0.0) < older_than
+        ]
+
+    def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
+        if self._model is None:
+            live = [c for c in self._chunks.values() if c.status == "live"]
+            corpus = [tokenize(c.text) for c in live]
+            if not any(corpus):  # BM25Okapi divides by the corpus's token count
+                return []
+            self._model = (BM25Okapi(corpus, k1=1.2, b=0.75), live)
+        bm25, live = self._model
+        wanted = set(tokens)
+        # Mask before ranking: only filtered chunks sharing a term are candidates (as tantivy).
+        candidates = [
+            i
+            for i, chunk in enumerate(live)
+            if not wanted.isdisjoint(bm25.doc_freqs[i]) and matches(chunk, clauses)
+        ]
+        if not candidates:
+            return []
+        scores = bm25.get_batch_scores(tokens, candidates)
+        ranked = sorted(zip(scores, candidates, strict=True), key=lambda s: -s[0])[:limit]
+        return [Hit(chunk=live[i], score=float(score)) for score, i in ranked]
+
+    def _count(self, status: str) -> int:
+        return sum(c.status == status for c in self._chunks.values())
+
+    def close(self) -> None:
+        self.commit()
+
+
+def open_lexical_index(kind: str, path: Path) -> LexicalIndex:
+    """`tantivy` (default, incremental, on disk) or `rank-bm25` (exact reference)."""
+    if kind == "tantivy":
+        return TantivyIndex(path)
+    if kind == "rank-bm25":
+        return RankBM25Index(path)
+    raise ValueError(f"unknown lexical index {kind!r}: expected 'tantivy' or 'rank-bm25'")

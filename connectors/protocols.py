@@ -1,0 +1,96 @@
+"""One protocol per store; every implementation is driven by the same congruence tests.
+
+Both stores soft-delete: a tombstoned point keeps its text/vector with `status="deleted"`
+and `deleted_at`, and every search filters it out *inside* the store. `gc` hard-deletes
+tombstones older than a retention window, never a live point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from core.models import EmbedderVersion, IndexedChunk
+
+
+class SearchFilter(BaseModel):
+    """Store-side filter. `status="live"` is always applied; the rest narrows further."""
+
+    model_config = ConfigDict(frozen=True)
+
+    doc_ids: tuple[str, ...] | None = None
+    tenants: tuple[str, ...] | None = None
+    path_prefix: str | None = None  # matched on doc_id prefix (`source:dir/`)
+    file_types: tuple[str, ...] | None = None
+
+
+class Hit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    chunk: IndexedChunk
+    score: float
+
+
+class VectorStore(Protocol):
+    """A vector collection for one embedder version (DESIGN §4)."""
+
+    embedder: EmbedderVersion
+
+    def upsert(self, chunks: Sequence[IndexedChunk], vectors: Sequence[Sequence[float]]) -> None:
+        """Idempotent write by point id (payload + vector)."""
+
+    def set_fingerprint(self, point_ids: Sequence[str], size: int, mtime_ns: int) -> None:
+        """Record the file version that the kept points now belong to (no vector change)."""
+
+    def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
+        """Payload-only update of ordinal/span/section for moved chunks (no re-embed)."""
+
+    def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:
+        """Soft delete: status="deleted", deleted_at; the point keeps its vector until GC."""
+
+    def gc(self, older_than: float) -> int:
+        """Hard-delete tombstones with deleted_at < older_than; returns how many."""
+
+    def live_chunks(self, doc_id: str) -> list[IndexedChunk]:
+        """Every live point of one document (the diff's view of 'what the index holds')."""
+
+    def live_doc_fingerprints(self) -> dict[str, set[tuple[int, int]]]:
+        """doc_id -> set of (file_size, file_mtime_ns) over its live points (catch-up scan)."""
+
+    def vectors_for_hashes(self, hashes: Iterable[str]) -> dict[str, list[float]]:
+        """Content hash -> vector from any point (live or tombstoned) of this collection."""
+
+    def get(self, point_ids: Sequence[str]) -> list[IndexedChunk]:
+        """Points by id in any status (exact point lookup)."""
+
+    def search(self, vector: Sequence[float], limit: int, flt: SearchFilter) -> list[Hit]:
+        """Dense top-`limit` over live points matching the filter."""
+
+    def count(self, status: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class LexicalIndex(Protocol):
+    """A persistent BM25 index over chunk text, independent of the embedder."""
+
+    def upsert(self, chunks: Sequence[IndexedChunk]) -> None:
+        """Idempotent write by point id; visible to search after `commit`."""
+
+    def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None: ...
+
+    def gc(self, older_than: float) -> int: ...
+
+    def commit(self) -> None:
+        """Make all writes since the last commit durable and searchable (one per batch)."""
+
+    def get(self, point_ids: Sequence[str]) -> list[IndexedChunk]: ...
+
+    def search(self, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
+        """BM25 top-`limit` over live chunks matching the filter."""
+
+    def count(self, status: str) -> int: ...
+
+    def close(self) -> None: ...

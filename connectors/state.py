@@ -1,0 +1,77 @@
+"""Small JSON records in the data dir: dead letters and sync bookkeeping.
+
+They are written atomically (temp file + rename), so a crash leaves the old or the new
+version, never half a file. Dead letters are keyed by doc_id: a later success or a delete
+clears the entry, and the catch-up scan retries a dead-lettered file only when it changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from core.models import DeadLetter
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
+
+
+class DeadLetterBook:
+    """doc_id -> DeadLetter, persisted in `<state_dir>/dead_letters.json`."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._path = state_dir / "dead_letters.json"
+        raw = read_json(self._path, {})
+        self._letters = {k: DeadLetter.model_validate(v) for k, v in raw.items()}
+
+    def put(self, letter: DeadLetter) -> None:
+        self._letters[letter.doc_id] = letter
+
+    def clear(self, doc_id: str) -> None:
+        self._letters.pop(doc_id, None)
+
+    def save(self) -> None:
+        write_json_atomic(self._path, {k: v.model_dump() for k, v in self._letters.items()})
+
+    def all(self) -> list[DeadLetter]:
+        return sorted(self._letters.values(), key=lambda d: d.doc_id)
+
+    def fingerprints(self) -> dict[str, set[tuple[int, int]]]:
+        """What the catch-up scan treats as 'already seen' for dead-lettered files."""
+        return {
+            d.doc_id: {(d.fingerprint.size, d.fingerprint.mtime_ns)}
+            for d in self._letters.values()
+            if d.fingerprint is not None
+        }
+
+
+class SyncState:
+    """Bookkeeping that status shows: when the last pass finished."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._path = state_dir / "sync.json"
+
+    @property
+    def last_sync(self) -> float | None:
+        value = read_json(self._path, {}).get("last_sync")
+        return float(value) if value is not None else None
+
+    def mark(self, at: float) -> None:
+        write_json_atomic(self._path, {"last_sync": at})

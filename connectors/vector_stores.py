@@ -1,0 +1,376 @@
+"""What the two Qdrant vector stores share: naming, payload, filters, protocol logic, live pointer.
+
+`EdgeVectorStore` (embedded Qdrant Edge) and `QdrantClientVectorStore` (qdrant-client: server or
+local mode) differ only in how they talk to their engine. Everything that decides *behaviour*
+(batching, soft-delete semantics, GC, fingerprints, filter meaning, hit order) lives here in
+`BaseQdrantStore`, and each backend only implements a handful of primitives over pure-data
+`Condition`s. That is what keeps the two congruent (tests/test_vector_stores.py).
+
+Layout (DESIGN §4): one collection per embedder version, named `<index>__<embedder.slug>`, and a
+live pointer `<index>` naming the one queries use. The embedder version a collection was built
+with is stored as collection metadata `{"embedder": {...}}`, so `live_collection` can tell the
+query side which model to load without loading any model.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from connectors.protocols import Hit, SearchFilter, VectorStore
+from core.models import EmbedderVersion, IndexedChunk
+
+VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
+KEYWORD_FIELDS = ("doc_id", "status", "content_hash", "tenant", "file_type", "doc_prefixes")
+FLOAT_FIELDS = ("deleted_at",)
+POSITION_FIELDS = ("ordinal", "section_path", "page", "char_start", "char_end")
+BATCH = 256  # points per write call: one engine round trip per batch, bounded memory
+PAGE = 1024  # points per scroll page
+
+
+class StoreBusyError(RuntimeError):
+    """The embedded data dir is held by another client/process (one process owns it)."""
+
+
+def collection_name(index_name: str, embedder: EmbedderVersion) -> str:
+    return f"{index_name}__{embedder.slug}"
+
+
+def embedder_metadata(embedder: EmbedderVersion) -> dict[str, Any]:
+    return {"embedder": embedder.model_dump(mode="json")}
+
+
+def embedder_from_metadata(collection: str, metadata: dict[str, Any] | None) -> EmbedderVersion:
+    if not metadata or "embedder" not in metadata:
+        raise RuntimeError(f"collection {collection!r} has no embedder metadata")
+    return EmbedderVersion.model_validate(metadata["embedder"])
+
+
+def check_embedder(collection: str, stored: EmbedderVersion, wanted: EmbedderVersion) -> None:
+    """Two versions with one slug would mix vector spaces in one collection: refuse."""
+    if stored != wanted:
+        raise RuntimeError(f"collection {collection!r} holds {stored}, not {wanted}")
+
+
+# --- payload <-> IndexedChunk ----------------------------------------------------------------
+
+
+def doc_prefixes(doc_id: str) -> list[str]:
+    """Every directory prefix of a doc_id: "src:a/b/c.md" -> ["src:", "src:a/", "src:a/b/"].
+
+    Qdrant has no prefix match on keyword indexes in the server API we must stay congruent
+    with, so a path-prefix filter becomes an exact match on this indexed list.
+    """
+    out: list[str] = []
+    source_end = doc_id.find(":")
+    if source_end >= 0:
+        out.append(doc_id[: source_end + 1])
+    for i, ch in enumerate(doc_id):
+        if ch == "/" and i > source_end:
+            out.append(doc_id[: i + 1])
+    return out
+
+
+def prefix_key(path_prefix: str) -> str:
+    """A `SearchFilter.path_prefix` as stored in `doc_prefixes`.
+
+    The prefix must end at a directory boundary ("src:" or "src:docs/"); a value that does not
+    end in ":" or "/" names a directory, so "src:docs" means "src:docs/". A partial file name
+    ("src:docs/rea") therefore never matches "src:docs/readme.md".
+    """
+    return path_prefix if path_prefix.endswith((":", "/")) else path_prefix + "/"
+
+
+def chunk_payload(chunk: IndexedChunk) -> dict[str, Any]:
+    payload = chunk.model_dump(mode="json", exclude={"point_id"})
+    payload["doc_prefixes"] = doc_prefixes(chunk.doc_id)
+    return payload
+
+
+def payload_chunk(point_id: str, payload: dict[str, Any]) -> IndexedChunk:
+    fields = {k: v for k, v in payload.items() if k in IndexedChunk.model_fields}
+    return IndexedChunk.model_validate({**fields, "point_id": point_id})
+
+
+# --- filters as pure data (each backend translates them to its own classes) ------------------
+
+
+@dataclass(frozen=True)
+class Match:
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class MatchIn:
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Below:
+    key: str
+    value: float
+
+
+@dataclass(frozen=True)
+class HasIds:
+    ids: tuple[str, ...]
+
+
+Condition = Match | MatchIn | Below | HasIds
+LIVE = Match("status", "live")
+
+
+def search_conditions(flt: SearchFilter) -> list[Condition] | None:
+    """The store-side filter of a search (all conditions must hold); None = matches nothing.
+
+    An empty allow-list (e.g. `tenants=()`) allows nothing: it must never widen to "all".
+    """
+    conds: list[Condition] = [LIVE]
+    for key, values in (("doc_id", flt.doc_ids), ("tenant", flt.tenants)):
+        if values is not None:
+            if not values:
+                return None
+            conds.append(MatchIn(key, tuple(values)))
+    if flt.file_types is not None:
+        if not flt.file_types:
+            return None
+        conds.append(MatchIn("file_type", tuple(flt.file_types)))
+    if flt.path_prefix is not None:
+        conds.append(Match("doc_prefixes", prefix_key(flt.path_prefix)))
+    return conds
+
+
+class Record(NamedTuple):
+    id: str
+    payload: dict[str, Any]
+    vector: list[float] | None
+
+
+def batches(items: Sequence[str], size: int = BATCH) -> Iterator[tuple[str, ...]]:
+    for start in range(0, len(items), size):
+        yield tuple(items[start : start + size])
+
+
+class BaseQdrantStore(ABC):
+    """The `VectorStore` protocol on top of a few engine primitives (see module docstring).
+
+    Payload updates go through filters (`HasIds`) rather than id lists: both engines reject
+    an id list naming a point that no longer exists, and at-least-once replay after GC must
+    not crash. Tombstoning matches only live points, so a replay does not push back the
+    `deleted_at` of a point already tombstoned.
+    """
+
+    def __init__(self, collection: str, embedder: EmbedderVersion) -> None:
+        self.collection = collection
+        self.embedder = embedder
+        self._closed = False
+
+    # primitives -------------------------------------------------------------------------
+    @abstractmethod
+    def _write(
+        self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]
+    ) -> None: ...
+
+    @abstractmethod
+    def _set_payload(self, conds: list[Condition], payload: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def _delete(self, conds: list[Condition]) -> None: ...
+
+    @abstractmethod
+    def _count(self, conds: list[Condition]) -> int: ...
+
+    @abstractmethod
+    def _scroll_page(
+        self,
+        conds: list[Condition],
+        fields: list[str] | None,
+        with_vector: bool,
+        offset: str | None,
+        limit: int,
+    ) -> tuple[list[Record], str | None]:
+        """One page of matching points; `fields=None` = whole payload; next offset or None."""
+
+    @abstractmethod
+    def _retrieve(self, ids: list[str]) -> list[Record]: ...
+
+    @abstractmethod
+    def _query(
+        self, vector: list[float], limit: int, conds: list[Condition]
+    ) -> list[tuple[Record, float]]: ...
+
+    @abstractmethod
+    def _flush(self) -> None: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+    # protocol ---------------------------------------------------------------------------
+    def upsert(self, chunks: Sequence[IndexedChunk], vectors: Sequence[Sequence[float]]) -> None:
+        """Idempotent write by point id; every point is stamped with this store's embedder."""
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        for start in range(0, len(chunks), BATCH):
+            part = chunks[start : start + BATCH]
+            vecs = [self._vector(v) for v in vectors[start : start + BATCH]]
+            stamped = [c.model_copy(update={"embedder": self.embedder.slug}) for c in part]
+            self._write([c.point_id for c in part], vecs, [chunk_payload(c) for c in stamped])
+
+    def set_fingerprint(self, point_ids: Sequence[str], size: int, mtime_ns: int) -> None:
+        for ids in batches(point_ids):
+            self._set_payload([HasIds(ids)], {"file_size": size, "file_mtime_ns": mtime_ns})
+
+    def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
+        for chunk in chunks:
+            payload = chunk_payload(chunk)
+            update = {k: payload[k] for k in POSITION_FIELDS}
+            self._set_payload([HasIds((chunk.point_id,))], update)
+
+    def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:
+        for ids in batches(point_ids):
+            update = {"status": "deleted", "deleted_at": float(deleted_at)}
+            self._set_payload([HasIds(ids), LIVE], update)
+
+    def gc(self, older_than: float) -> int:
+        """Counted before deleting: the engines' delete-by-filter does not report a count."""
+        conds: list[Condition] = [Match("status", "deleted"), Below("deleted_at", older_than)]
+        n = self._count(conds)
+        if n:
+            self._delete(conds)
+        return n
+
+    def live_chunks(self, doc_id: str) -> list[IndexedChunk]:
+        recs = self._scroll_all([LIVE, Match("doc_id", doc_id)], None, False)
+        chunks = [payload_chunk(r.id, r.payload) for r in recs]
+        return sorted(chunks, key=lambda c: (c.ordinal, c.point_id))
+
+    def live_doc_fingerprints(self) -> dict[str, set[tuple[int, int]]]:
+        out: dict[str, set[tuple[int, int]]] = {}
+        fields = ["doc_id", "file_size", "file_mtime_ns"]
+        for r in self._scroll_all([LIVE], fields, False):
+            p = r.payload
+            out.setdefault(p["doc_id"], set()).add((int(p["file_size"]), int(p["file_mtime_ns"])))
+        return out
+
+    def vectors_for_hashes(self, hashes: Iterable[str]) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for part in batches(sorted(set(hashes)), PAGE):
+            for r in self._scroll_all([MatchIn("content_hash", part)], ["content_hash"], True):
+                if r.vector is not None:
+                    out.setdefault(r.payload["content_hash"], r.vector)
+        return out
+
+    def get(self, point_ids: Sequence[str]) -> list[IndexedChunk]:
+        """In request order (duplicates once); ids not in the collection are skipped."""
+        wanted = list(dict.fromkeys(point_ids))
+        found = {r.id: r for r in self._retrieve(wanted)} if wanted else {}
+        return [payload_chunk(i, found[i].payload) for i in wanted if i in found]
+
+    def search(self, vector: Sequence[float], limit: int, flt: SearchFilter) -> list[Hit]:
+        conds = search_conditions(flt)
+        if conds is None or limit <= 0:
+            return []
+        scored = self._query(self._vector(vector), limit, conds)
+        hits = [Hit(chunk=payload_chunk(r.id, r.payload), score=s) for r, s in scored]
+        return sorted(hits, key=lambda h: (-h.score, h.chunk.point_id))
+
+    def count(self, status: str) -> int:
+        return self._count([Match("status", status)])
+
+    def flush(self) -> None:
+        """Persist pending writes (a batch boundary); not required for crash safety."""
+        self._flush()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._flush()
+            self._close()
+
+    # helpers ----------------------------------------------------------------------------
+    def _vector(self, vector: Sequence[float]) -> list[float]:
+        if len(vector) != self.embedder.dimension:
+            dim = self.embedder.dimension
+            raise ValueError(f"vector of {len(vector)} dims; {self.collection} holds {dim}")
+        return [float(x) for x in vector]
+
+    def _scroll_all(
+        self, conds: list[Condition], fields: list[str] | None, with_vector: bool
+    ) -> Iterator[Record]:
+        offset: str | None = None
+        while True:
+            page, offset = self._scroll_page(conds, fields, with_vector, offset, PAGE)
+            yield from page
+            if offset is None:
+                return
+
+
+# --- opening stores and the live pointer -----------------------------------------------------
+
+
+class Backend(Protocol):
+    """What `connectors.qdrant_edge` and `connectors.qdrant_server` each provide."""
+
+    def open_store(
+        self, base_dir: Path, index_name: str, embedder: EmbedderVersion, url: str | None
+    ) -> BaseQdrantStore: ...
+
+    def read_live(
+        self, base_dir: Path, index_name: str, url: str | None
+    ) -> tuple[str, EmbedderVersion] | None: ...
+
+    def write_live(
+        self, base_dir: Path, index_name: str, collection: str, url: str | None
+    ) -> None: ...
+
+
+def _backend(kind: str) -> Backend:
+    """Imported lazily: the edge path never pays for importing qdrant-client, and the backend
+    modules import this one."""
+    if kind == "edge":
+        from connectors import qdrant_edge
+
+        return qdrant_edge.BACKEND
+    if kind == "qdrant":
+        from connectors import qdrant_server
+
+        return qdrant_server.BACKEND
+    raise ValueError(f"unknown vector store kind {kind!r} (expected 'edge' or 'qdrant')")
+
+
+def open_vector_store(
+    kind: str, base_dir: Path, index_name: str, embedder: EmbedderVersion, url: str | None = None
+) -> VectorStore:
+    """Open (creating if missing) the collection of `embedder`; the first one becomes live.
+
+    `kind="edge"`: shards under `base_dir` (no url). `kind="qdrant"`: `url=None` is local mode
+    persisted at `base_dir`, `url=":memory:"` is in-memory, anything else a server URL.
+    """
+    backend = _backend(kind)
+    store = backend.open_store(Path(base_dir), index_name, embedder, url)
+    try:
+        if backend.read_live(Path(base_dir), index_name, url) is None:
+            backend.write_live(Path(base_dir), index_name, store.collection, url)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def live_collection(
+    kind: str, base_dir: Path, index_name: str, url: str | None = None
+) -> tuple[str, EmbedderVersion] | None:
+    """(live collection, its embedder version), read from metadata only; None if no pointer."""
+    return _backend(kind).read_live(Path(base_dir), index_name, url)
+
+
+def set_live_collection(
+    kind: str, base_dir: Path, index_name: str, collection: str, url: str | None = None
+) -> None:
+    """Atomically point `<index>` at an existing collection (the blue/green switch)."""
+    _backend(kind).write_live(Path(base_dir), index_name, collection, url)

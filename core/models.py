@@ -1,0 +1,195 @@
+"""Pydantic models that travel on every arrow of the ingest and query pipelines.
+
+Every stage boundary carries one of these, so a malformed value is rejected where it is
+produced instead of corrupting a store three stages later.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EventKind = Literal["upsert", "delete"]
+BlockKind = Literal["heading", "paragraph", "list_item", "table_row", "code", "caption"]
+PointStatus = Literal["live", "deleted"]
+Stage = Literal["source", "read", "parse", "chunk", "embed", "write", "guard"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FileFingerprint(Frozen):
+    """What the catch-up scan compares before it reads a byte: size and mtime."""
+
+    size: int
+    mtime_ns: int
+
+
+class FileEvent(Frozen):
+    """A change to one file under a watched root (or its disappearance)."""
+
+    source: str
+    root: str
+    path: str  # absolute path
+    doc_id: str
+    kind: EventKind
+    fingerprint: FileFingerprint | None = None  # None for deletes
+
+
+class Block(Frozen):
+    """One structural unit of a parsed document: a heading, paragraph, list item, table row."""
+
+    kind: BlockKind
+    text: str
+    section_path: tuple[str, ...] = ()
+    page: int | None = None
+
+
+class ParsedDocument(Frozen):
+    doc_id: str
+    source: str
+    path: str
+    file_type: str
+    title: str
+    fingerprint: FileFingerprint
+    blocks: tuple[Block, ...]
+
+
+class Chunk(Frozen):
+    """A token-bounded piece of a document; identity = (doc_id, content_hash, occurrence)."""
+
+    point_id: str
+    doc_id: str
+    ordinal: int
+    occurrence: int
+    content_hash: str
+    text: str
+    section_path: tuple[str, ...] = ()
+    page: int | None = None
+    char_start: int
+    char_end: int
+
+
+class EmbedderVersion(Frozen):
+    """Everything that decides a vector: a change in any field means a different vector space."""
+
+    name: str
+    fingerprint: str
+    dimension: int
+    normalize: bool = True
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+    @property
+    def slug(self) -> str:
+        base = "".join(c if c.isalnum() else "-" for c in self.name.rsplit("/", 1)[-1].lower())
+        return f"{base.strip('-')}-{self.dimension}-{self.fingerprint[:8]}"
+
+
+class IndexedChunk(Frozen):
+    """A chunk as both stores hold it: the chunk plus where it came from and its status."""
+
+    point_id: str
+    doc_id: str
+    source: str
+    path: str
+    file_type: str
+    title: str = ""
+    ordinal: int
+    content_hash: str
+    text: str
+    section_path: tuple[str, ...] = ()
+    page: int | None = None
+    char_start: int
+    char_end: int
+    embedder: str = ""  # EmbedderVersion.slug; empty in the lexical index (embedder-free)
+    status: PointStatus = "live"
+    deleted_at: float | None = None
+    file_size: int = 0
+    file_mtime_ns: int = 0
+    tenant: str = ""
+
+    @property
+    def fingerprint(self) -> FileFingerprint:
+        return FileFingerprint(size=self.file_size, mtime_ns=self.file_mtime_ns)
+
+
+class DeadLetter(Frozen):
+    """A file that could not be indexed, why, and at which stage; retried when it changes."""
+
+    doc_id: str
+    path: str
+    stage: Stage
+    reason: str
+    at: float
+    fingerprint: FileFingerprint | None = None
+
+
+class DocOutcome(Frozen):
+    """What one pass did to one document (emitted by the index step, summed into SyncReport)."""
+
+    doc_id: str
+    changed: bool = False
+    deleted: bool = False
+    chunks_live: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_moved: int = 0
+    chunks_tombstoned: int = 0
+    dead_letter: DeadLetter | None = None
+
+
+class DeadLetterView(Frozen):
+    path: str
+    stage: str
+    reason: str
+
+
+class GuardReport(Frozen):
+    """Why the mass-delete guard stopped a pass."""
+
+    source: str
+    would_delete: int
+    docs_indexed: int
+    max_fraction: float
+    reason: str
+
+
+class SyncReport(BaseModel):
+    """Totals of one `sync` pass (or of a `watch` run so far)."""
+
+    docs_seen: int = 0
+    docs_changed: int = 0
+    docs_deleted: int = 0
+    chunks_live: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_moved: int = 0
+    chunks_tombstoned: int = 0
+    dead_letters: list[DeadLetterView] = Field(default_factory=list)
+    guard: GuardReport | None = None
+    seconds: float = 0.0
+
+    def add(self, outcome: DocOutcome) -> None:
+        self.docs_changed += int(outcome.changed)
+        self.docs_deleted += int(outcome.deleted)
+        self.chunks_embedded += outcome.chunks_embedded
+        self.chunks_reused += outcome.chunks_reused
+        self.chunks_moved += outcome.chunks_moved
+        self.chunks_tombstoned += outcome.chunks_tombstoned
+        if outcome.dead_letter is not None:
+            d = outcome.dead_letter
+            self.dead_letters.append(DeadLetterView(path=d.path, stage=d.stage, reason=d.reason))
+
+
+class StatusReport(BaseModel):
+    docs: int
+    chunks_live: int
+    chunks_deleted: int
+    lexical_live: int
+    embedder: EmbedderVersion | None
+    collection: str | None
+    last_sync: float | None
+    dead_letters: list[DeadLetter]

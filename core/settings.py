@@ -1,0 +1,122 @@
+"""Settings: `RAGSTREAM_*` environment variables over an optional TOML file over defaults.
+
+The TOML file is `ragstream.toml` in the working directory, or the path in
+`RAGSTREAM_CONFIG`. Nested fields use `__` in env vars (`RAGSTREAM_CHUNK__MAX_TOKENS=200`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pptx", ".pdf")
+
+DEFAULT_EXCLUDES = (
+    "**/.git/**",
+    "**/.hg/**",
+    "**/.svn/**",
+    "**/node_modules/**",
+    "**/__pycache__/**",
+    "**/.env",
+    "**/.env.*",
+    "**/*.pem",
+    "**/*.key",
+    "**/id_rsa*",
+    "**/id_ed25519*",
+    "**/.~*",
+    "**/~$*",
+    "**/*.tmp",
+    "**/*.swp",
+    "**/*~",
+)
+
+
+class SourceConfig(BaseModel):
+    """One watched root. Its name prefixes every doc_id; its tenant tags every point."""
+
+    name: str
+    root: Path
+    tenant: str = ""
+
+
+class ChunkSettings(BaseModel):
+    """Every field here changes chunk text, so all of them are part of the chunker key."""
+
+    max_tokens: int = Field(default=256, ge=16)
+    min_tokens: int = Field(default=48, ge=0)
+    boundary_modulus: int = Field(default=4, ge=1)  # content-defined cut: ~1 in N small blocks
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="RAGSTREAM_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    data_dir: Path = Path(".ragstream")
+    index_name: str = "ragstream"
+    embedder: str = "minilm-l6"  # preset, sentence-transformers name, or local path
+    vector_backend: Literal["edge", "qdrant"] = "edge"
+    qdrant_url: str | None = None  # a server URL switches to qdrant-client
+    lexical_backend: Literal["tantivy", "rank-bm25"] = "tantivy"
+    sources: list[SourceConfig] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=lambda: [f"**/*{s}" for s in SUPPORTED_SUFFIXES])
+    exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDES))
+    max_file_bytes: int = 50 * 1024 * 1024
+    debounce_ms: int = 300
+    parse_timeout_s: float = 120.0
+    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    embed_batch_size: int = 64
+    gc_retention_s: float = 7 * 24 * 3600.0
+    mass_delete_fraction: float = 0.5
+    mass_delete_min_docs: int = 10
+    telemetry_exporter: Literal["none", "console", "otlp"] = "none"
+    otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = Path(os.environ.get("RAGSTREAM_CONFIG", "ragstream.toml"))
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_path))
+
+    @property
+    def vectors_dir(self) -> Path:
+        return self.data_dir / "vectors"
+
+    @property
+    def lexical_dir(self) -> Path:
+        return self.data_dir / "lexical"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.data_dir / "state"
+
+    def with_paths(self, paths: list[Path]) -> Settings:
+        """Settings whose sources are these folders (CLI arguments), named by folder name."""
+        names: set[str] = set()
+        sources = []
+        for path in paths:
+            root = path.expanduser().resolve()
+            base = name = root.name or "root"
+            n = 1
+            while name in names:
+                n += 1
+                name = f"{base}-{n}"
+            names.add(name)
+            tenant = next((s.tenant for s in self.sources if s.root.resolve() == root), "")
+            sources.append(SourceConfig(name=name, root=root, tenant=tenant))
+        return self.model_copy(update={"sources": sources or self.sources})

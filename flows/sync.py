@@ -1,0 +1,137 @@
+"""The sync dataflow: folders → read/parse → chunk/diff/embed/write → outcomes.
+
+    python -m bytewax.run flows.sync:flow      # watch forever, sources from settings
+    ragstream sync PATH... / ragstream watch PATH...
+
+The flow file only wires steps; the steps live in `flows.indexer` and are testable alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bytewax import operators as op
+from bytewax.dataflow import Dataflow
+from bytewax.outputs import DynamicSink, StatelessSinkPartition
+from bytewax.testing import run_main
+
+from connectors.fs import FolderSource, FolderSourceConfig, KnownDocs, PathFilter, ScanHandler
+from core.models import DocOutcome, GuardReport, SyncReport
+from core.settings import Settings
+from flows.indexer import Indexer
+from flows.runtime import Runtime, open_runtime
+
+OutcomeHandler = Callable[[DocOutcome], None]
+
+
+class _CallbackPartition(StatelessSinkPartition[DocOutcome]):
+    def __init__(self, handler: OutcomeHandler) -> None:
+        self._handler = handler
+
+    def write_batch(self, items: list[DocOutcome]) -> None:
+        for item in items:
+            self._handler(item)
+
+
+class OutcomeSink(DynamicSink[DocOutcome]):
+    """Delivers per-document outcomes to a callback (report, progress bar, status)."""
+
+    def __init__(self, handler: OutcomeHandler) -> None:
+        self._handler = handler
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _CallbackPartition:
+        return _CallbackPartition(self._handler)
+
+
+def make_indexer(rt: Runtime) -> Indexer:
+    s = rt.settings
+    return Indexer(
+        embedder=rt.embedder, vectors=rt.vectors, lexical=rt.lexical,
+        dead_letters=rt.dead_letters, chunker=rt.chunker,
+        tenants={src.name: src.tenant for src in s.sources},
+        max_file_bytes=s.max_file_bytes, parse_timeout_s=s.parse_timeout_s,
+        batch_size=s.embed_batch_size,
+    )
+
+
+def known_docs(rt: Runtime) -> KnownDocs:
+    """What the index holds per doc (file fingerprints), dead-lettered files included."""
+    known = dict(rt.vectors.live_doc_fingerprints())
+    for did, fps in rt.dead_letters.fingerprints().items():
+        known.setdefault(did, fps)
+    return known
+
+
+def build_flow(
+    rt: Runtime,
+    *,
+    watch: bool,
+    on_outcome: OutcomeHandler,
+    on_scan: ScanHandler = lambda seen, guard: None,
+    allow_mass_delete: bool = False,
+) -> Dataflow:
+    s = rt.settings
+    indexer = make_indexer(rt)
+    cfg = FolderSourceConfig(
+        sources=tuple(s.sources),
+        path_filter=PathFilter(tuple(s.include), tuple(s.exclude)),
+        watch=watch,
+        debounce_s=s.debounce_ms / 1000,
+        batch_size=s.embed_batch_size,
+        max_delete_fraction=s.mass_delete_fraction,
+        min_docs_for_guard=s.mass_delete_min_docs,
+        allow_mass_delete=allow_mass_delete,
+    )
+    flow = Dataflow("ragstream_sync")
+    events = op.input("folders", flow, FolderSource(cfg, lambda: known_docs(rt), on_scan))
+    parsed = op.flat_map_batch("parse", events, indexer.parse_batch)
+    outcomes = op.flat_map_batch("index", parsed, indexer.index_batch)
+    op.output("outcomes", outcomes, OutcomeSink(on_outcome))
+    return flow
+
+
+def run_sync(
+    settings: Settings,
+    *,
+    watch: bool = False,
+    allow_mass_delete: bool = False,
+    on_outcome: OutcomeHandler | None = None,
+) -> SyncReport:
+    """Run the flow in this process (one worker) and return the totals of the pass."""
+    report = SyncReport()
+    started = time.time()
+
+    def handle(outcome: DocOutcome) -> None:
+        report.add(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
+    def scanned(seen: int, guard: GuardReport | None) -> None:
+        report.docs_seen += seen
+        report.guard = guard or report.guard
+
+    with open_runtime(settings) as rt:
+        flow = build_flow(rt, watch=watch, on_outcome=handle, on_scan=scanned,
+                          allow_mass_delete=allow_mass_delete)
+        try:
+            run_main(flow)
+        finally:
+            rt.sync_state.mark(time.time())
+            report.chunks_live = rt.vectors.count("live")
+            report.seconds = round(time.time() - started, 3)
+    return report
+
+
+def __getattr__(name: str) -> Any:
+    """`flows.sync:flow` for `python -m bytewax.run`: a watching flow built from settings.
+
+    Built lazily so importing this module stays cheap; the runtime stays open for the
+    life of the process (bytewax owns the loop and exits the process when it stops).
+    """
+    if name != "flow":
+        raise AttributeError(name)
+    settings = Settings()
+    rt = open_runtime(settings).__enter__()
+    return build_flow(rt, watch=True, on_outcome=lambda o: print(o.model_dump_json(), flush=True))

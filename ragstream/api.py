@@ -1,0 +1,115 @@
+"""The public Python API behind the CLI: sync, watch, status, gc."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from connectors.lexical import open_lexical_index
+from connectors.state import DeadLetterBook, SyncState
+from connectors.vector_stores import live_collection, open_vector_store
+from core.models import DocOutcome, StatusReport, SyncReport
+from core.settings import Settings
+from flows.sync import OutcomeHandler, run_sync
+
+
+def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings from env/TOML, with the data dir and any field overridden by the caller."""
+    if data_dir is not None:
+        overrides["data_dir"] = Path(data_dir)
+    return Settings(**overrides)
+
+
+def _with_paths(settings: Settings, paths: Sequence[str | Path]) -> Settings:
+    chosen = settings.with_paths([Path(p) for p in paths])
+    if not chosen.sources:
+        raise ValueError("no folders to sync: pass PATH arguments or configure `sources`")
+    for src in chosen.sources:
+        if not src.root.is_dir():
+            raise ValueError(f"not a directory: {src.root}")
+    return chosen
+
+
+def sync(
+    paths: Sequence[str | Path],
+    *,
+    settings: Settings | None = None,
+    data_dir: str | Path | None = None,
+    allow_mass_delete: bool = False,
+    on_outcome: OutcomeHandler | None = None,
+) -> SyncReport:
+    """Catch up once: make the index equal the folders, then return the pass's totals."""
+    chosen = _with_paths(settings or load_settings(data_dir), paths)
+    return run_sync(chosen, watch=False, allow_mass_delete=allow_mass_delete,
+                    on_outcome=on_outcome)
+
+
+def watch(
+    paths: Sequence[str | Path],
+    *,
+    settings: Settings | None = None,
+    data_dir: str | Path | None = None,
+    allow_mass_delete: bool = False,
+    on_outcome: OutcomeHandler | None = None,
+) -> SyncReport:
+    """Catch up, then follow every change until interrupted."""
+    chosen = _with_paths(settings or load_settings(data_dir), paths)
+    return run_sync(chosen, watch=True, allow_mass_delete=allow_mass_delete,
+                    on_outcome=on_outcome)
+
+
+def status(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> StatusReport:
+    """Counts and versions straight from the stores; loads no model."""
+    s = settings or load_settings(data_dir)
+    dead = DeadLetterBook(s.state_dir).all()
+    last = SyncState(s.state_dir).last_sync
+    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    if live is None:
+        return StatusReport(docs=0, chunks_live=0, chunks_deleted=0, lexical_live=0,
+                            embedder=None, collection=None, last_sync=last, dead_letters=dead)
+    name, embedder = live
+    vectors = open_vector_store(s.vector_backend, s.vectors_dir, s.index_name, embedder,
+                                url=s.qdrant_url)
+    try:
+        docs = len(vectors.live_doc_fingerprints())
+        chunks_live, chunks_deleted = vectors.count("live"), vectors.count("deleted")
+    finally:
+        vectors.close()
+    lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
+    try:
+        lexical_live = lexical.count("live")
+    finally:
+        lexical.close()
+    return StatusReport(docs=docs, chunks_live=chunks_live, chunks_deleted=chunks_deleted,
+                        lexical_live=lexical_live, embedder=embedder, collection=name,
+                        last_sync=last, dead_letters=dead)
+
+
+def gc(
+    *, retention_s: float | None = None, settings: Settings | None = None,
+    data_dir: str | Path | None = None,
+) -> dict[str, int]:
+    """Hard-delete tombstones older than the retention window in both stores."""
+    s = settings or load_settings(data_dir)
+    cutoff = time.time() - (s.gc_retention_s if retention_s is None else retention_s)
+    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    purged = {"vectors": 0, "lexical": 0}
+    if live is not None:
+        vectors = open_vector_store(s.vector_backend, s.vectors_dir, s.index_name, live[1],
+                                    url=s.qdrant_url)
+        try:
+            purged["vectors"] = vectors.gc(cutoff)
+        finally:
+            vectors.close()
+    lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
+    try:
+        purged["lexical"] = lexical.gc(cutoff)
+        lexical.commit()
+    finally:
+        lexical.close()
+    return purged
+
+
+__all__ = ["DocOutcome", "gc", "load_settings", "status", "sync", "watch"]

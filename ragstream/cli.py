@@ -1,0 +1,148 @@
+"""`ragstream` command line: sync, watch, status, gc. Every command takes --data-dir/--json.
+
+Exit codes: 0 ok, 2 usage error, 3 the mass-delete guard held deletions back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from contextlib import nullcontext
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from core.models import DocOutcome, StatusReport, SyncReport  # noqa: E402
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+err = Console(stderr=True)
+out = Console()
+EXIT_GUARD = 3
+
+DataDir = Annotated[Path | None, typer.Option("--data-dir", help="index data directory")]
+AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+Paths = Annotated[list[Path], typer.Argument(help="folders to keep in sync")]
+AllowMass = Annotated[
+    bool, typer.Option("--allow-mass-delete", help="proceed even if most docs vanished")
+]
+
+
+def _progress_line(outcome: DocOutcome) -> None:
+    if outcome.dead_letter is not None:
+        d = outcome.dead_letter
+        err.print(f"[red]dead letter[/] {d.path} [{d.stage}] {d.reason}")
+    elif outcome.deleted:
+        err.print(f"[yellow]deleted[/] {outcome.doc_id} ({outcome.chunks_tombstoned} tombstoned)")
+    elif outcome.changed:
+        err.print(
+            f"[green]indexed[/] {outcome.doc_id}: {outcome.chunks_live} chunks "
+            f"({outcome.chunks_embedded} embedded, {outcome.chunks_reused} reused, "
+            f"{outcome.chunks_moved} moved, {outcome.chunks_tombstoned} tombstoned)"
+        )
+
+
+def _finish(report: SyncReport, as_json: bool) -> None:
+    if as_json:
+        print(report.model_dump_json())
+    else:
+        table = Table(title="sync", show_header=False)
+        for key, value in report.model_dump(exclude={"dead_letters", "guard"}).items():
+            table.add_row(key, str(value))
+        table.add_row("dead_letters", str(len(report.dead_letters)))
+        out.print(table)
+    if report.guard is not None:
+        err.print(f"[bold red]mass-delete guard:[/] {report.guard.reason}")
+        raise typer.Exit(EXIT_GUARD)
+
+
+@app.command()
+def sync(paths: Paths, data_dir: DataDir = None, as_json: AsJson = False,
+         allow_mass_delete: AllowMass = False) -> None:
+    """Catch up once (index == folders), then exit."""
+    from ragstream import api
+
+    with err.status("syncing…", spinner="dots") if not as_json else nullcontext():
+        report = api.sync(paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete,
+                          on_outcome=None if as_json else _progress_line)
+    _finish(report, as_json)
+
+
+@app.command()
+def watch(paths: Paths, data_dir: DataDir = None, as_json: AsJson = False,
+          allow_mass_delete: AllowMass = False) -> None:
+    """Catch up, then follow every change until Ctrl-C."""
+    from ragstream import api
+
+    def emit(outcome: DocOutcome) -> None:
+        if as_json:
+            print(outcome.model_dump_json(), flush=True)
+        else:
+            _progress_line(outcome)
+
+    err.print(f"watching {', '.join(map(str, paths))} (Ctrl-C to stop)")
+    try:
+        report = api.watch(paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete,
+                           on_outcome=emit)
+    except KeyboardInterrupt:
+        err.print("stopped")
+        return
+    _finish(report, as_json)
+
+
+@app.command()
+def status(data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """Docs, live/deleted chunks, embedder version, last sync, dead letters."""
+    from ragstream import api
+
+    report = api.status(data_dir=data_dir)
+    if as_json:
+        print(report.model_dump_json())
+        return
+    _print_status(report)
+
+
+def _print_status(report: StatusReport) -> None:
+    table = Table(title="ragstream status", show_header=False)
+    table.add_row("docs", str(report.docs))
+    table.add_row("chunks live / deleted", f"{report.chunks_live} / {report.chunks_deleted}")
+    table.add_row("lexical live", str(report.lexical_live))
+    emb = report.embedder
+    table.add_row("embedder", f"{emb.name} ({emb.dimension}d, {emb.fingerprint})" if emb else "-")
+    table.add_row("collection", report.collection or "-")
+    last = report.last_sync
+    table.add_row("last sync", dt.datetime.fromtimestamp(last).isoformat() if last else "never")
+    table.add_row("dead letters", str(len(report.dead_letters)))
+    out.print(table)
+    for d in report.dead_letters:
+        out.print(f"  [red]{d.path}[/] [{d.stage}] {d.reason}")
+
+
+@app.command()
+def gc(
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    retention: Annotated[
+        float | None, typer.Option(help="seconds a tombstone is kept (default from settings)")
+    ] = None,
+) -> None:
+    """Hard-delete tombstones older than the retention window (never live points)."""
+    from ragstream import api
+
+    purged = api.gc(retention_s=retention, data_dir=data_dir)
+    print(json.dumps(purged) if as_json else f"purged {purged}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
