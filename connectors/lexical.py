@@ -179,6 +179,7 @@ class TantivyIndex(_BatchedIndex):
         self._schema = sb.build()
         self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
         self._writer = self._index.writer(heap_size=heap_size, num_threads=threads)
+        self._closed = False
 
     def _terms(self, field: str, values: Iterable[str]) -> tantivy.Query:
         """A non-scoring any-of term filter (raw fields would otherwise add BM25 score)."""
@@ -196,6 +197,7 @@ class TantivyIndex(_BatchedIndex):
         searcher = self._index.searcher()
         if limit is None:
             limit = _total(searcher.search(query, 1, count=True))
+        limit = min(limit, searcher.num_docs)  # TopDocs preallocates `limit` slots
         if limit <= 0:
             return []
         hits = searcher.search(query, limit, count=False).hits
@@ -258,8 +260,10 @@ class TantivyIndex(_BatchedIndex):
 
     def close(self) -> None:
         """Commit what is staged and let background merges finish (releases the lock)."""
-        self.commit()
-        self._writer.wait_merging_threads()
+        if not self._closed:
+            self.commit()
+            self._writer.wait_merging_threads()  # consumes the writer: close only once
+            self._closed = True
 
 
 class RankBM25Index(_BatchedIndex):

@@ -58,6 +58,7 @@ from connectors.vector_stores import (
     StoreBusyError,
     check_embedder,
     collection_name,
+    dense_vector,
     embedder_from_metadata,
     embedder_metadata,
 )
@@ -95,14 +96,6 @@ def _condition(cond: Condition) -> FieldCondition | HasIdCondition:
 
 def _filter(conds: list[Condition]) -> Filter | None:
     return Filter(must=[_condition(c) for c in conds]) if conds else None
-
-
-def _dense(vector: object) -> list[float] | None:
-    """Edge returns named vectors as {"dense": [...]}."""
-    if isinstance(vector, dict):
-        dense = vector.get(VECTOR)
-        return [float(x) for x in dense] if isinstance(dense, list) else None
-    return None
 
 
 def _load_or_create(path: Path, embedder: EmbedderVersion) -> EdgeShard:
@@ -189,7 +182,7 @@ class EdgeVectorStore(BaseQdrantStore):
             with_vector=with_vector,
         )
         records, next_offset = self._shard.scroll(request)
-        page = [Record(str(r.id), r.payload or {}, _dense(r.vector)) for r in records]
+        page = [Record(str(r.id), r.payload or {}, dense_vector(r.vector)) for r in records]
         return page, None if next_offset is None else str(next_offset)
 
     def _retrieve(self, ids: list[str]) -> list[Record]:

@@ -36,6 +36,7 @@ from connectors.vector_stores import (
     StoreBusyError,
     check_embedder,
     collection_name,
+    dense_vector,
     embedder_from_metadata,
     embedder_metadata,
 )
@@ -97,13 +98,6 @@ def _condition(cond: Condition) -> models.FieldCondition | models.HasIdCondition
 
 def _filter(conds: list[Condition]) -> models.Filter:
     return models.Filter(must=[_condition(c) for c in conds])
-
-
-def _dense(vector: object) -> list[float] | None:
-    if isinstance(vector, dict):
-        dense = vector.get(VECTOR)
-        return [float(x) for x in dense] if isinstance(dense, list) else None
-    return None
 
 
 class QdrantClientVectorStore(BaseQdrantStore):
@@ -185,7 +179,7 @@ class QdrantClientVectorStore(BaseQdrantStore):
             with_payload=True if fields is None else fields,
             with_vectors=with_vector,
         )
-        page = [Record(str(r.id), r.payload or {}, _dense(r.vector)) for r in records]
+        page = [Record(str(r.id), r.payload or {}, dense_vector(r.vector)) for r in records]
         return page, None if next_offset is None else str(next_offset)
 
     def _retrieve(self, ids: list[str]) -> list[Record]:

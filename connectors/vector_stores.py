@@ -131,15 +131,12 @@ def search_conditions(flt: SearchFilter) -> list[Condition] | None:
     An empty allow-list (e.g. `tenants=()`) allows nothing: it must never widen to "all".
     """
     conds: list[Condition] = [LIVE]
-    for key, values in (("doc_id", flt.doc_ids), ("tenant", flt.tenants)):
+    allow = (("doc_id", flt.doc_ids), ("tenant", flt.tenants), ("file_type", flt.file_types))
+    for key, values in allow:
         if values is not None:
             if not values:
                 return None
             conds.append(MatchIn(key, tuple(values)))
-    if flt.file_types is not None:
-        if not flt.file_types:
-            return None
-        conds.append(MatchIn("file_type", tuple(flt.file_types)))
     if flt.path_prefix is not None:
         conds.append(Match("doc_prefixes", prefix_key(flt.path_prefix)))
     return conds
@@ -149,6 +146,12 @@ class Record(NamedTuple):
     id: str
     payload: dict[str, Any]
     vector: list[float] | None
+
+
+def dense_vector(vector: object) -> list[float] | None:
+    """The dense vector out of a record's named vectors ({"dense": [...]}) in either engine."""
+    dense = vector.get(VECTOR) if isinstance(vector, dict) else None
+    return [float(x) for x in dense] if isinstance(dense, list) else None
 
 
 def batches(items: Sequence[str], size: int = BATCH) -> Iterator[tuple[str, ...]]:
@@ -345,8 +348,10 @@ def _backend(kind: str) -> Backend:
 
 def open_vector_store(
     kind: str, base_dir: Path, index_name: str, embedder: EmbedderVersion, url: str | None = None
-) -> VectorStore:
+) -> BaseQdrantStore:
     """Open (creating if missing) the collection of `embedder`; the first one becomes live.
+
+    Returns a `VectorStore` (plus `.collection` and `.flush()`).
 
     `kind="edge"`: shards under `base_dir` (no url). `kind="qdrant"`: `url=None` is local mode
     persisted at `base_dir`, `url=":memory:"` is in-memory, anything else a server URL.
@@ -374,3 +379,7 @@ def set_live_collection(
 ) -> None:
     """Atomically point `<index>` at an existing collection (the blue/green switch)."""
     _backend(kind).write_live(Path(base_dir), index_name, collection, url)
+
+
+def _conforms(store: BaseQdrantStore) -> VectorStore:
+    return store  # mypy proves the base class satisfies the protocol

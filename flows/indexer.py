@@ -166,13 +166,15 @@ class Indexer:
             outcomes.append(outcome)
             adds += doc_adds
             moves += doc_moves
-            if plan.diff is not None and plan.work.doc is not None:
+            if plan.diff is None:
+                continue
+            tombstones += plan.diff.tombstone
+            if plan.work.doc is not None:
                 fp = plan.work.doc.fingerprint
                 held = {c.point_id: c.fingerprint for c in plan.stored}
                 stale = [c.point_id for c in plan.diff.keep if held[c.point_id] != fp]
                 if stale:
                     keep_fps.append((stale, fp.size, fp.mtime_ns))
-                tombstones += plan.diff.tombstone
         with span("ingest.write", upserts=len(adds), moves=len(moves),
                   tombstones=len(tombstones)):
             if adds or moves:

@@ -18,7 +18,6 @@ from core.models import IndexedChunk
 
 KINDS = ["tantivy", "rank-bm25"]
 ALL = SearchFilter()
-SCIFACT = Path("/work/shared/data/scifact")
 
 
 def chunk(pid: str, text: str, doc: str = "src:a.md", **kw: object) -> IndexedChunk:
@@ -192,21 +191,21 @@ def test_tokenizer_equals_tantivys_default(tmp_path: Path) -> None:
     assert "hello" in indexed and "world" in indexed and "οδοσ" in indexed
 
 
-def _scifact(n_docs: int, n_queries: int) -> tuple[list[IndexedChunk], dict[str, str]]:
+def _scifact(data: Path, n_docs: int, n_queries: int) -> tuple[list[IndexedChunk], dict[str, str]]:
     """The first `n_queries` test queries and a corpus holding their relevant docs."""
     qrels: dict[str, set[str]] = {}
-    for line in (SCIFACT / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+    for line in (data / "qrels" / "test.tsv").read_text().splitlines()[1:]:
         qid, did, _ = line.split("\t")
         qrels.setdefault(qid, set()).add(did)
-    queries = {}
-    with (SCIFACT / "queries.jsonl").open() as fh:
+    queries: dict[str, str] = {}
+    with (data / "queries.jsonl").open() as fh:
         for line in fh:
             q = json.loads(line)
             if q["_id"] in qrels and len(queries) < n_queries:
                 queries[q["_id"]] = q["text"]
     needed = set().union(*(qrels[q] for q in queries))
     docs: list[IndexedChunk] = []
-    with (SCIFACT / "corpus.jsonl").open() as fh:
+    with (data / "corpus.jsonl").open() as fh:
         for line in fh:
             d = json.loads(line)
             if d["_id"] in needed or len(docs) < n_docs - len(needed):
@@ -214,8 +213,7 @@ def _scifact(n_docs: int, n_queries: int) -> tuple[list[IndexedChunk], dict[str,
     return docs, queries
 
 
-@pytest.mark.skipif(not SCIFACT.exists(), reason="SciFact not available")
-def test_tantivy_ranks_like_exact_okapi_on_scifact(tmp_path: Path) -> None:
+def test_tantivy_ranks_like_exact_okapi_on_scifact(scifact_dir: Path, tmp_path: Path) -> None:
     """Mean top-10 overlap, tantivy vs rank-bm25, 2,000 SciFact docs / 50 test queries.
 
     Measured 0.89. The gap is idf, not tokens or filters: tantivy (Lucene) uses
@@ -223,7 +221,7 @@ def test_tantivy_ranks_like_exact_okapi_on_scifact(tmp_path: Path) -> None:
     ("the", "of") at 0.25 x mean idf, i.e. weighs stopwords ~4x more. With Lucene's idf plugged
     into BM25Okapi the overlap is 0.98 (the rest is tantivy's 1-byte doc-length quantization).
     """
-    docs, queries = _scifact(2000, 50)
+    docs, queries = _scifact(scifact_dir, 2000, 50)
     indexes = {kind: open_lexical_index(kind, tmp_path / kind) for kind in KINDS}
     overlaps = []
     try:

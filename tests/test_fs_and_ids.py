@@ -1,0 +1,74 @@
+"""Pure parts of the folder source and identities: globs, catch-up planning, ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from connectors.fs import PathFilter, glob_match, plan_catch_up
+from core.ids import content_hash, doc_id, normalize_text, point_id
+from core.models import FileFingerprint
+from core.settings import DEFAULT_EXCLUDES, SourceConfig, Settings
+
+
+def test_globs() -> None:
+    assert glob_match("a.md", "**/*.md") and glob_match("x/y/a.md", "**/*.md")
+    assert not glob_match("x/a.mdx", "**/*.md")
+    assert glob_match(".git/config", "**/.git/**") and glob_match("x/.git/a/b", "**/.git/**")
+    assert glob_match("keys/server.pem", "**/*.pem") and glob_match(".env", "**/.env")
+
+
+def test_default_filter_skips_secrets_and_vcs() -> None:
+    pf = PathFilter(tuple(Settings().include), DEFAULT_EXCLUDES)
+    assert pf.wanted("docs/guide.md") and pf.wanted("a/b.PDF")
+    for rel in (".git/HEAD.md", "sub/.env", "certs/x.pem", "notes.md.swp", "a/~$doc.docx"):
+        assert not pf.wanted(rel), rel
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_hash_ignores_whitespace_formatting(text: str) -> None:
+    spaced = "  " + text.replace(" ", " \n ") + "\t"
+    assert content_hash(text, "k") == content_hash(spaced, "k")
+    assert normalize_text(spaced) == normalize_text(text)
+
+
+def test_ids_are_deterministic_and_position_free() -> None:
+    h = content_hash("Some text.", "k")
+    assert point_id("s:a.md", h, 0) == point_id("s:a.md", h, 0)
+    assert point_id("s:a.md", h, 0) != point_id("s:a.md", h, 1)
+    assert point_id("s:a.md", h, 0) != point_id("s:b.md", h, 0)
+    assert doc_id("s", "dir\\x.md") == "s:dir/x.md"
+
+
+def _found(root: Path, names: list[str], mtime: int = 1) -> list:
+    return [(f"s:{n}", root / n, FileFingerprint(size=10, mtime_ns=mtime)) for n in names]
+
+
+def test_catch_up_emits_only_changes_and_deletes(tmp_path: Path) -> None:
+    src = SourceConfig(name="s", root=tmp_path)
+    known = {"s:a.md": {(10, 1)}, "s:b.md": {(10, 0)}, "s:gone.md": {(10, 1)},
+             "other:x.md": {(1, 1)}}
+    events, guard = plan_catch_up(src, _found(tmp_path, ["a.md", "b.md", "c.md"]), known,
+                                  0.9, 10, False)
+    assert guard is None
+    got = {(e.doc_id, e.kind) for e in events}
+    assert got == {("s:b.md", "upsert"), ("s:c.md", "upsert"), ("s:gone.md", "delete")}
+
+
+def test_catch_up_rereads_a_doc_with_mixed_fingerprints(tmp_path: Path) -> None:
+    """A crash between write and tombstone leaves two fingerprints: re-diff that doc."""
+    src = SourceConfig(name="s", root=tmp_path)
+    events, _ = plan_catch_up(src, _found(tmp_path, ["a.md"]), {"s:a.md": {(10, 1), (9, 0)}},
+                              0.5, 10, False)
+    assert [(e.doc_id, e.kind) for e in events] == [("s:a.md", "upsert")]
+
+
+def test_mass_delete_guard(tmp_path: Path) -> None:
+    src = SourceConfig(name="s", root=tmp_path)
+    known = {f"s:{i}.md": {(10, 1)} for i in range(20)}
+    events, guard = plan_catch_up(src, [], known, 0.5, 10, False)
+    assert guard is not None and guard.would_delete == 20 and events == []
+    events, guard = plan_catch_up(src, [], known, 0.5, 10, True)
+    assert guard is None and len(events) == 20
