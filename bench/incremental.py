@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus  # noqa: E402
+from _scifact import corpus
 
-from core.ids import normalize_text  # noqa: E402
-from core.settings import Settings  # noqa: E402
-from flows.runtime import open_runtime  # noqa: E402
-from ragstream import api  # noqa: E402
+from core.ids import normalize_text
+from core.settings import Settings
+from flows.runtime import open_runtime
+from ragstream import api
 
 
 def main() -> None:
@@ -60,11 +60,15 @@ def main() -> None:
             marker = normalize_text(sentences[j])
             with open_runtime(settings) as rt:
                 doc = f"long:{path.name}"
-                changed += sum(marker in normalize_text(c.text) for c in rt.vectors.live_chunks(doc))
+                changed += sum(
+                    marker in normalize_text(c.text) for c in rt.vectors.live_chunks(doc)
+                )
         elapsed = time.perf_counter() - t0
     print(f"initial: {first.chunks_embedded} chunks embedded for 20 docs")
-    print(f"edits={args.edits} changed_chunks={changed} re_embedded={embedded} "
-          f"ratio={embedded / max(changed, 1):.3f} mean_sync_s={elapsed / args.edits:.2f}")
+    print(
+        f"edits={args.edits} changed_chunks={changed} re_embedded={embedded} "
+        f"ratio={embedded / max(changed, 1):.3f} mean_sync_s={elapsed / args.edits:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus, write_markdown  # noqa: E402
+from _scifact import corpus, write_markdown
 
-from core.settings import Settings  # noqa: E402
-from flows.runtime import open_runtime  # noqa: E402
-from operators.embed import load_embedder  # noqa: E402
-from ragstream import api  # noqa: E402
+from core.settings import Settings
+from flows.runtime import open_runtime
+from operators.embed import load_embedder
+from ragstream import api
 
 
 def main() -> None:
@@ -38,14 +38,19 @@ def main() -> None:
         report = api.sync([folder], settings=settings)
         ingest_s = time.perf_counter() - t0
         with open_runtime(settings) as rt:
-            texts = [c.text for d in rt.vectors.live_doc_fingerprints()
-                     for c in rt.vectors.live_chunks(d)]
+            texts = [
+                c.text
+                for d in rt.vectors.live_doc_fingerprints()
+                for c in rt.vectors.live_chunks(d)
+            ]
         t0 = time.perf_counter()
         embedder.encode_passages(texts, batch_size=settings.embed_batch_size)
         encode_s = time.perf_counter() - t0
     n = report.chunks_embedded
-    print(f"docs={report.docs_seen} chunks={len(texts)} embedded={n} "
-          f"dead_letters={len(report.dead_letters)}")
+    print(
+        f"docs={report.docs_seen} chunks={len(texts)} embedded={n} "
+        f"dead_letters={len(report.dead_letters)}"
+    )
     print("| path | seconds | chunks/s |\n|---|---|---|")
     print(f"| ragstream sync (parse+chunk+embed+write) | {ingest_s:.1f} | {n / ingest_s:.1f} |")
     print(f"| SentenceTransformer.encode only | {encode_s:.1f} | {len(texts) / encode_s:.1f} |")

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
@@ -111,27 +111,45 @@ def plan_catch_up(
     for did, path, fp in found:
         present.add(did)
         if fp is None or known.get(did) != {(fp.size, fp.mtime_ns)}:
-            events.append(FileEvent(source=source.name, root=root, path=str(path), doc_id=did,
-                                    kind="upsert", fingerprint=fp))
+            events.append(
+                FileEvent(
+                    source=source.name,
+                    root=root,
+                    path=str(path),
+                    doc_id=did,
+                    kind="upsert",
+                    fingerprint=fp,
+                )
+            )
     prefix = f"{source.name}:"
     indexed = [d for d in known if d.startswith(prefix)]
     gone = sorted(d for d in indexed if d not in present)
     guard = None
-    if gone and not allow_mass_delete and len(indexed) >= min_docs_for_guard and (
-        len(gone) > max_delete_fraction * len(indexed)
+    if (
+        gone
+        and not allow_mass_delete
+        and len(indexed) >= min_docs_for_guard
+        and (len(gone) > max_delete_fraction * len(indexed))
     ):
         guard = GuardReport(
-            source=source.name, would_delete=len(gone), docs_indexed=len(indexed),
+            source=source.name,
+            would_delete=len(gone),
+            docs_indexed=len(indexed),
             max_fraction=max_delete_fraction,
-            reason=(f"{len(gone)} of {len(indexed)} documents of source {source.name!r} vanished "
-                    f"(> {max_delete_fraction:.0%}); is {root} unmounted? nothing was deleted; "
-                    "rerun with --allow-mass-delete to proceed"),
+            reason=(
+                f"{len(gone)} of {len(indexed)} documents of source {source.name!r} vanished "
+                f"(> {max_delete_fraction:.0%}); is {root} unmounted? nothing was deleted; "
+                "rerun with --allow-mass-delete to proceed"
+            ),
         )
         return events, guard
     for did in gone:
-        rel = did[len(prefix):]
-        events.append(FileEvent(source=source.name, root=root, path=str(Path(root) / rel),
-                                doc_id=did, kind="delete"))
+        rel = did[len(prefix) :]
+        events.append(
+            FileEvent(
+                source=source.name, root=root, path=str(Path(root) / rel), doc_id=did, kind="delete"
+            )
+        )
     return events, guard
 
 
@@ -213,10 +231,16 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
     def _plan(self) -> None:
         known = self._known_fn()
         for source in self._cfg.sources:
-            found = [(d, p, fingerprint_of(p)) for d, p in scan_source(source, self._cfg.path_filter)]
+            found = [
+                (d, p, fingerprint_of(p)) for d, p in scan_source(source, self._cfg.path_filter)
+            ]
             events, guard = plan_catch_up(
-                source, found, known, self._cfg.max_delete_fraction,
-                self._cfg.min_docs_for_guard, self._cfg.allow_mass_delete,
+                source,
+                found,
+                known,
+                self._cfg.max_delete_fraction,
+                self._cfg.min_docs_for_guard,
+                self._cfg.allow_mass_delete,
             )
             self._on_scan(len(found), guard)
             self._queue.extend(events)
@@ -263,15 +287,26 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
         prefix = did + "/"
         for gone in sorted(d for d in self._known if d == did or d.startswith(prefix)):
             rel_gone = gone.split(":", 1)[1]
-            yield FileEvent(source=source.name, root=root, path=str(Path(root) / rel_gone),
-                            doc_id=gone, kind="delete")
+            yield FileEvent(
+                source=source.name,
+                root=root,
+                path=str(Path(root) / rel_gone),
+                doc_id=gone,
+                kind="delete",
+            )
 
     def _upsert_if_changed(self, source: SourceConfig, did: str, path: Path) -> Iterator[FileEvent]:
         fp = fingerprint_of(path)
         if fp is not None and self._known.get(did) == (fp.size, fp.mtime_ns):
             return
-        yield FileEvent(source=source.name, root=str(source.root), path=str(path), doc_id=did,
-                        kind="upsert", fingerprint=fp)
+        yield FileEvent(
+            source=source.name,
+            root=str(source.root),
+            path=str(path),
+            doc_id=did,
+            kind="upsert",
+            fingerprint=fp,
+        )
 
     def next_batch(self) -> list[FileEvent]:
         if not self._planned:
@@ -282,7 +317,10 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
                     self._remember(event)
                     self._queue.append(event)
         if self._queue:
-            batch, self._queue = self._queue[: self._cfg.batch_size], self._queue[self._cfg.batch_size :]
+            batch, self._queue = (
+                self._queue[: self._cfg.batch_size],
+                self._queue[self._cfg.batch_size :],
+            )
             return batch
         if self._observer is None:
             raise StopIteration
@@ -291,7 +329,7 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
     def next_awake(self) -> datetime | None:
         if self._queue or self._observer is None:
             return None
-        return datetime.now(timezone.utc) + timedelta(milliseconds=50)
+        return datetime.now(UTC) + timedelta(milliseconds=50)
 
     def snapshot(self) -> None:
         return None

@@ -96,8 +96,14 @@ class Indexer:
     @staticmethod
     def _letter(event: FileEvent, stage: str, reason: str) -> DeadLetter:
         return DeadLetter.model_validate(
-            dict(doc_id=event.doc_id, path=event.path, stage=stage, reason=reason,
-                 at=time.time(), fingerprint=event.fingerprint)
+            dict(
+                doc_id=event.doc_id,
+                path=event.path,
+                stage=stage,
+                reason=reason,
+                at=time.time(),
+                fingerprint=event.fingerprint,
+            )
         )
 
     # ---- step 2: chunk → diff → embed → write ----------------------------------------
@@ -107,7 +113,9 @@ class Indexer:
         with span("ingest.chunk", docs=len(docs)) as sp:
             for plan in docs:
                 assert plan.work.doc is not None
-                plan.chunks = chunk_document(plan.work.doc, self.chunker, self.embedder.count_tokens)
+                plan.chunks = chunk_document(
+                    plan.work.doc, self.chunker, self.embedder.count_tokens
+                )
             sp.set_attribute("chunks_out", sum(len(p.chunks) for p in docs))
         with span("ingest.diff", docs=len(plans)) as sp:
             for plan in plans:
@@ -145,12 +153,23 @@ class Indexer:
 
     def _record(self, chunk: Chunk, doc: ParsedDocument) -> IndexedChunk:
         return IndexedChunk(
-            point_id=chunk.point_id, doc_id=chunk.doc_id, source=doc.source, path=doc.path,
-            file_type=doc.file_type, title=doc.title, ordinal=chunk.ordinal,
-            content_hash=chunk.content_hash, text=chunk.text, section_path=chunk.section_path,
-            page=chunk.page, char_start=chunk.char_start, char_end=chunk.char_end,
-            embedder=self.embedder.version.slug, file_size=doc.fingerprint.size,
-            file_mtime_ns=doc.fingerprint.mtime_ns, tenant=self.tenants.get(doc.source, ""),
+            point_id=chunk.point_id,
+            doc_id=chunk.doc_id,
+            source=doc.source,
+            path=doc.path,
+            file_type=doc.file_type,
+            title=doc.title,
+            ordinal=chunk.ordinal,
+            content_hash=chunk.content_hash,
+            text=chunk.text,
+            section_path=chunk.section_path,
+            page=chunk.page,
+            char_start=chunk.char_start,
+            char_end=chunk.char_end,
+            embedder=self.embedder.version.slug,
+            file_size=doc.fingerprint.size,
+            file_mtime_ns=doc.fingerprint.mtime_ns,
+            tenant=self.tenants.get(doc.source, ""),
         )
 
     def _write(
@@ -175,8 +194,7 @@ class Indexer:
                 stale = [c.point_id for c in plan.diff.keep if held[c.point_id] != fp]
                 if stale:
                     keep_fps.append((stale, fp.size, fp.mtime_ns))
-        with span("ingest.write", upserts=len(adds), moves=len(moves),
-                  tombstones=len(tombstones)):
+        with span("ingest.write", upserts=len(adds), moves=len(moves), tombstones=len(tombstones)):
             if adds or moves:
                 self.lexical.upsert(adds + moves)
                 self.lexical.commit()
@@ -205,16 +223,30 @@ class Indexer:
         assert diff is not None
         doc = plan.work.doc
         if doc is None:  # delete
-            return DocOutcome(doc_id=event.doc_id, deleted=bool(diff.tombstone),
-                              chunks_tombstoned=len(diff.tombstone)), [], []
+            return (
+                DocOutcome(
+                    doc_id=event.doc_id,
+                    deleted=bool(diff.tombstone),
+                    chunks_tombstoned=len(diff.tombstone),
+                ),
+                [],
+                [],
+            )
         embedded = sum(1 for c in diff.add if encoded_by.pop(c.content_hash, None) == event.doc_id)
         outcome = DocOutcome(
-            doc_id=event.doc_id, changed=not diff.unchanged, chunks_live=len(plan.chunks),
-            chunks_embedded=embedded, chunks_reused=len(diff.add) - embedded,
-            chunks_moved=len(diff.move), chunks_tombstoned=len(diff.tombstone),
+            doc_id=event.doc_id,
+            changed=not diff.unchanged,
+            chunks_live=len(plan.chunks),
+            chunks_embedded=embedded,
+            chunks_reused=len(diff.add) - embedded,
+            chunks_moved=len(diff.move),
+            chunks_tombstoned=len(diff.tombstone),
         )
-        return (outcome, [self._record(c, doc) for c in diff.add],
-                [self._record(c, doc) for c in diff.move])
+        return (
+            outcome,
+            [self._record(c, doc) for c in diff.add],
+            [self._record(c, doc) for c in diff.move],
+        )
 
 
 def _diff_attributes(sp: object, plans: Sequence[_DocPlan]) -> None:

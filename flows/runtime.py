@@ -47,14 +47,23 @@ def open_runtime(settings: Settings) -> Iterator[Runtime]:
     embedder = load_embedder(settings.embedder)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     vectors = open_vector_store(
-        settings.vector_backend, settings.vectors_dir, settings.index_name, embedder.version,
+        settings.vector_backend,
+        settings.vectors_dir,
+        settings.index_name,
+        embedder.version,
         url=settings.qdrant_url,
     )
     try:
         lexical = open_lexical_index(settings.lexical_backend, settings.lexical_dir)
         try:
-            yield Runtime(settings, embedder, vectors, lexical,
-                          DeadLetterBook(settings.state_dir), SyncState(settings.state_dir))
+            yield Runtime(
+                settings,
+                embedder,
+                vectors,
+                lexical,
+                DeadLetterBook(settings.state_dir),
+                SyncState(settings.state_dir),
+            )
         finally:
             lexical.close()
     finally:

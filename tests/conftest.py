@@ -8,9 +8,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 if not SHARED.exists():  # CI clones the repo elsewhere with shared/ beside it

@@ -19,9 +19,15 @@ def count_words(texts: list[str]) -> list[int]:
 
 def doc(paragraphs: list[str], doc_id: str = "src:a.md") -> ParsedDocument:
     blocks = tuple(Block(kind="paragraph", text=p) for p in paragraphs)
-    return ParsedDocument(doc_id=doc_id, source="src", path="/x/a.md", file_type="md",
-                          title="a", fingerprint=FileFingerprint(size=1, mtime_ns=1),
-                          blocks=blocks)
+    return ParsedDocument(
+        doc_id=doc_id,
+        source="src",
+        path="/x/a.md",
+        file_type="md",
+        title="a",
+        fingerprint=FileFingerprint(size=1, mtime_ns=1),
+        blocks=blocks,
+    )
 
 
 def paragraph(rng: random.Random, words: int) -> str:
@@ -107,8 +113,15 @@ def test_headings_start_a_new_chunk() -> None:
         Block(kind="heading", text="Section", section_path=("Section",)),
         Block(kind="paragraph", text="body words", section_path=("Section",)),
     )
-    d = ParsedDocument(doc_id="s:a", source="s", path="/a", file_type="md", title="a",
-                       fingerprint=FileFingerprint(size=1, mtime_ns=1), blocks=blocks)
+    d = ParsedDocument(
+        doc_id="s:a",
+        source="s",
+        path="/a",
+        file_type="md",
+        title="a",
+        fingerprint=FileFingerprint(size=1, mtime_ns=1),
+        blocks=blocks,
+    )
     chunks = chunk_document(d, CFG, count_words)
     assert [c.text for c in chunks] == ["intro words here", "Section\n\nbody words"]
     assert chunks[1].section_path == ("Section",)

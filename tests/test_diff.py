@@ -10,14 +10,31 @@ from operators.diff import diff_document
 
 
 def chunk(pid: str, ordinal: int) -> Chunk:
-    return Chunk(point_id=pid, doc_id="d", ordinal=ordinal, occurrence=0, content_hash=pid,
-                 text=pid, char_start=ordinal, char_end=ordinal + 1)
+    return Chunk(
+        point_id=pid,
+        doc_id="d",
+        ordinal=ordinal,
+        occurrence=0,
+        content_hash=pid,
+        text=pid,
+        char_start=ordinal,
+        char_end=ordinal + 1,
+    )
 
 
 def stored(c: Chunk) -> IndexedChunk:
-    return IndexedChunk(point_id=c.point_id, doc_id=c.doc_id, source="s", path="/p",
-                        file_type="md", ordinal=c.ordinal, content_hash=c.content_hash,
-                        text=c.text, char_start=c.char_start, char_end=c.char_end)
+    return IndexedChunk(
+        point_id=c.point_id,
+        doc_id=c.doc_id,
+        source="s",
+        path="/p",
+        file_type="md",
+        ordinal=c.ordinal,
+        content_hash=c.content_hash,
+        text=c.text,
+        char_start=c.char_start,
+        char_end=c.char_end,
+    )
 
 
 ids = st.lists(st.sampled_from("abcdefghijklmnop"), unique=True, max_size=12)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from connectors.fs import PathFilter, glob_match, plan_catch_up
 from core.ids import content_hash, doc_id, normalize_text, point_id
 from core.models import FileFingerprint
-from core.settings import DEFAULT_EXCLUDES, SourceConfig, Settings
+from core.settings import DEFAULT_EXCLUDES, Settings, SourceConfig
 
 
 def test_globs() -> None:
@@ -48,10 +48,15 @@ def _found(root: Path, names: list[str], mtime: int = 1) -> list:
 
 def test_catch_up_emits_only_changes_and_deletes(tmp_path: Path) -> None:
     src = SourceConfig(name="s", root=tmp_path)
-    known = {"s:a.md": {(10, 1)}, "s:b.md": {(10, 0)}, "s:gone.md": {(10, 1)},
-             "other:x.md": {(1, 1)}}
-    events, guard = plan_catch_up(src, _found(tmp_path, ["a.md", "b.md", "c.md"]), known,
-                                  0.9, 10, False)
+    known = {
+        "s:a.md": {(10, 1)},
+        "s:b.md": {(10, 0)},
+        "s:gone.md": {(10, 1)},
+        "other:x.md": {(1, 1)},
+    }
+    events, guard = plan_catch_up(
+        src, _found(tmp_path, ["a.md", "b.md", "c.md"]), known, 0.9, 10, False
+    )
     assert guard is None
     got = {(e.doc_id, e.kind) for e in events}
     assert got == {("s:b.md", "upsert"), ("s:c.md", "upsert"), ("s:gone.md", "delete")}
@@ -60,8 +65,9 @@ def test_catch_up_emits_only_changes_and_deletes(tmp_path: Path) -> None:
 def test_catch_up_rereads_a_doc_with_mixed_fingerprints(tmp_path: Path) -> None:
     """A crash between write and tombstone leaves two fingerprints: re-diff that doc."""
     src = SourceConfig(name="s", root=tmp_path)
-    events, _ = plan_catch_up(src, _found(tmp_path, ["a.md"]), {"s:a.md": {(10, 1), (9, 0)}},
-                              0.5, 10, False)
+    events, _ = plan_catch_up(
+        src, _found(tmp_path, ["a.md"]), {"s:a.md": {(10, 1), (9, 0)}}, 0.5, 10, False
+    )
     assert [(e.doc_id, e.kind) for e in events] == [("s:a.md", "upsert")]
 
 

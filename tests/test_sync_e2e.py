@@ -21,19 +21,28 @@ from flows.runtime import Runtime, open_runtime
 from ragstream import api
 
 LONG_MD = "md/docling_concepts_OCR.md"
-FILES = [LONG_MD, "md/docling_concepts_chunking.md", "html/python311_tutorial_appetite.html",
-         "docx/docling__word_sample.docx", "pdf/docling__2305.03393v1-pg9.pdf"]
+FILES = [
+    LONG_MD,
+    "md/docling_concepts_chunking.md",
+    "html/python311_tutorial_appetite.html",
+    "docx/docling__word_sample.docx",
+    "pdf/docling__2305.03393v1-pg9.pdf",
+]
 
 
-@pytest.fixture(scope="module", params=[("edge", "tantivy"), ("qdrant", "rank-bm25")],
-                ids=["edge+tantivy", "qdrant-local+rank-bm25"])
+@pytest.fixture(
+    scope="module",
+    params=[("edge", "tantivy"), ("qdrant", "rank-bm25")],
+    ids=["edge+tantivy", "qdrant-local+rank-bm25"],
+)
 def backends(request: pytest.FixtureRequest) -> tuple[str, str]:
     return request.param
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path,
-           backends: tuple[str, str]) -> Path:
+def folder(
+    tmp_path_factory: pytest.TempPathFactory, shared_docs: Path, backends: tuple[str, str]
+) -> Path:
     root = tmp_path_factory.mktemp("docs") / "docs"
     for rel in FILES:
         dst = root / rel
@@ -46,8 +55,12 @@ def folder(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path,
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory, backends: tuple[str, str]) -> Settings:
     vector, lexical = backends
-    return Settings(data_dir=tmp_path_factory.mktemp("data"), vector_backend=vector,
-                    lexical_backend=lexical, debounce_ms=100)
+    return Settings(
+        data_dir=tmp_path_factory.mktemp("data"),
+        vector_backend=vector,
+        lexical_backend=lexical,
+        debounce_ms=100,
+    )
 
 
 def sync(settings: Settings, folder: Path) -> SyncReport:
@@ -120,8 +133,10 @@ def test_2_edit_one_paragraph(settings: Settings, folder: Path) -> None:
 def test_3a_insert_paragraph_embeds_at_most_two(settings: Settings, folder: Path) -> None:
     path = folder / LONG_MD
     paras = paragraphs(path)
-    new = ("A freshly inserted paragraph explains that incremental indexing keeps every other "
-           "chunk where it was, so only this text needs a new vector from the model.")
+    new = (
+        "A freshly inserted paragraph explains that incremental indexing keeps every other "
+        "chunk where it was, so only this text needs a new vector from the model."
+    )
     paras.insert(len(paras) // 2, new)
     path.write_text("\n\n".join(paras))
     report = sync(settings, folder)
@@ -188,9 +203,7 @@ def test_8_bad_files_become_dead_letters(settings: Settings, folder: Path) -> No
     assert "empty.md" not in {Path(d.path).name for d in api.status(settings=settings).dead_letters}
 
 
-def test_4_delete_tombstones_in_both_stores_and_gc_purges(
-    settings: Settings, folder: Path
-) -> None:
+def test_4_delete_tombstones_in_both_stores_and_gc_purges(settings: Settings, folder: Path) -> None:
     victim = "html/python311_tutorial_appetite.html"
     with stores(settings, folder) as rt:
         ids = [c.point_id for c in rt.vectors.live_chunks(f"docs:{victim}")]

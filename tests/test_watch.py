@@ -1,0 +1,75 @@
+"""`ragstream watch` as a real subprocess with a real watchdog observer on a temp dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from core.settings import Settings
+from flows.runtime import open_runtime
+
+
+def _reader(proc: subprocess.Popen[str], lines: queue.Queue[dict]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("{"):
+            lines.put(json.loads(line))
+
+
+def _wait_for(lines: queue.Queue[dict], doc_id: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            item = lines.get(timeout=1)
+        except queue.Empty:
+            continue
+        if item["doc_id"] == doc_id:
+            return item
+    raise AssertionError(f"no outcome for {doc_id} within {timeout}s")
+
+
+def test_watch_sees_saves_atomic_renames_and_deletes(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.md").write_text("# Alpha\n\nThe first note talks about apples and pears.\n")
+    data = tmp_path / "data"
+    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="150")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
+         "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )
+    lines: queue.Queue[dict] = queue.Queue()
+    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
+    try:
+        assert _wait_for(lines, "notes:a.md")["chunks_embedded"] == 1
+        # a save in bursts: processed once, after the debounce
+        target = root / "sub" / "b.md"
+        for i in range(5):
+            target.write_text(f"# Beta\n\nDraft {i} of a note about bananas.\n")
+            time.sleep(0.02)
+        first = _wait_for(lines, "notes:sub/b.md")
+        assert first["chunks_live"] == 1
+        # an atomic save (temp file + rename over the original)
+        tmp = root / "sub" / ".b.md.tmp"
+        tmp.write_text("# Beta\n\nFinal note about blueberries and bananas.\n")
+        os.replace(tmp, target)
+        assert _wait_for(lines, "notes:sub/b.md")["chunks_embedded"] == 1
+        (root / "a.md").unlink()
+        assert _wait_for(lines, "notes:a.md")["deleted"] is True
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    with open_runtime(Settings(data_dir=data)) as rt:
+        texts = [c.text for c in rt.vectors.live_chunks("notes:sub/b.md")]
+        assert any("blueberries" in t for t in texts)
+        assert not any("Draft" in t for t in texts)
+        assert rt.vectors.live_chunks("notes:a.md") == []
+        assert lines.empty(), "each save burst is processed once"
