@@ -22,7 +22,7 @@ import tantivy
 from rank_bm25 import BM25Okapi
 
 from connectors.protocols import Hit, LexicalIndex, SearchFilter
-from core.ids import doc_prefixes
+from core.ids import doc_prefixes, prefix_key
 from core.models import IndexedChunk
 
 # tantivy's "default" analyzer, rebuilt from the same parts: SimpleTokenizer (split on
@@ -65,7 +65,7 @@ def filter_clauses(flt: SearchFilter) -> Clauses:
         ("doc_id", flt.doc_ids),
         ("tenant", flt.tenants),
         ("file_type", flt.file_types),
-        ("doc_prefixes", None if flt.path_prefix is None else (flt.path_prefix,)),
+        ("doc_prefixes", None if flt.path_prefix is None else (prefix_key(flt.path_prefix),)),
     ):
         if values is not None:
             clauses.append((field, tuple(values)))

@@ -19,8 +19,6 @@ process that opened it ("Can't init WAL: WouldBlock"), surfaced as `StoreBusyErr
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from connectors.state import write_json_atomic
 from connectors.vector_stores import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
@@ -65,21 +64,6 @@ from connectors.vector_stores import (
 from core.models import EmbedderVersion
 
 SIDECAR = "collection.json"
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Readers see the old file or the new one, never a torn one (temp + fsync + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _condition(cond: Condition) -> FieldCondition | HasIdCondition:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from connectors.protocols import Hit, SearchFilter, VectorStore
+from core.ids import doc_prefixes, prefix_key
 from core.models import EmbedderVersion, IndexedChunk
 
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
@@ -56,32 +57,6 @@ def check_embedder(collection: str, stored: EmbedderVersion, wanted: EmbedderVer
 
 
 # --- payload <-> IndexedChunk ----------------------------------------------------------------
-
-
-def doc_prefixes(doc_id: str) -> list[str]:
-    """Every directory prefix of a doc_id: "src:a/b/c.md" -> ["src:", "src:a/", "src:a/b/"].
-
-    Qdrant has no prefix match on keyword indexes in the server API we must stay congruent
-    with, so a path-prefix filter becomes an exact match on this indexed list.
-    """
-    out: list[str] = []
-    source_end = doc_id.find(":")
-    if source_end >= 0:
-        out.append(doc_id[: source_end + 1])
-    for i, ch in enumerate(doc_id):
-        if ch == "/" and i > source_end:
-            out.append(doc_id[: i + 1])
-    return out
-
-
-def prefix_key(path_prefix: str) -> str:
-    """A `SearchFilter.path_prefix` as stored in `doc_prefixes`.
-
-    The prefix must end at a directory boundary ("src:" or "src:docs/"); a value that does not
-    end in ":" or "/" names a directory, so "src:docs" means "src:docs/". A partial file name
-    ("src:docs/rea") therefore never matches "src:docs/readme.md".
-    """
-    return path_prefix if path_prefix.endswith((":", "/")) else path_prefix + "/"
 
 
 def chunk_payload(chunk: IndexedChunk) -> dict[str, Any]:

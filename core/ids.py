@@ -57,3 +57,13 @@ def doc_prefixes(doc: str) -> list[str]:
         head += part + "/"
         out.append(head)
     return out
+
+
+def prefix_key(path_prefix: str) -> str:
+    """A `SearchFilter.path_prefix` as stored in `doc_prefixes`.
+
+    The prefix must end at a directory boundary ("src:" or "src:docs/"); a value that does not
+    end in ":" or "/" names a directory, so "src:docs" means "src:docs/". A partial file name
+    ("src:docs/rea") therefore never matches "src:docs/readme.md".
+    """
+    return path_prefix if path_prefix.endswith((":", "/")) else path_prefix + "/"

@@ -23,11 +23,11 @@ from connectors.protocols import SearchFilter, VectorStore
 from connectors.vector_stores import (
     StoreBusyError,
     collection_name,
-    doc_prefixes,
     live_collection,
     open_vector_store,
     set_live_collection,
 )
+from core.ids import doc_prefixes
 from core.models import EmbedderVersion, IndexedChunk
 
 KINDS = ["edge", "qdrant"]
