@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 FILE_TYPES = {".md": "md", ".markdown": "md", ".txt": "txt", ".html": "html", ".htm": "html"}
 FILE_TYPES |= {".docx": "docx", ".pptx": "pptx", ".pdf": "pdf"}
-_TEXT_TYPES = {"md", "txt", "html"}  # checked for binary junk and decoded by us, not docling
 _BULLET = re.compile(r"^\s*[•◦▪‣∙·●○■□➢►–*-]\s+")
 _PAGE_NUMBER = re.compile(r"([Pp]age\s*)?([\d\s\-–./]{1,9}|[ivxlc]{1,6})(\s*of\s*\d+)?")
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st"})
@@ -45,6 +44,9 @@ class ParseError(Exception):
         super().__init__(f"{stage}: {reason}")
         self.stage: Literal["read", "parse"] = stage
         self.reason = reason
+
+    def __reduce__(self) -> tuple[type[ParseError], tuple[str, str]]:
+        return ParseError, (self.stage, self.reason)  # survives pickling between workers
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,12 @@ def parse_file(
 ) -> ParsedDocument:
     """Read and parse one file; raise `ParseError` for anything that cannot be indexed."""
     file_type = FILE_TYPES.get(path.suffix.lower())
-    if file_type is None:
-        raise ParseError("parse", f"unsupported file type {path.suffix or '(no extension)'!r}")
-    data = _read(path)
     title: str | None = None
-    with span("ingest.parse", doc_id=doc_id, file_type=file_type, bytes=len(data)) as current:
+    with span("ingest.parse", doc_id=doc_id, file_type=file_type) as current:
+        if file_type is None:
+            raise ParseError("parse", f"unsupported file type {path.suffix or '(none)'!r}")
+        data = _read(path)
+        current.set_attribute("bytes", len(data))
         started = time.monotonic()
         if file_type == "txt":
             blocks = text_to_blocks(decode_text(data))
@@ -212,7 +215,8 @@ def doc_to_blocks(doc: DoclingDocument) -> list[Block]:
     """Walk docling's tree in reading order, keeping the heading path of every block.
 
     Docling splits a paragraph with inline markup (bold, links, `code`) into an inline group
-    of fragments; each group becomes one block, so paragraphs stay whole.
+    of fragments; each group becomes one block, so paragraphs stay whole. A heading's own
+    section_path ends with itself, so it travels with the text it introduces.
     """
     from docling_core.types.doc import GroupItem, ListItem, TableItem, TextItem
     from docling_core.types.doc.labels import DocItemLabel, GroupLabel
@@ -341,8 +345,8 @@ def lines_to_paragraphs(lines: list[PdfLine]) -> list[Block]:
     blocks = []
     for para in paragraphs:
         text = _join_lines([ln.text for ln in para])
-        if text:
-            kind: BlockKind = "list_item" if _BULLET.match(para[0].text) else "paragraph"
+        kind: BlockKind = "list_item" if _BULLET.match(text) else "paragraph"
+        if text := _BULLET.sub("", text):
             blocks.append(Block(kind=kind, text=text, page=para[0].page))
     return blocks
 

@@ -19,29 +19,47 @@ HERE = Path(__file__).resolve().parent
 
 DOCX_TITLE = "Edit-stable chunking"
 DOCX_BODY: list[tuple[str, str]] = [
-    ("p", "A chunker decides what a search result can be. ragstream's chunker has a second "
-     "job: when a document is edited, it must change as few chunks as possible, because every "
-     "changed chunk costs an embedding and every unchanged one is free."),
+    (
+        "p",
+        "A chunker decides what a search result can be. ragstream's chunker has a second "
+        "job: when a document is edited, it must change as few chunks as possible, because every "
+        "changed chunk costs an embedding and every unchanged one is free.",
+    ),
     ("h1", "Boundaries come from structure"),
-    ("p", "Chunks are cut at headings, paragraphs, list items and table rows, and inside a long "
-     "paragraph at sentence ends. They are never cut at fixed character offsets. An offset "
-     "shifts every later boundary when one word is added near the top; a structural boundary "
-     "stays where it was."),
-    ("p", "Each chunk stays within a token budget. Small neighbouring blocks are merged until "
-     "the budget is reached, and the places where a merge may stop are chosen from the "
-     "content itself, so the same text produces the same cuts wherever it appears."),
+    (
+        "p",
+        "Chunks are cut at headings, paragraphs, list items and table rows, and inside a long "
+        "paragraph at sentence ends. They are never cut at fixed character offsets. An offset "
+        "shifts every later boundary when one word is added near the top; a structural boundary "
+        "stays where it was.",
+    ),
+    (
+        "p",
+        "Each chunk stays within a token budget. Small neighbouring blocks are merged until "
+        "the budget is reached, and the places where a merge may stop are chosen from the "
+        "content itself, so the same text produces the same cuts wherever it appears.",
+    ),
     ("h1", "What goes into the key"),
-    ("p", "Everything that can change a chunk's text is part of the chunker key that its "
-     "content hash is computed under:"),
+    (
+        "p",
+        "Everything that can change a chunk's text is part of the chunker key that its "
+        "content hash is computed under:",
+    ),
     ("li", "the maximum and minimum chunk size in tokens;"),
-    ("li", "the tokenizer that counts those tokens;"),
+    ("li", "the content-defined setting that decides where small blocks stop merging;"),
     ("li", "the text normalization applied before hashing."),
-    ("p", "Changing any of them produces new hashes, so a configuration change can never be "
-     "served with vectors computed for the old chunks."),
+    (
+        "p",
+        "Changing any of them produces new hashes, so a configuration change can never be "
+        "served with vectors computed for the old chunks.",
+    ),
     ("h1", "What an edit costs"),
     ("table", ""),
-    ("p", "These are the outcomes the sync report counts for every pass: chunks embedded, "
-     "reused, moved and tombstoned."),
+    (
+        "p",
+        "These are the outcomes the sync report counts for every pass: chunks embedded, "
+        "reused, moved and tombstoned.",
+    ),
 ]
 DOCX_TABLE = [
     ("Edit", "Chunks re-embedded", "Chunks reused"),
@@ -53,44 +71,67 @@ DOCX_TABLE = [
 
 PDF_TITLE = "Bad inputs and dead letters"
 PDF_BODY: list[tuple[str, str]] = [
-    ("p", "A folder that people actually use contains files that cannot be indexed: a "
-     "document that is still being copied, a spreadsheet renamed to a text extension, a PDF "
-     "that was cut off halfway through a download, a file that only its owner may read. A "
-     "sync flow that crashes on the first of them is useless, and one that skips them "
-     "silently is worse, because nobody learns that those documents are missing."),
+    (
+        "p",
+        "A folder that people actually use contains files that cannot be indexed: a "
+        "document that is still being copied, a spreadsheet renamed to a text extension, a PDF "
+        "that was cut off halfway through a download, a file that only its owner may read. A "
+        "sync flow that crashes on the first of them is useless, and one that skips them "
+        "silently is worse, because nobody learns that those documents are missing.",
+    ),
     ("h", "Every failure has a stage and a reason"),
-    ("p", "ragstream turns each bad input into a dead letter. A dead letter records the "
-     "document id, the stage that failed, a reason written for a person, the time, and the "
-     "size and modification time of the file as it was seen. The status command lists dead "
-     "letters next to the healthy documents, so a missing document is visible at once."),
-    ("p", "The parser recognizes the usual suspects before it hands anything to the document "
-     "converter:"),
+    (
+        "p",
+        "ragstream turns each bad input into a dead letter. A dead letter records the "
+        "document id, the stage that failed, a reason written for a person, the time, and the "
+        "size and modification time of the file as it was seen. The status command lists dead "
+        "letters next to the healthy documents, so a missing document is visible at once.",
+    ),
+    (
+        "p",
+        "The parser recognizes the usual suspects before it hands anything to the document "
+        "converter:",
+    ),
     ("li", "an empty file, which has nothing to index;"),
-    ("li", "binary content behind a text extension, found by looking for NUL bytes and "
-     "control characters before any decoding is attempted;"),
-    ("li", "a file that vanished between the event and the read, or one without read "
-     "permission;"),
+    (
+        "li",
+        "binary content behind a text extension, found by looking for NUL bytes and "
+        "control characters before the document converter ever sees the file;",
+    ),
+    ("li", "a file that vanished between the event and the read, or one without read permission;"),
     ("li", "a corrupt PDF, DOCX or PPTX, reported with the converter's own explanation;"),
     ("li", "a parse that runs past its time limit."),
-    ("p", "Text in a legacy encoding is not a failure. A Markdown or plain text file that is "
-     "not valid UTF-8 is decoded as Windows-1252, and as Latin-1 if that fails, so an old "
-     "note with accented letters is indexed rather than rejected."),
+    (
+        "p",
+        "Text in a legacy encoding is not a failure. A Markdown or plain text file that is "
+        "not valid UTF-8 is decoded as Windows-1252, and as Latin-1 if that fails, so an old "
+        "note with accented letters is indexed rather than rejected.",
+    ),
     ("h", "Retried when the file changes"),
-    ("p", "A dead letter is not permanent. It remembers the fingerprint of the file that "
-     "failed, and the next time the file's size or modification time changes, the document "
-     "is read and parsed again. Fixing a file is therefore all it takes to get it indexed; "
-     "nobody has to clear an error queue by hand."),
-    ("p", "Because the flow never stops for a bad file, one corrupt attachment in a shared "
-     "folder cannot hold back the thousands of good documents around it. The same rule "
-     "applies to a parse timeout: the slow document becomes a dead letter with its reason, "
-     "and the pass moves on to the next file."),
+    (
+        "p",
+        "A dead letter is not permanent. It remembers the fingerprint of the file that "
+        "failed, and the next time the file's size or modification time changes, the document "
+        "is read and parsed again. Fixing a file is therefore all it takes to get it indexed; "
+        "nobody has to clear an error queue by hand.",
+    ),
+    (
+        "p",
+        "Because the flow never stops for a bad file, one corrupt attachment in a shared "
+        "folder cannot hold back the thousands of good documents around it. The same rule "
+        "applies to a parse timeout: the slow document becomes a dead letter with its reason, "
+        "and the pass moves on to the next file.",
+    ),
     ("h", "PDFs without a layout model"),
-    ("p", "PDFs are read without any downloaded layout model. The converter reports one text "
-     "line at a time together with its position on the page, and the parser rebuilds the "
-     "paragraphs: a new paragraph starts where the vertical gap between lines grows, where a "
-     "line is indented, or where a short line ends a sentence. Words hyphenated at the end of "
-     "a line are joined again, and running headers, footers and page numbers are dropped, so "
-     "the chunks read like the text the author wrote."),
+    (
+        "p",
+        "PDFs are read without any downloaded layout model. The converter reports one text "
+        "line at a time together with its position on the page, and the parser rebuilds the "
+        "paragraphs: a new paragraph starts where the vertical gap between lines grows, where a "
+        "line is indented, or where a short line ends a sentence. Words hyphenated at the end of "
+        "a line are joined again, and running headers, footers and page numbers are dropped, so "
+        "the chunks read like the text the author wrote.",
+    ),
 ]
 
 # Helvetica advance widths (1/1000 em) for ASCII 32..126, from the standard AFM metrics.
@@ -148,7 +189,8 @@ def make_pdf(path: Path) -> None:
         pages[-1].append(op)
 
     def line_at(x: float, text: str, font: str, size: float, spacing: float = 0.0) -> None:
-        emit(f"BT /{font} {size:g} Tf {spacing:.4f} Tw 1 0 0 1 {x:.2f} {y:.2f} Tm ({pdf_text(text)}) Tj ET")
+        place = f"{spacing:.4f} Tw 1 0 0 1 {x:.2f} {y:.2f} Tm"
+        emit(f"BT /{font} {size:g} Tf {place} ({pdf_text(text)}) Tj ET")
 
     def room(height: float) -> None:
         nonlocal y
@@ -189,7 +231,9 @@ def make_pdf(path: Path) -> None:
         footer = f"ragstream samples - bad inputs and dead letters - page {number} of {len(pages)}"
         ops = [*ops, f"BT /F1 8 Tf 1 0 0 1 {LEFT:.2f} 40 Tm ({footer}) Tj ET"]
         stream = "\n".join(ops)
-        objects.append(f"<< /Length {len(stream.encode('latin-1'))} >>\nstream\n{stream}\nendstream")
+        objects.append(
+            f"<< /Length {len(stream.encode('latin-1'))} >>\nstream\n{stream}\nendstream"
+        )
         objects.append(
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
             f"/Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> /Contents {len(objects)} 0 R >>"
@@ -237,7 +281,8 @@ def make_docx(path: Path) -> None:
     # Rewrite the zip with fixed timestamps so that the bytes do not depend on the clock.
     with zipfile.ZipFile(buffer) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
-            dst.writestr(zipfile.ZipInfo(info.filename, (2024, 1, 1, 0, 0, 0)), src.read(info))
+            fixed = zipfile.ZipInfo(info.filename, (2024, 1, 1, 0, 0, 0))
+            dst.writestr(fixed, src.read(info), compress_type=zipfile.ZIP_DEFLATED)
 
 
 if __name__ == "__main__":
