@@ -23,6 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import xxhash
 
@@ -30,7 +31,7 @@ from core.ids import config_key, content_hash, point_id
 from core.models import Block, Chunk, ParsedDocument
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
-CHUNKER_VERSION = "ragstream-chunker-1"
+CHUNKER_VERSION = "ragstream-chunker-2"
 BLOCK_SEPARATOR = "\n\n"
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[A-Z0-9])")
 
@@ -107,12 +108,17 @@ def _windows(text: str, max_tokens: int, count: TokenCounter) -> list[str]:
 
 
 def _split_block(text: str, cfg: ChunkerConfig, count: TokenCounter) -> list[str]:
-    """Pieces of one over-budget block: sentence groups, then word windows."""
+    """Pieces of one over-budget block: sentence groups, then word windows.
+
+    Pieces aim for half the budget or more: a long paragraph is one topic, and fewer,
+    fuller pieces retrieve better than many two-sentence fragments.
+    """
+    piece_min = max(cfg.min_tokens, cfg.max_tokens // 2)
     sentences = split_sentences(text)
     sizes = count(sentences)
     pieces: list[str] = []
     for group in group_units(
-        sentences, sizes, cfg.max_tokens, cfg.min_tokens, cfg.boundary_modulus, frozenset()
+        sentences, sizes, cfg.max_tokens, piece_min, cfg.boundary_modulus, frozenset()
     ):
         joined = " ".join(sentences[i] for i in group)
         if len(group) == 1 and sizes[group[0]] > cfg.max_tokens:
@@ -129,32 +135,46 @@ class _Piece:
     start: int  # char offset in the document text (blocks joined by BLOCK_SEPARATOR)
 
 
-def _pieces(blocks: Sequence[Block], cfg: ChunkerConfig, count: TokenCounter) -> list[list[_Piece]]:
-    """Group blocks into chunk-sized lists of pieces, with each piece's document offset."""
+def _units(blocks: Sequence[Block], cfg: ChunkerConfig, count: TokenCounter) -> list[_Piece]:
+    """Blocks as units that each fit the budget: over-long blocks become sentence pieces."""
     texts = [b.text for b in blocks]
-    sizes = count(texts)
-    offsets, pos = [], 0
-    for text in texts:
-        offsets.append(pos)
-        pos += len(text) + len(BLOCK_SEPARATOR)
-    headings = frozenset(i for i, b in enumerate(blocks) if b.kind == "heading")
-    grouped: list[list[_Piece]] = []
-    groups = group_units(
-        texts, sizes, cfg.max_tokens, cfg.min_tokens, cfg.boundary_modulus, headings
-    )
-    for group in groups:
-        if len(group) == 1 and sizes[group[0]] > cfg.max_tokens:
-            i = group[0]
+    units: list[_Piece] = []
+    pos = 0
+    for block, text, size in zip(blocks, texts, count(texts), strict=True):
+        if size <= cfg.max_tokens:
+            units.append(_Piece(text, block, pos))
+        else:
             cursor = 0
-            for piece in _split_block(texts[i], cfg, count):
-                first_word = piece.split(maxsplit=1)[0]
-                found = texts[i].find(first_word, cursor)
+            for piece in _split_block(text, cfg, count):
+                found = text.find(piece.split(maxsplit=1)[0], cursor)
                 start = found if found >= 0 else cursor
                 cursor = start + 1
-                grouped.append([_Piece(piece, blocks[i], offsets[i] + start)])
-        else:
-            grouped.append([_Piece(texts[i], blocks[i], offsets[i]) for i in group])
-    return grouped
+                units.append(_Piece(piece, block, pos + start))
+        pos += len(text) + len(BLOCK_SEPARATOR)
+    return units
+
+
+def _pieces(blocks: Sequence[Block], cfg: ChunkerConfig, count: TokenCounter) -> list[list[_Piece]]:
+    """Group units into chunk-sized lists, cutting before every heading.
+
+    Pieces of a split block are grouped like blocks, so a heading joins the first piece of
+    the long paragraph under it instead of becoming a chunk of its own.
+    """
+    units = _units(blocks, cfg, count)
+    texts = [u.text for u in units]
+    headings = frozenset(i for i, u in enumerate(units) if u.block.kind == "heading")
+    groups = group_units(
+        texts, count(texts), cfg.max_tokens, cfg.min_tokens, cfg.boundary_modulus, headings
+    )
+    return [[units[i] for i in group] for group in groups]
+
+
+def _join(pieces: Sequence[_Piece]) -> str:
+    """Pieces of one block rejoin with a space, different blocks with a blank line."""
+    out = pieces[0].text
+    for prev, piece in pairwise(pieces):
+        out += (" " if piece.block is prev.block else BLOCK_SEPARATOR) + piece.text
+    return out
 
 
 def chunk_document(doc: ParsedDocument, cfg: ChunkerConfig, count: TokenCounter) -> list[Chunk]:
@@ -163,8 +183,7 @@ def chunk_document(doc: ParsedDocument, cfg: ChunkerConfig, count: TokenCounter)
     chunks: list[Chunk] = []
     seen: Counter[str] = Counter()
     for ordinal, pieces in enumerate(_pieces(blocks, cfg, count)):
-        separator = BLOCK_SEPARATOR if len(pieces) > 1 else ""
-        text = separator.join(p.text for p in pieces)
+        text = _join(pieces)
         chash = content_hash(text, cfg.key)
         occurrence = seen[chash]
         seen[chash] += 1
