@@ -1,0 +1,186 @@
+"""Hybrid retrieval end to end on a tiny real index (real sync, MiniLM, Qdrant Edge, tantivy).
+
+One module-scoped index: two tenants' folders, plus a file that is synced and then deleted,
+so every test reads the same state a user would have after editing their folders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from connectors.protocols import SearchFilter
+from connectors.vector_stores import live_collection
+from core.settings import Settings, SourceConfig
+from core.telemetry import install_exporter
+from operators.embed import EmbedderUnavailable
+from query.retrieve import EmbedderMismatch, Fusion, NoIndexError, Retriever
+from ragstream import api
+
+DOCS = {
+    "alpha/volcanoes.md": """# Volcanoes
+
+A volcano erupts when magma rises through the crust. Basaltic lava flows from shield
+volcanoes such as Mauna Loa, while stratovolcanoes explode with ash and pyroclastic flows.
+""",
+    "alpha/sourdough.md": """# Sourdough bread
+
+Sourdough is leavened by a starter of wild yeast and lactobacilli. Bakers feed the starter
+flour and water, then proof the dough overnight before baking it in a hot Dutch oven.
+""",
+    "alpha/honeybees.md": """# Honeybees
+
+Honeybees pollinate flowers and store nectar as honey in the hive. The queen lays eggs
+while worker bees forage and perform the waggle dance to share where pollen is found.
+""",
+    "beta/chess.md": """# Chess openings
+
+The Sicilian Defence answers 1.e4 with c5. White often castles kingside while Black
+counterattacks on the queenside; grandmasters study these opening lines for years.
+""",
+}
+DELETED = "alpha/honeybees.md"
+
+
+@pytest.fixture(scope="module")
+def spans() -> InMemorySpanExporter:
+    exporter = InMemorySpanExporter()
+    install_exporter(exporter)
+    return exporter
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Synced once, then `DELETED` removed and caught up (the cheap second pass tombstones)."""
+    root = tmp_path_factory.mktemp("folders")
+    for rel, text in DOCS.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    folders = [root / "alpha", root / "beta"]
+    s = Settings(
+        data_dir=tmp_path_factory.mktemp("data"),
+        sources=[
+            SourceConfig(name="alpha", root=folders[0], tenant="t1"),
+            SourceConfig(name="beta", root=folders[1], tenant="t2"),
+        ],
+    )
+    first = api.sync(folders, settings=s)
+    assert first.docs_changed == len(DOCS) and not first.dead_letters
+    (root / DELETED).unlink()
+    second = api.sync(folders, settings=s)
+    assert second.docs_deleted == 1 and second.chunks_embedded == 0
+    return s
+
+
+@pytest.fixture(scope="module")
+def retriever(settings: Settings, spans: InMemorySpanExporter) -> Iterator[Retriever]:
+    with Retriever.open(settings) as r:
+        yield r
+
+
+def doc(rel: str) -> str:
+    return rel.replace("/", ":", 1)  # alpha/x.md -> doc id alpha:x.md
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "dbsf"])
+@pytest.mark.parametrize(
+    ("query", "rel"),
+    [
+        ("how does magma make a volcano erupt?", "alpha/volcanoes.md"),
+        ("wild yeast starter for baking bread", "alpha/sourdough.md"),
+        ("Sicilian Defence opening", "beta/chess.md"),
+    ],
+)
+def test_topic_query_ranks_its_doc_first(
+    retriever: Retriever, query: str, rel: str, fusion: Fusion
+) -> None:
+    result = retriever.retrieve(query, n=10, fusion=fusion)
+    top = result.candidates[0]
+    assert top.chunk.doc_id == doc(rel)
+    assert top.ranks == {"dense": 1, "lexical": 1}  # both legs agree on a distinct topic
+    assert set(top.scores) == {"dense", "lexical"}
+    assert result.hits["dense"] >= 1 and result.hits["lexical"] >= 1
+    assert set(result.timings_ms) == {"embed", "dense", "lexical", "fuse", "total"}
+    scores = [c.score for c in result.candidates]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_tenant_and_path_filters_apply_inside_both_legs(retriever: Retriever) -> None:
+    query = "how does magma make a volcano erupt?"
+    only_t2 = retriever.retrieve(query, n=10, flt=SearchFilter(tenants=("t2",)))
+    assert only_t2.candidates
+    assert {c.chunk.tenant for c in only_t2.candidates} == {"t2"}
+    assert {c.chunk.doc_id for c in only_t2.candidates} == {doc("beta/chess.md")}
+    beta = retriever.retrieve(query, n=10, flt=SearchFilter(path_prefix="beta:"))
+    assert {c.chunk.doc_id for c in beta.candidates} == {doc("beta/chess.md")}
+    nobody = retriever.retrieve(query, n=10, flt=SearchFilter(tenants=()))
+    assert nobody.candidates == [] and nobody.hits == {"dense": 0, "lexical": 0}
+
+
+def test_deleted_file_never_comes_back(retriever: Retriever) -> None:
+    assert retriever.vectors.count("deleted") >= 1  # its chunks are still stored, tombstoned
+    assert retriever.lexical.count("deleted") >= 1
+    for fusion in ("rrf", "dbsf"):
+        result = retriever.retrieve("honeybees pollen hive waggle dance", n=50, fusion=fusion)
+        docs = {c.chunk.doc_id for c in result.candidates}
+        assert doc(DELETED) not in docs
+        assert docs <= {doc(rel) for rel in DOCS if rel != DELETED}
+        assert all(c.chunk.status == "live" for c in result.candidates)
+
+
+def test_query_spans_carry_counts_and_model(
+    retriever: Retriever, spans: InMemorySpanExporter
+) -> None:
+    spans.clear()
+    result = retriever.retrieve("Sicilian Defence opening", n=5, fusion="dbsf")
+    got = {s.name: dict(s.attributes or {}) for s in spans.get_finished_spans()}
+    assert {
+        "ragstream.query.retrieve",
+        "ragstream.query.embed",
+        "ragstream.query.retrieve.dense",
+        "ragstream.query.retrieve.lexical",
+        "ragstream.query.fuse",
+    } <= set(got)
+    assert str(got["ragstream.query.embed"]["model"]).startswith("all-minilm-l6-v2-384-")
+    assert got["ragstream.query.retrieve.dense"]["hits"] == result.hits["dense"]
+    assert got["ragstream.query.retrieve.lexical"]["hits"] == result.hits["lexical"]
+    assert got["ragstream.query.fuse"]["candidates"] == len(result.candidates)
+    assert got["ragstream.query.fuse"]["method"] == "dbsf"
+    assert got["ragstream.query.fuse"]["top_score"] == result.candidates[0].score
+
+
+def test_mismatched_embedder_is_refused(settings: Settings, retriever: Retriever) -> None:
+    real = retriever.embedder
+    forged = dataclasses.replace(
+        real, version=real.version.model_copy(update={"fingerprint": "0" * 16})
+    )
+    with pytest.raises(EmbedderMismatch, match="fingerprint"):
+        Retriever.open(settings, embedder_override=forged)
+    with pytest.raises(EmbedderMismatch, match="dimension"):
+        Retriever.open(settings, embedder_override="static")  # another real model
+    assert issubclass(EmbedderMismatch, EmbedderUnavailable)
+
+
+def test_loaded_embedder_is_the_recorded_one(settings: Settings, retriever: Retriever) -> None:
+    s = settings
+    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name)  # metadata only
+    assert live is not None and live[0] == retriever.collection
+    assert retriever.embedder.version == live[1]
+
+
+def test_empty_data_dir_has_no_index(tmp_path: Path) -> None:
+    with pytest.raises(NoIndexError, match="sync first"):
+        Retriever.open(Settings(data_dir=tmp_path))
+
+
+def test_bad_arguments(retriever: Retriever) -> None:
+    with pytest.raises(ValueError, match="n must be"):
+        retriever.retrieve("volcano", n=0)
+    with pytest.raises(ValueError, match="unknown fusion"):
+        retriever.retrieve("volcano", fusion="max")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="k must be"):
+        retriever.retrieve("volcano", k=0)
