@@ -42,9 +42,20 @@ def test_watch_sees_saves_atomic_renames_and_deletes(tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="150")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
-         "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "ragstream.cli",
+            "watch",
+            str(root),
+            "--data-dir",
+            str(data),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
     )
     lines: queue.Queue[dict] = queue.Queue()
     threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
