@@ -52,8 +52,8 @@ class ChunkSettings(BaseModel):
     """Every field here changes chunk text, so all of them are part of the chunker key."""
 
     max_tokens: int = Field(default=256, ge=16)
-    min_tokens: int = Field(default=48, ge=0)
-    boundary_modulus: int = Field(default=4, ge=1)  # content-defined cut: ~1 in N small blocks
+    min_tokens: int = Field(default=32, ge=0)
+    boundary_modulus: int = Field(default=8, ge=1)  # content-defined cut: ~1 in N small units
 
 
 class Settings(BaseSettings):
@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     parse_timeout_s: float = 120.0
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     embed_batch_size: int = 64
+    # documents per flow batch: all their new chunks are encoded in one length-sorted call
+    ingest_batch_docs: int = 256
     gc_retention_s: float = 7 * 24 * 3600.0
     mass_delete_fraction: float = 0.5
     mass_delete_min_docs: int = 10

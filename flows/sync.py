@@ -83,7 +83,7 @@ def build_flow(
         path_filter=PathFilter(tuple(s.include), tuple(s.exclude)),
         watch=watch,
         debounce_s=s.debounce_ms / 1000,
-        batch_size=s.embed_batch_size,
+        batch_size=s.ingest_batch_docs,
         max_delete_fraction=s.mass_delete_fraction,
         min_docs_for_guard=s.mass_delete_min_docs,
         allow_mass_delete=allow_mass_delete,

@@ -8,8 +8,8 @@ Whether a cut happens after a unit depends only on that unit and the group in pr
 an edit changes at most the group(s) between the nearest unchanged cut points on either
 side — usually one chunk — instead of shifting every later boundary.
 
-The same grouping runs at two levels: blocks within a document, then sentences within a
-block too large for one chunk; a single over-long sentence is cut into token windows.
+A block too large for one chunk enters the grouping as its sentences (a single over-long
+sentence as token windows), so its pieces group with their neighbours like blocks do.
 
 >>> groups = group_units(["a b", "c d e", "f"], [2, 3, 1], max_tokens=5, min_tokens=2,
 ...                      modulus=1, cut_before=frozenset())
@@ -31,7 +31,7 @@ from core.ids import config_key, content_hash, point_id
 from core.models import Block, Chunk, ParsedDocument
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
-CHUNKER_VERSION = "ragstream-chunker-2"
+CHUNKER_VERSION = "ragstream-chunker-3"
 BLOCK_SEPARATOR = "\n\n"
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[A-Z0-9])")
 
@@ -108,23 +108,17 @@ def _windows(text: str, max_tokens: int, count: TokenCounter) -> list[str]:
 
 
 def _split_block(text: str, cfg: ChunkerConfig, count: TokenCounter) -> list[str]:
-    """Pieces of one over-budget block: sentence groups, then word windows.
+    """An over-budget block as sentence units (over-long sentences as word windows).
 
-    Pieces aim for half the budget or more: a long paragraph is one topic, and fewer,
-    fuller pieces retrieve better than many two-sentence fragments.
+    The sentences then go through the same content-defined grouping as blocks, so an edit
+    to one sentence of a long paragraph re-cuts only the chunk around that sentence.
     """
-    piece_min = max(cfg.min_tokens, cfg.max_tokens // 2)
     sentences = split_sentences(text)
-    sizes = count(sentences)
     pieces: list[str] = []
-    for group in group_units(
-        sentences, sizes, cfg.max_tokens, piece_min, cfg.boundary_modulus, frozenset()
-    ):
-        joined = " ".join(sentences[i] for i in group)
-        if len(group) == 1 and sizes[group[0]] > cfg.max_tokens:
-            pieces.extend(_windows(joined, cfg.max_tokens, count))
-        else:
-            pieces.append(joined)
+    for sentence, n in zip(sentences, count(sentences), strict=True):
+        pieces.extend(
+            _windows(sentence, cfg.max_tokens, count) if n > cfg.max_tokens else [sentence]
+        )
     return pieces
 
 

@@ -121,7 +121,7 @@ def test_2_edit_one_paragraph(settings: Settings, folder: Path) -> None:
     report = sync(settings, folder)
     assert report.docs_changed == 1
     assert 1 <= report.chunks_embedded <= 2
-    assert report.chunks_tombstoned == report.chunks_embedded
+    assert 1 <= report.chunks_tombstoned <= 2  # an edit may split or merge one chunk
     with stores(settings, folder) as rt:
         texts = live_texts(rt, f"docs:{LONG_MD}")
         assert any("Zanzibar quokka marker" in t for t in texts)
