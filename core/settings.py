@@ -56,6 +56,29 @@ class ChunkSettings(BaseModel):
     boundary_modulus: int = Field(default=8, ge=1)  # content-defined cut: ~1 in N small units
 
 
+class QuerySettings(BaseModel):
+    """Query-time choices (DESIGN §6); none of them touches the index."""
+
+    reranker: str | None = None  # any sentence-transformers CrossEncoder name or local path
+    rerank_floor: float = 0.0
+    dense_floor: float | None = None  # None: the calibrated default in query/gate.py
+    budget_tokens: int = Field(default=1500, ge=64)
+    order: Literal["score", "document"] = "score"
+    expand_parent: bool = False
+    min_grounding: float = Field(default=0.5, ge=0.0, le=1.0)
+    on_low_grounding: Literal["refuse", "flag"] = "refuse"
+
+
+class GeneratorSettings(BaseModel):
+    """An OpenAI-compatible endpoint; with no base_url the offline extractive generator runs."""
+
+    base_url: str | None = None
+    model: str = "gpt-4o-mini"
+    api_key: str = "not-needed"
+    timeout_s: float = 60.0
+    max_tokens: int = 512
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RAGSTREAM_", env_nested_delimiter="__", extra="ignore"
@@ -80,6 +103,11 @@ class Settings(BaseSettings):
     gc_retention_s: float = 7 * 24 * 3600.0
     mass_delete_fraction: float = 0.5
     mass_delete_min_docs: int = 10
+    query: QuerySettings = Field(default_factory=QuerySettings)
+    generator: GeneratorSettings = Field(default_factory=GeneratorSettings)
+    server_host: str = "127.0.0.1"
+    server_port: int = 8765
+    api_keys: dict[str, str] = Field(default_factory=dict)  # HTTP API key -> tenant
     telemetry_exporter: Literal["none", "console", "otlp"] = "none"
     otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
 

@@ -1,0 +1,116 @@
+"""Pydantic models of the query contract: what a caller sends and what it gets back.
+
+They live on floor 1 so the query module, the HTTP server and the Python client all speak
+exactly the same types (an embedded and an HTTP client return identical objects).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Fusion = Literal["rrf", "dbsf"]
+
+
+class QueryFilters(BaseModel):
+    """Metadata filters applied inside both stores (never as a post-filter)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path_prefix: str | None = Field(default=None, max_length=1024)
+    file_types: list[str] | None = Field(default=None, max_length=16)
+    doc_ids: list[str] | None = Field(default=None, max_length=1000)
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000)
+    k: int = Field(default=8, ge=1, le=50)  # chunks after rerank
+    n: int = Field(default=100, ge=1, le=1000)  # candidates per retrieval leg
+    fusion: Fusion = "rrf"
+    rrf_k: int = Field(default=60, ge=1)
+    filters: QueryFilters = Field(default_factory=QueryFilters)
+    generate: bool = True  # False: retrieve + rerank only (evaluation, debugging)
+
+
+class SourceChunk(BaseModel):
+    """A chunk as placed in the prompt, with its short stable citation id (e.g. "S1")."""
+
+    cid: str
+    point_id: str
+    doc_id: str
+    path: str
+    title: str = ""
+    section_path: list[str] = Field(default_factory=list)
+    page: int | None = None
+    char_start: int
+    char_end: int
+    text: str
+    score: float  # rerank score if reranked, else fused score
+
+
+class Citation(BaseModel):
+    cid: str
+    point_id: str
+    doc_id: str
+    path: str
+    section_path: list[str] = Field(default_factory=list)
+    page: int | None = None
+    char_start: int
+    char_end: int
+
+
+class Claim(BaseModel):
+    """One answer sentence and whether the chunk(s) it cites support it."""
+
+    text: str
+    cids: list[str]
+    supported: bool
+    score: float  # best support score over the cited chunks, 0..1
+    support_cid: str | None = None
+    support_span: tuple[int, int] | None = None  # char offsets inside that chunk's text
+
+
+class Verification(BaseModel):
+    claims: list[Claim]
+    grounding: float  # supported claims / claims (1.0 for an empty answer)
+    invented_cids: list[str]  # cited ids not in the context: flagged and removed
+    injection_flags: list[str]  # answer sentences that carry instructions from sources
+    text: str  # the answer with invented citations removed
+
+
+class Refusal(BaseModel):
+    """A structured abstention: why there is no answer, and how close we came."""
+
+    reason: Literal["insufficient_evidence", "unsupported_answer", "no_index"]
+    detail: str
+    best_score: float | None = None
+
+
+class CandidateView(BaseModel):
+    point_id: str
+    doc_id: str
+    score: float
+    ranks: dict[str, int]
+    scores: dict[str, float]
+    rerank_score: float | None = None
+
+
+class Answer(BaseModel):
+    query: str
+    text: str
+    citations: list[Citation]
+    claims: list[Claim]
+    grounding: float
+    refusal: Refusal | None = None
+    invented_cids: list[str] = Field(default_factory=list)
+    injection_flags: list[str] = Field(default_factory=list)
+    sources: list[SourceChunk] = Field(default_factory=list)
+    candidates: list[CandidateView] = Field(default_factory=list)
+    embedder: str
+    reranker: str  # model name, or "none (no cross-encoder configured)"
+    generator: str
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    trace_id: str
