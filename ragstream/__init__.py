@@ -8,5 +8,6 @@ Public API (floor 4, the face):
 """
 
 from ragstream.api import gc, load_settings, status, sync, watch
+from ragstream.client import Client
 
-__all__ = ["gc", "load_settings", "status", "sync", "watch"]
+__all__ = ["Client", "gc", "load_settings", "status", "sync", "watch"]

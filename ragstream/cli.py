@@ -153,6 +153,66 @@ def gc(
     print(json.dumps(purged) if as_json else f"purged {purged}")
 
 
+@app.command()
+def query(
+    question: Annotated[str, typer.Argument(help="the question")],
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    k: Annotated[int, typer.Option(help="chunks after rerank")] = 8,
+    url: Annotated[str | None, typer.Option(help="a running `ragstream serve`")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="RAGSTREAM_API_KEY")] = None,
+) -> None:
+    """Answer a question from the index, with verified citations (or a refusal)."""
+    from ragstream.client import Client
+
+    with Client(data_dir, url=url, api_key=api_key) as client:
+        answer = client.query(question, k=k)
+    if as_json:
+        print(answer.model_dump_json())
+        return
+    if answer.refusal is not None:
+        out.print(f"[yellow]no answer[/] ({answer.refusal.reason}): {answer.refusal.detail}")
+    else:
+        out.print(answer.text)
+        out.print(
+            f"[dim]grounding {answer.grounding:.0%} · reranker {answer.reranker} · "
+            f"trace {answer.trace_id}[/]"
+        )
+    for c in answer.citations:
+        where = " › ".join(c.section_path) or "-"
+        page = f" p.{c.page}" if c.page else ""
+        out.print(f"  [{c.cid}] {c.path}{page} ({where}) chars {c.char_start}-{c.char_end}")
+
+
+@app.command()
+def serve(
+    data_dir: DataDir = None,
+    host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default 8765; 0 = any free)")] = None,
+) -> None:
+    """Serve queries over HTTP (POST /v1/query) from this data dir."""
+    from query.engine import QueryEngine
+    from query.server import QueryServer
+    from ragstream.api import load_settings
+
+    settings = load_settings(data_dir)
+    bind_host = host or settings.server_host
+    bind_port = settings.server_port if port is None else port
+    with QueryEngine.open(settings) as engine:
+        server = QueryServer(engine, bind_host, bind_port)
+        server.record_endpoint(settings.state_dir)
+        err.print(f"serving {settings.data_dir} at {server.url} (Ctrl-C to stop)")
+        print(json.dumps({"url": server.url}), flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            err.print("stopped")
+        finally:
+            server.server_close()
+            endpoint = settings.state_dir / "endpoint.json"
+            endpoint.unlink(missing_ok=True)
+
+
 def main() -> None:
     app()
 

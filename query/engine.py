@@ -1,0 +1,193 @@
+"""The query pipeline: retrieve → fuse → rerank → gate → assemble → generate → verify.
+
+One `QueryEngine` owns the stores of one data dir (read-only use) and the models; the
+HTTP server and the embedded `Client` both call `answer`, so they return identical
+`Answer`s. Every query is one root span `ragstream.query` whose trace id the answer carries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from connectors.protocols import SearchFilter
+from core.answers import (
+    Answer,
+    CandidateView,
+    Citation,
+    QueryRequest,
+    Refusal,
+    SourceChunk,
+    Verification,
+)
+from core.settings import Settings
+from core.telemetry import span
+from query.assemble import assemble
+from query.gate import DEFAULT_DENSE_FLOOR, gate
+from query.generate import ExtractiveGenerator, Generator, OpenAIGenerator
+from query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
+from query.retrieve import Retriever
+from query.verify import verify
+
+T = TypeVar("T")
+
+
+class QueryEngine:
+    def __init__(self, settings: Settings, retriever: Retriever) -> None:
+        self.settings = settings
+        self.retriever = retriever
+        self.reranker = load_reranker(settings.query.reranker)
+        g = settings.generator
+        self.generator: Generator = (
+            OpenAIGenerator(g.base_url, g.model, g.api_key, g.timeout_s, g.max_tokens)
+            if g.base_url
+            else ExtractiveGenerator(retriever.embedder)
+        )
+
+    @classmethod
+    @contextmanager
+    def open(cls, settings: Settings) -> Iterator[QueryEngine]:
+        with Retriever.open(settings) as retriever:
+            yield cls(settings, retriever)
+
+    @property
+    def reranker_name(self) -> str:
+        return self.reranker.name if self.reranker is not None else NO_RERANKER
+
+    def answer(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Answer:
+        """Answer one question; `tenants` comes from the caller's API key, never the body."""
+        q = self.settings.query
+        with span("query", query_chars=len(request.query), k=request.k, n=request.n) as root:
+            trace_id = format(root.get_span_context().trace_id, "032x")
+            timings: dict[str, float] = {}
+            f = request.filters
+            flt = SearchFilter(
+                doc_ids=tuple(f.doc_ids) if f.doc_ids is not None else None,
+                tenants=tenants,
+                path_prefix=f.path_prefix,
+                file_types=tuple(f.file_types) if f.file_types is not None else None,
+            )
+            result = self.retriever.retrieve(
+                request.query, n=request.n, flt=flt, fusion=request.fusion, k=request.rrf_k
+            )
+            timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
+            ranked = _timed(
+                timings,
+                "rerank",
+                lambda: rerank(request.query, result.candidates, self.reranker, request.k),
+            )
+            floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
+            refusal = gate(ranked, rerank_floor=q.rerank_floor, dense_floor=floor)
+            answer = self._empty(request, ranked, trace_id, refusal)
+            if refusal is not None or not request.generate:
+                answer.timings_ms = timings
+                root.set_attribute("refused", refusal is not None)
+                return answer
+            context = _timed(
+                timings,
+                "assemble",
+                lambda: assemble(
+                    ranked,
+                    budget_tokens=q.budget_tokens,
+                    count_tokens=self.retriever.embedder.count_tokens,
+                    order=q.order,
+                    expand_parent=q.expand_parent,
+                    parent_lookup=self.retriever.vectors.live_chunks,
+                    query=request.query,
+                ),
+            )
+            text = _timed(
+                timings, "generate", lambda: self.generator.generate(request.query, context)
+            )
+            checked = _timed(
+                timings, "verify", lambda: verify(text, context.sources, self.retriever.embedder)
+            )
+            answer = self._complete(answer, context.sources, checked)
+            answer.timings_ms = timings
+            root.set_attribute("refused", answer.refusal is not None)
+            root.set_attribute("grounding", answer.grounding)
+            return answer
+
+    def _empty(
+        self, request: QueryRequest, ranked: list[Reranked], trace_id: str, refusal: Refusal | None
+    ) -> Answer:
+        return Answer(
+            query=request.query,
+            text="",
+            citations=[],
+            claims=[],
+            grounding=0.0,
+            refusal=refusal,
+            candidates=[_view(r) for r in ranked],
+            embedder=self.retriever.embedder.version.slug,
+            reranker=self.reranker_name,
+            generator=self.generator.name,
+            trace_id=trace_id,
+        )
+
+    def _complete(
+        self, answer: Answer, sources: list[SourceChunk], checked: Verification
+    ) -> Answer:
+        by_cid = {s.cid: s for s in sources}
+        cited = sorted(
+            {c for claim in checked.claims for c in claim.cids if c in by_cid},
+            key=lambda c: int(c[1:]) if c[1:].isdigit() else 0,
+        )
+        answer.text = checked.text
+        answer.claims = checked.claims
+        answer.grounding = checked.grounding
+        answer.invented_cids = checked.invented_cids
+        answer.injection_flags = checked.injection_flags
+        answer.sources = sources
+        answer.citations = [_citation(by_cid[c]) for c in cited]
+        q = self.settings.query
+        if not checked.claims:
+            answer.refusal = Refusal(
+                reason="insufficient_evidence",
+                detail="the generator found nothing in the sources that answers the question",
+                best_score=max((s.score for s in sources), default=None),
+            )
+        elif checked.grounding < q.min_grounding and q.on_low_grounding == "refuse":
+            answer.refusal = Refusal(
+                reason="unsupported_answer",
+                detail=(
+                    f"only {checked.grounding:.0%} of the answer's claims are supported by "
+                    f"the sources it cites (minimum {q.min_grounding:.0%})"
+                ),
+                best_score=checked.grounding,
+            )
+        return answer
+
+
+def _timed(timings: dict[str, float], name: str, fn: Callable[[], T]) -> T:
+    start = time.perf_counter()
+    out = fn()
+    timings[name] = round((time.perf_counter() - start) * 1000, 3)
+    return out
+
+
+def _view(r: Reranked) -> CandidateView:
+    c = r.candidate
+    return CandidateView(
+        point_id=c.chunk.point_id,
+        doc_id=c.chunk.doc_id,
+        score=c.score,
+        ranks=c.ranks,
+        scores=c.scores,
+        rerank_score=r.rerank_score,
+    )
+
+
+def _citation(s: SourceChunk) -> Citation:
+    return Citation(
+        cid=s.cid,
+        point_id=s.point_id,
+        doc_id=s.doc_id,
+        path=s.path,
+        section_path=s.section_path,
+        page=s.page,
+        char_start=s.char_start,
+        char_end=s.char_end,
+    )

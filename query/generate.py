@@ -1,0 +1,182 @@
+"""Answer generation (DESIGN §6): an OpenAI-compatible client, or an offline extractive default.
+
+Both take the assembled context (system prompt, user prompt with spotlighted sources, the
+`SourceChunk`s behind the `[S1]` ids) and return answer text with inline citations, which
+`query.verify` then checks. The extractive generator lets the embedded default answer with no
+network: it only copies source sentences, each with its citation (grounded by construction),
+and never one that reads like an instruction to the assistant (sources are untrusted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+import numpy as np
+from opentelemetry import trace
+
+from core.answers import SourceChunk
+from core.telemetry import span
+from operators.embed import Embedder
+from query.verify import content_tokens, looks_like_instruction, sentence_spans
+
+
+class ContextLike(Protocol):
+    """What `query.assemble` produces; any object with these attributes will do."""
+
+    @property
+    def sources(self) -> Sequence[SourceChunk]: ...
+    @property
+    def system(self) -> str: ...
+    @property
+    def user(self) -> str: ...
+
+
+class Generator(Protocol):
+    name: str
+
+    def generate(self, question: str, context: ContextLike) -> str: ...
+    def stream(self, question: str, context: ContextLike) -> Iterator[str]: ...
+
+
+class GenerationError(RuntimeError):
+    """The generation endpoint failed (unreachable, timed out, HTTP error, malformed reply)."""
+
+
+def _approx_tokens(*texts: str) -> int:
+    return sum(len(t) for t in texts) // 4
+
+
+class OpenAIGenerator:
+    """Chat completions against any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, ...)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        timeout_s: float = 60.0,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        max_retries: int = 1,
+    ) -> None:
+        from openai import OpenAI
+
+        # Local servers accept any key; the client refuses an empty one, so send a placeholder.
+        self._client = OpenAI(
+            base_url=base_url,
+            api_key=api_key or "unused",
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
+        self.base_url, self.model = base_url, model
+        self.max_tokens, self.temperature = max_tokens, temperature
+        self.name = f"openai:{model}"
+
+    def generate(self, question: str, context: ContextLike) -> str:
+        return "".join(self._run(question, context, stream=False))
+
+    def stream(self, question: str, context: ContextLike) -> Iterator[str]:
+        yield from self._run(question, context, stream=True)
+
+    def _run(self, question: str, context: ContextLike, stream: bool) -> Iterator[str]:
+        import openai
+        from openai.types.chat import ChatCompletionMessageParam
+
+        user = context.user
+        if question and question not in user:  # the assembler normally embeds the question
+            user = f"{user}\n\nQuestion: {question}"
+        messages: list[ChatCompletionMessageParam] = [
+            {"role": "system", "content": context.system},
+            {"role": "user", "content": user},
+        ]
+        tokens = _approx_tokens(context.system, user)
+        with span(
+            "query.generate", generator=self.name, model=self.model, prompt_tokens_approx=tokens
+        ) as sp:
+            chars = 0
+            try:
+                reply = self._client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,
+                    stream=stream,
+                    max_tokens=self.max_tokens,
+                    temperature=self.temperature,
+                )
+                pieces: Iterable[str | None] = (
+                    (c.choices[0].delta.content if c.choices else None for c in reply)
+                    if isinstance(reply, openai.Stream)
+                    else [reply.choices[0].message.content]
+                )
+                for piece in pieces:
+                    if piece:
+                        chars += len(piece)
+                        yield piece
+            except (openai.OpenAIError, IndexError, AttributeError) as exc:
+                raise GenerationError(
+                    f"generation failed ({self.model} at {self.base_url}): "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            finally:
+                sp.set_attribute("output_chars", chars)
+
+
+class ExtractiveGenerator:
+    """Offline default: the best question-matching source sentences, each with its `[Sn]`.
+
+    Score = cosine(query, sentence) with the given embedder + 0.2 x the fraction of the
+    question's content tokens present in the sentence. With all-MiniLM-L6-v2, on-topic
+    sentences score ~0.45-0.8 and off-topic ones ~0.0-0.2, hence `min_similarity=0.35`.
+    """
+
+    def __init__(
+        self, embedder: Embedder, max_sentences: int = 3, min_similarity: float = 0.35
+    ) -> None:
+        self.embedder = embedder
+        self.max_sentences = max_sentences
+        self.min_similarity = min_similarity
+        self.name = "extractive"
+
+    def _candidates(self, sources: Sequence[SourceChunk]) -> list[tuple[int, int, str, str]]:
+        seen: set[str] = set()
+        out = []
+        for i, src in enumerate(sources):
+            for start, end in sentence_spans(src.text):
+                text = " ".join(src.text[start:end].split())
+                if len(content_tokens(text)) < 3 or text in seen or looks_like_instruction(text):
+                    continue
+                seen.add(text)
+                out.append((i, start, src.cid, text))
+        return out
+
+    def generate(self, question: str, context: ContextLike) -> str:
+        tokens = _approx_tokens(question, *(s.text for s in context.sources))
+        model = self.embedder.version.name
+        with span("query.generate", generator=self.name, model=model, prompt_tokens_approx=tokens):
+            candidates = self._candidates(context.sources)
+            if not candidates or not question.strip():
+                return ""
+            answer = self._compose(question, candidates)
+            trace.get_current_span().set_attribute("output_chars", len(answer))
+            return answer
+
+    def _compose(self, question: str, candidates: list[tuple[int, int, str, str]]) -> str:
+        query = np.asarray(self.embedder.encode_query(question), dtype=np.float32)
+        cosine = self.embedder.encode_passages([c[3] for c in candidates]) @ query
+        q_tokens = content_tokens(question)
+        scores = [
+            float(cos) + 0.2 * len(q_tokens & content_tokens(c[3])) / max(len(q_tokens), 1)
+            for cos, c in zip(cosine, candidates, strict=True)
+        ]
+        ranked = sorted(range(len(candidates)), key=lambda j: -scores[j])
+        chosen = [j for j in ranked[: self.max_sentences] if scores[j] >= self.min_similarity]
+        parts = []
+        for j in sorted(chosen, key=lambda j: candidates[j][:2]):  # source order
+            _, _, cid, text = candidates[j]
+            parts.append(f"{text.rstrip('.!?:;, ')} [{cid}].")
+        return " ".join(parts)
+
+    def stream(self, question: str, context: ContextLike) -> Iterator[str]:
+        answer = self.generate(question, context)
+        if answer:
+            yield answer

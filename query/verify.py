@@ -1,0 +1,245 @@
+"""Citation verification (DESIGN §6): is every answer sentence backed by a chunk it cites?
+
+A generator (especially a remote LLM) can cite ids that were never in the context, or cite a
+real chunk for a sentence the chunk does not say. Verification makes both visible: invented
+ids are flagged and removed from the text, and every sentence ("claim") gets a support score
+against each chunk it cites, the best-matching span inside that chunk, and a verdict. The
+grounding ratio (supported / claims) is what the caller gates or reports on.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from core.answers import Claim, SourceChunk, Verification
+from core.telemetry import span
+from operators.embed import Embedder
+
+# --- text helpers, shared with query.generate ----------------------------------------------
+
+_BREAK = re.compile(r"[.!?][\"')\]*_`]*\s+|\n\s*\n|\n(?=[ \t]*(?:[-*+]|\d+[.)]|#{1,6})\s)")
+_ABBREV = re.compile(r"\b(?:(?i:e\.g|i\.e|etc|vs|cf|al|approx|mrs?|ms|dr|fig|no)|[A-Z])\.$")
+_WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+_STOP = (
+    "a an the and or but if of to in on at by for with from as is are was were be been being it "
+    "its this that these those there here which who whom what when where why how do does did can "
+    "could should would may might will shall not no yes so than then also such into about over "
+    "under via per each any all some more most other i you he she we they them our your their "
+    "his her my me us s t"
+)
+STOPWORDS = frozenset(_STOP.split())
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence, whitespace-trimmed; breaks on `. `, blank lines, bullets.
+
+    Abbreviations ("e.g.", initials) do not end a sentence. A sentence produced here never
+    contains a break point, so re-splitting an answer built from such sentences (after
+    whitespace collapsing) yields the same units: this is what makes extractive answers
+    verify claim-for-claim.
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _BREAK.finditer(text):
+        if m.group()[0] in ".!?":
+            if _ABBREV.search(text[max(start, m.start() - 8) : m.start() + 1]):
+                continue
+            end = m.start() + len(m.group().rstrip())
+        else:
+            end = m.start()
+        spans.append((start, end))
+        start = m.end()
+    spans.append((start, len(text)))
+    out = []
+    for s, e in spans:
+        segment = text[s:e]
+        lead = len(segment) - len(segment.lstrip())
+        trail = len(segment.rstrip())
+        if trail > lead:
+            out.append((s + lead, s + trail))
+    return out
+
+
+def content_tokens(text: str) -> set[str]:
+    """Lower-cased word tokens minus stop words: the vocabulary lexical overlap is measured on."""
+    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+
+
+_AI = r"(?:ai|assistant|chat ?bot|model|llm|language model|chatgpt|gpt|claude|bot)"
+_INJECTION = re.compile(
+    "|".join(
+        [
+            r"\b(?:ignore|forget|override|bypass)\b.{0,40}?\b(?:instructions?|prompts?|rules|"
+            r"directions|guidelines|guardrails|context|constraints)\b",
+            r"\bignore (?:all|any|every|previous|prior|earlier|the above|above)\b",
+            r"\bdisregard\b.{0,40}?\b(?:instructions?|prompts?|rules|above|previous|prior|"
+            r"earlier|everything|all|system|user)\b",
+            r"\byou are now\b|\bfrom now on,? you\b|\bpretend (?:to be|you are)\b",
+            r"\bact as (?:an?|the) (?:\w+ )?" + _AI + r"\b",
+            r"\b(?:system|developer|hidden|secret) (?:prompt|message|instructions?)\b",
+            r"\b(?:reveal|leak|print|output|show|repeat|expose)\b.{0,40}?\b(?:prompt|instructions?|"
+            r"secrets?|passwords?|api keys?|credentials|system)\b",
+            r"\b(?:reply|respond|answer|say|output|write)\b.{0,30}?\bonly with\b",
+            r"\b(?:jailbreak|developer mode|do anything now|dan mode)\b",
+            r"(?:^|[\s>\"'(])(?:dear|hey|attention|note to (?:the )?)\s*,?\s*" + _AI + r"s?\b",
+            r"^\s*(?:to )?(?:the )?" + _AI + r"s?\s*[,:!]",
+            r"\b(?:if|when) you are an? (?:\w+ )?" + _AI + r"\b",
+            r"\b(?:as|you are) an? " + _AI + r",? you (?:must|should|will)\b",
+            r"<\|?(?:system|im_start|im_end)\|?>|\[/?INST\]|<<<|>>>|\bEND SOURCE\b",
+        ]
+    ),
+    re.IGNORECASE,
+)
+
+
+def looks_like_instruction(text: str) -> bool:
+    """True when text reads like a command aimed at the assistant (prompt injection).
+
+    Heuristic on purpose: sources are untrusted, and a false positive only costs one
+    sentence of an extractive answer, while a miss lets a document steer the answer.
+    """
+    return bool(_INJECTION.search(" ".join(text.split())))
+
+
+CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]")
+_LEADING_CITATIONS = re.compile(r"^(?:\s*\[\s*S\d+(?:\s*[,;]\s*S\d+)*\s*\])+")
+LEXICAL_WEIGHT = 0.5
+
+
+def parse_citations(text: str) -> list[str]:
+    """Cited ids in order of first appearance: `[S1]`, `[S1, S3]`, `[S1][S2]` all count."""
+    seen: dict[str, None] = {}
+    for m in CITATION.finditer(text):
+        for cid in re.split(r"\s*[,;]\s*", m.group(1)):
+            seen.setdefault(cid, None)
+    return list(seen)
+
+
+def strip_invented(text: str, valid: set[str]) -> tuple[str, list[str]]:
+    """Remove cited ids not in `valid` (dropping brackets left empty); return text + invented."""
+    invented: dict[str, None] = {}
+
+    def keep(m: re.Match[str]) -> str:
+        ids = re.split(r"\s*[,;]\s*", m.group(1))
+        for cid in ids:
+            if cid not in valid:
+                invented.setdefault(cid, None)
+        kept = [cid for cid in ids if cid in valid]
+        return f"[{', '.join(kept)}]" if kept else ""
+
+    cleaned = CITATION.sub(keep, text)
+    if invented:  # tidy the gaps a removed bracket leaves ("foo  ." -> "foo.")
+        cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+    return cleaned, list(invented)
+
+
+def split_claims(answer: str) -> list[tuple[str, list[str]]]:
+    """(claim text without citations, cited ids) per sentence of the answer.
+
+    A citation that trails a sentence ("... pass. [S1] Next ...") belongs to that sentence,
+    not to the next one; sentences with no words left (a bare "[S1]") are not claims.
+    """
+    pieces: list[str] = []
+    for start, end in sentence_spans(answer):
+        piece = answer[start:end]
+        lead = _LEADING_CITATIONS.match(piece)
+        if lead and pieces:
+            pieces[-1] += " " + lead.group().strip()
+            piece = piece[lead.end() :]
+        pieces.append(piece)
+    claims = []
+    for piece in pieces:
+        text = " ".join(CITATION.sub("", piece).split())
+        text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+        if re.search(r"\w", text):
+            claims.append((text, parse_citations(piece)))
+    return claims
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def verify(
+    answer: str,
+    sources: Sequence[SourceChunk],
+    embedder: Embedder,
+    *,
+    min_support: float = 0.5,
+    cross_encoder: object | None = None,
+) -> Verification:
+    """Check every claim of `answer` against the chunks it cites.
+
+    score = 0.5 x lexical containment (share of the claim's content tokens found anywhere in
+    the chunk) + 0.5 x max(0, cosine) between the claim and the chunk's best-matching sentence
+    (which is also the reported support span). With a sentence-transformers `CrossEncoder`
+    (anything with `predict(pairs)`), the score is averaged with sigmoid(cross-encoder logit).
+
+    Calibration with all-MiniLM-L6-v2 on docling_concepts_chunking.md paragraphs: verbatim
+    sentence 0.98; close paraphrases 0.72-0.74; loose paraphrase 0.57; same-domain but
+    unsupported ("Docling chunkers are written in Rust and run only on GPUs") 0.36; a
+    contradicting-topic claim ("Chunkers never return metadata and only accept PDF files")
+    0.37; unrelated (Eiffel Tower) 0.0. Hence `min_support=0.5`. Limitation: a negation of a
+    chunk sentence scores like the sentence (0.80); only a cross-encoder/NLI model sees that.
+    """
+    with span("query.verify", sources=len(sources)) as sp:
+        by_cid = {s.cid: s for s in sources}
+        text, invented = strip_invented(answer, set(by_cid))
+        raw = split_claims(text)
+        cited = sorted({cid for _, cids in raw for cid in cids}, key=lambda c: (len(c), c))
+        sentences = {
+            cid: sentence_spans(by_cid[cid].text) or [(0, len(by_cid[cid].text))] for cid in cited
+        }
+        flat = [(cid, s, e) for cid in cited for s, e in sentences[cid]]
+        chunk_vecs = embedder.encode_passages([by_cid[c].text[s:e] for c, s, e in flat])
+        claim_vecs = embedder.encode_passages([t for t, _ in raw])
+        chunk_tokens = {cid: content_tokens(by_cid[cid].text) for cid in cited}
+        claims: list[Claim] = []
+        for i, (claim_text, cids) in enumerate(raw):
+            tokens = content_tokens(claim_text)
+            best: tuple[float, str | None, tuple[int, int] | None] = (0.0, None, None)
+            for cid in cids:
+                rows = [j for j, f in enumerate(flat) if f[0] == cid]
+                cos = chunk_vecs[rows] @ claim_vecs[i]
+                j = rows[int(np.argmax(cos))]
+                lexical = len(tokens & chunk_tokens[cid]) / len(tokens) if tokens else 0.0
+                score = LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * max(0.0, float(cos.max()))
+                span_ = (flat[j][1], flat[j][2])
+                predict = getattr(cross_encoder, "predict", None)
+                if predict is not None:
+                    logit = float(
+                        np.ravel(predict([(by_cid[cid].text[span_[0] : span_[1]], claim_text)]))[0]
+                    )
+                    score = (score + _sigmoid(logit)) / 2
+                if best[1] is None or score > best[0]:
+                    best = (min(1.0, score), cid, span_)
+            claims.append(
+                Claim(
+                    text=claim_text,
+                    cids=cids,
+                    supported=best[1] is not None and best[0] >= min_support,
+                    score=round(best[0], 4),
+                    support_cid=best[1],
+                    support_span=best[2],
+                )
+            )
+        supported = sum(c.supported for c in claims)
+        grounding = supported / len(claims) if claims else 1.0
+        for key, value in (
+            ("claims", len(claims)),
+            ("supported", supported),
+            ("grounding", grounding),
+            ("invented", len(invented)),
+        ):
+            sp.set_attribute(key, value)
+        return Verification(
+            claims=claims,
+            grounding=grounding,
+            invented_cids=invented,
+            injection_flags=[t for t, _ in raw if looks_like_instruction(t)],
+            text=text,
+        )
