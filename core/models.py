@@ -193,3 +193,4 @@ class StatusReport(BaseModel):
     collection: str | None
     last_sync: float | None
     dead_letters: list[DeadLetter]
+    reranker: str = ""  # the configured cross-encoder, or that none is configured

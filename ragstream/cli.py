@@ -130,6 +130,7 @@ def _print_status(report: StatusReport) -> None:
     emb = report.embedder
     table.add_row("embedder", f"{emb.name} ({emb.dimension}d, {emb.fingerprint})" if emb else "-")
     table.add_row("collection", report.collection or "-")
+    table.add_row("reranker", report.reranker)
     last = report.last_sync
     table.add_row("last sync", dt.datetime.fromtimestamp(last).isoformat() if last else "never")
     table.add_row("dead letters", str(len(report.dead_letters)))

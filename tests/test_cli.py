@@ -44,6 +44,7 @@ def test_sync_status_and_guard_json(tmp_path: Path) -> None:
     assert status["chunks_live"] == 12 and status["chunks_deleted"] == 0
     assert {"name", "fingerprint", "dimension"} <= status["embedder"].keys()
     assert status["embedder"]["dimension"] == 384
+    assert status["reranker"].startswith("none")
     assert [Path(d["path"]).name for d in status["dead_letters"]] == ["broken.pdf"]
 
     for i in range(11):  # the folder "vanishes": 11 of 12 docs gone

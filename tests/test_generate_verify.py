@@ -7,16 +7,12 @@ without any network.
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from conftest import Stub
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,60 +111,6 @@ def test_extractive_is_empty_when_sources_are_off_topic(embedder, paragraphs) ->
 
 
 # --- OpenAI-compatible stub -----------------------------------------------------------------
-
-
-@dataclass
-class Stub:
-    url: str
-    replies: list[Any] = field(default_factory=list)  # str, or list[str] for SSE, or int status
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stub]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    state = Stub(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.requests.append({"path": self.path, "body": body})
-            reply = state.replies.pop(0)
-            if self.path != "/v1/chat/completions" or isinstance(reply, int):
-                self.send_response(404 if isinstance(reply, str) else reply)
-                self.end_headers()
-                self.wfile.write(b'{"error": {"message": "scripted failure"}}')
-                return
-            base = {"id": "c1", "created": 0, "model": body["model"]}
-            self.send_response(200)
-            if body.get("stream"):
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-                for piece in reply:
-                    choice = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
-                    chunk = {**base, "object": "chat.completion.chunk", "choices": [choice]}
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
-                return
-            message = {"role": "assistant", "content": reply}
-            choice = {"index": 0, "message": message, "finish_reason": "stop"}
-            payload = json.dumps({**base, "object": "chat.completion", "choices": [choice]})
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload.encode())
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    yield state
-    server.shutdown()
-    server.server_close()
 
 
 def llm(stub: Stub) -> OpenAIGenerator:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import Stub
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from core.answers import Answer, QueryRequest
@@ -157,3 +158,23 @@ def test_spans_cover_every_stage_and_match_the_trace_id(engine: QueryEngine) -> 
     )
     rerank = next(s for s in spans if s.name == "ragstream.query.rerank")
     assert rerank.attributes is not None and rerank.attributes.get("skipped") is True
+
+
+def test_unsupported_llm_answer_is_refused_or_flagged(engine: QueryEngine, stub: Stub) -> None:
+    """A generator that invents facts: verify catches it; the setting picks refuse or flag."""
+    reply = "Docling is written in Rust and only runs on a GPU cluster [S1]. It costs $9 [S42]."
+    for mode in ("refuse", "flag"):
+        s = engine.settings.model_copy(deep=True)
+        s.generator.base_url = stub.url
+        s.query.on_low_grounding = mode  # type: ignore[assignment]
+        llm_engine = QueryEngine(s, engine.retriever)
+        stub.replies.append(reply)
+        answer = llm_engine.answer(QueryRequest(query="What does the hybrid chunker do?"))
+        assert answer.invented_cids == ["S42"] and "[S42]" not in answer.text
+        assert answer.grounding < 0.5 and not any(c.supported for c in answer.claims)
+        if mode == "refuse":
+            assert answer.refusal is not None and answer.refusal.reason == "unsupported_answer"
+        else:
+            assert answer.refusal is None and answer.text
+    sent = stub.requests[-1]["body"]["messages"]
+    assert "<<<SOURCE S1" in sent[-1]["content"] and sent[0]["role"] == "system"
