@@ -13,6 +13,7 @@ from connectors.vector_stores import live_collection, open_vector_store
 from core.models import DocOutcome, StatusReport, SyncReport
 from core.settings import Settings
 from flows.sync import OutcomeHandler, run_sync
+from query.rerank import NO_RERANKER
 
 
 def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:
@@ -63,6 +64,7 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
     s = settings or load_settings(data_dir)
     dead = DeadLetterBook(s.state_dir).all()
     last = SyncState(s.state_dir).last_sync
+    reranker = s.query.reranker or NO_RERANKER
     live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
     if live is None:
         return StatusReport(
@@ -74,6 +76,7 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
             collection=None,
             last_sync=last,
             dead_letters=dead,
+            reranker=reranker,
         )
     name, embedder = live
     vectors = open_vector_store(
@@ -98,6 +101,7 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
         collection=name,
         last_sync=last,
         dead_letters=dead,
+        reranker=reranker,
     )
 
 
