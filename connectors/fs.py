@@ -27,7 +27,6 @@ from core.models import FileEvent, FileFingerprint, GuardReport
 from core.settings import SourceConfig
 
 KnownDocs = Mapping[str, set[tuple[int, int]]]  # doc_id -> fingerprints the index holds
-ScanHandler = Callable[[int, GuardReport | None], None]  # (files seen, guard if it tripped)
 
 
 @lru_cache(maxsize=256)
@@ -175,6 +174,19 @@ class _Debouncer:
 
 
 @dataclass(frozen=True)
+class ScanSummary:
+    """What one root's catch-up scan found: files seen, events planned, the guard if tripped."""
+
+    source: str
+    files_seen: int
+    events: int
+    guard: GuardReport | None
+
+
+ScanHandler = Callable[[ScanSummary], None]
+
+
+@dataclass(frozen=True)
 class FolderSourceConfig:
     sources: tuple[SourceConfig, ...]
     path_filter: PathFilter
@@ -242,7 +254,7 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
                 self._cfg.min_docs_for_guard,
                 self._cfg.allow_mass_delete,
             )
-            self._on_scan(len(found), guard)
+            self._on_scan(ScanSummary(source.name, len(found), len(events), guard))
             self._queue.extend(events)
         for did, fps in known.items():
             self._known[did] = next(iter(fps)) if len(fps) == 1 else None
@@ -347,7 +359,7 @@ class FolderSource(FixedPartitionedSource[FileEvent, None]):
         self,
         cfg: FolderSourceConfig,
         known: Callable[[], KnownDocs],
-        on_scan: ScanHandler = lambda seen, guard: None,
+        on_scan: ScanHandler = lambda summary: None,
     ) -> None:
         self._cfg, self._known, self._on_scan = cfg, known, on_scan
 

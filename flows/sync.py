@@ -17,8 +17,15 @@ from bytewax.dataflow import Dataflow
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from bytewax.testing import run_main
 
-from connectors.fs import FolderSource, FolderSourceConfig, KnownDocs, PathFilter, ScanHandler
-from core.models import DocOutcome, GuardReport, SyncReport
+from connectors.fs import (
+    FolderSource,
+    FolderSourceConfig,
+    KnownDocs,
+    PathFilter,
+    ScanHandler,
+    ScanSummary,
+)
+from core.models import DocOutcome, SyncReport
 from core.settings import Settings
 from flows.indexer import Indexer
 from flows.runtime import Runtime, open_runtime
@@ -73,7 +80,7 @@ def build_flow(
     *,
     watch: bool,
     on_outcome: OutcomeHandler,
-    on_scan: ScanHandler = lambda seen, guard: None,
+    on_scan: ScanHandler = lambda summary: None,
     allow_mass_delete: bool = False,
 ) -> Dataflow:
     s = rt.settings
@@ -102,6 +109,7 @@ def run_sync(
     watch: bool = False,
     allow_mass_delete: bool = False,
     on_outcome: OutcomeHandler | None = None,
+    on_scan: ScanHandler | None = None,
 ) -> SyncReport:
     """Run the flow in this process (one worker) and return the totals of the pass."""
     report = SyncReport()
@@ -112,9 +120,11 @@ def run_sync(
         if on_outcome is not None:
             on_outcome(outcome)
 
-    def scanned(seen: int, guard: GuardReport | None) -> None:
-        report.docs_seen += seen
-        report.guard = guard or report.guard
+    def scanned(summary: ScanSummary) -> None:
+        report.docs_seen += summary.files_seen
+        report.guard = summary.guard or report.guard
+        if on_scan is not None:
+            on_scan(summary)
 
     with open_runtime(settings) as rt:
         flow = build_flow(

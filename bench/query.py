@@ -1,0 +1,92 @@
+"""Query latency in the embedded default at ~10k and ~100k chunks (SciFact abstracts).
+
+Stage 1 indexes N abstracts as Markdown files (~10k chunks). Stage 2 adds 9 copies of the
+folder under other names: identical text, so the ingest reuses every vector (no encode)
+and the index grows to ~100k live chunks. At each size it runs Q SciFact test queries
+through the retriever alone (embed + dense + BM25 + RRF, N=100 per leg) and through the
+full offline answer (+ gate, assemble, extractive generate, verify; no reranker installed),
+and prints p50/p95 per stage from the answers' own timings.
+
+    .venv/bin/python bench/query.py [--docs 2200] [--queries 100] [--copies 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _scifact import SCIFACT, corpus, write_markdown
+
+from core.answers import QueryRequest
+from core.settings import Settings
+from query.engine import QueryEngine
+from ragstream import api
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def measure(settings: Settings, queries: list[str]) -> dict[str, tuple[float, float]]:
+    rows: dict[str, list[float]] = {}
+    with QueryEngine.open(settings) as engine:
+        engine.answer(QueryRequest(query="warm-up"))
+        for q in queries:
+            t = time.perf_counter()
+            engine.retriever.retrieve(q, n=100)
+            rows.setdefault("retrieve (wall)", []).append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            answer = engine.answer(QueryRequest(query=q))
+            rows.setdefault("full answer (wall)", []).append((time.perf_counter() - t) * 1000)
+            for stage, ms in answer.timings_ms.items():
+                rows.setdefault(stage, []).append(ms)
+        live = engine.retriever.vectors.count("live")
+    print(f"\n### {live} live chunks, {len(queries)} queries\n")
+    print("| stage | p50 ms | p95 ms |\n|---|---|---|")
+    out = {}
+    for stage, values in rows.items():
+        out[stage] = (pct(values, 0.5), pct(values, 0.95))
+        print(f"| {stage} | {out[stage][0]:.1f} | {out[stage][1]:.1f} |")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--docs", type=int, default=2200)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--copies", type=int, default=9)
+    args = ap.parse_args()
+    with (SCIFACT / "queries.jsonl").open() as fh:
+        queries = [json.loads(line)["text"] for line in fh][: args.queries]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "corpus"
+        write_markdown(corpus(args.docs), root / "copy_0")
+        settings = Settings(data_dir=Path(tmp) / "data").with_paths([root])
+        t = time.perf_counter()
+        first = api.sync([root], settings=settings)
+        print(
+            f"stage 1: {first.chunks_live} chunks, {first.chunks_embedded} embedded, "
+            f"{time.perf_counter() - t:.0f} s"
+        )
+        measure(settings, queries)
+        for i in range(1, args.copies + 1):
+            shutil.copytree(root / "copy_0", root / f"copy_{i}")
+        t = time.perf_counter()
+        second = api.sync([root], settings=settings)
+        print(
+            f"\nstage 2: {second.chunks_live} chunks, {second.chunks_embedded} embedded, "
+            f"{second.chunks_reused} reused, {time.perf_counter() - t:.0f} s"
+        )
+        measure(settings, queries)
+        print("\nmedian over stages is not additive: 'retrieve.*' rows are inside 'full answer'")
+
+
+if __name__ == "__main__":
+    main()
