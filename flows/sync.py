@@ -8,8 +8,10 @@ The flow file only wires steps; the steps live in `flows.indexer` and are testab
 
 from __future__ import annotations
 
+import atexit
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 from bytewax import operators as op
@@ -31,6 +33,7 @@ from flows.indexer import Indexer
 from flows.runtime import Runtime, open_runtime
 
 OutcomeHandler = Callable[[DocOutcome], None]
+_PROCESS_SCOPE = ExitStack()  # keeps the runtime of `flows.sync:flow` open for the process
 
 
 class _CallbackPartition(StatelessSinkPartition[DocOutcome]):
@@ -148,5 +151,6 @@ def __getattr__(name: str) -> Any:
     if name != "flow":
         raise AttributeError(name)
     settings = Settings()
-    rt = open_runtime(settings).__enter__()
+    rt = _PROCESS_SCOPE.enter_context(open_runtime(settings))
+    atexit.register(_PROCESS_SCOPE.close)
     return build_flow(rt, watch=True, on_outcome=lambda o: print(o.model_dump_json(), flush=True))

@@ -84,3 +84,25 @@ def test_watch_sees_saves_atomic_renames_and_deletes(tmp_path: Path) -> None:
         assert not any("Draft" in t for t in texts)
         assert rt.vectors.live_chunks("notes:a.md") == []
         assert lines.empty(), "each save burst is processed once"
+
+
+def test_bytewax_run_entry_point(tmp_path: Path) -> None:
+    """`python -m bytewax.run flows.sync:flow` runs the same watching flow from settings."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nIndexed by the bytewax runner itself.\n")
+    sources = json.dumps([{"name": "docs", "root": str(root)}])
+    env = dict(os.environ, RAGSTREAM_DATA_DIR=str(tmp_path / "data"), RAGSTREAM_SOURCES=sources)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bytewax.run", "flows.sync:flow"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    lines: queue.Queue[dict] = queue.Queue()
+    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
+    try:
+        assert _wait_for(lines, "docs:a.md")["chunks_embedded"] == 1
+        (root / "b.md").write_text("# B\n\nA file created while the runner watches.\n")
+        assert _wait_for(lines, "docs:b.md")["chunks_live"] == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
