@@ -75,7 +75,7 @@ def parse_file(
     """Read and parse one file; raise `ParseError` for anything that cannot be indexed."""
     file_type = FILE_TYPES.get(path.suffix.lower())
     title: str | None = None
-    with span("ingest.parse", doc_id=doc_id, file_type=file_type) as current:
+    with span("ingest.parse.file", doc_id=doc_id, file_type=file_type) as current:
         if file_type is None:
             raise ParseError("parse", f"unsupported file type {path.suffix or '(none)'!r}")
         data = _read(path)
