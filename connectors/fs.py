@@ -10,6 +10,7 @@ is read once after it has been quiet for `debounce_s`.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -68,30 +69,44 @@ class PathFilter:
 
 
 def fingerprint_of(path: Path) -> FileFingerprint | None:
-    try:
-        st = path.stat()
-    except OSError:
+    """(size, mtime) of the file; of the link itself when a symlink cannot be followed."""
+    for stat in (path.stat, path.lstat):
+        try:
+            st = stat()
+        except OSError:
+            continue
+        return FileFingerprint(size=st.st_size, mtime_ns=st.st_mtime_ns)
+    return None
+
+
+def link_problem(path: Path, root: Path) -> str | None:
+    """Why a symlink must not be read (loop, dangling, leaves the root), or None."""
+    if not path.is_symlink():
         return None
-    return FileFingerprint(size=st.st_size, mtime_ns=st.st_mtime_ns)
-
-
-def _inside(path: Path, root: Path) -> bool:
     try:
-        path.resolve().relative_to(root)
-    except (ValueError, OSError, RuntimeError):  # RuntimeError: symlink loop
-        return False
-    return True
+        target = path.resolve(strict=True)
+    except RuntimeError:
+        return "symlink loop"
+    except OSError as err:
+        return "symlink loop" if err.errno == errno.ELOOP else "dangling symlink"
+    if not target.is_relative_to(root.resolve()):
+        return f"symlink leaves the watched root (points to {target}); not followed"
+    return None
 
 
 def scan_source(source: SourceConfig, pf: PathFilter) -> Iterator[tuple[str, Path]]:
-    """(doc_id, path) of every wanted regular file under the root; links never leave it."""
+    """(doc_id, path) of every wanted file under the root, symlinks included.
+
+    Directory links are never descended; a file link that loops, dangles or leaves the
+    root is still listed so the read step can dead-letter it visibly (see `link_problem`).
+    """
     root = source.root.resolve()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
-            if pf.wanted(rel) and (not path.is_symlink() or _inside(path, root)):
+            if pf.wanted(rel):
                 yield make_doc_id(source.name, rel), path
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from connectors.fs import link_problem
 from connectors.protocols import LexicalIndex, VectorStore
 from connectors.state import DeadLetterBook
 from core.models import (
@@ -77,6 +78,9 @@ class Indexer:
         if event.kind == "delete":
             return ParsedWork(event)
         fp = event.fingerprint
+        problem = link_problem(Path(event.path), Path(event.root))
+        if problem is not None:
+            return ParsedWork(event, dead=self._letter(event, "read", problem))
         if fp is not None and fp.size > self.max_file_bytes:
             reason = f"file too large: {fp.size} bytes > limit {self.max_file_bytes}"
             return ParsedWork(event, dead=self._letter(event, "read", reason))
