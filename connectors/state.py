@@ -11,9 +11,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from core.models import DeadLetter
+from pydantic import BaseModel
+
+from core.models import DeadLetter, Redaction
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -38,33 +42,47 @@ def read_json(path: Path, default: Any) -> Any:
         return default
 
 
-class DeadLetterBook:
-    """doc_id -> DeadLetter, persisted in `<state_dir>/dead_letters.json`."""
+class DocBook(Generic[M]):
+    """doc_id -> record (a pydantic model with a `doc_id`), persisted as one JSON file."""
 
-    def __init__(self, state_dir: Path) -> None:
-        self._path = state_dir / "dead_letters.json"
+    def __init__(self, path: Path, model: type[M]) -> None:
+        self._path = path
         raw = read_json(self._path, {})
-        self._letters = {k: DeadLetter.model_validate(v) for k, v in raw.items()}
+        self._records: dict[str, M] = {k: model.model_validate(v) for k, v in raw.items()}
 
-    def put(self, letter: DeadLetter) -> None:
-        self._letters[letter.doc_id] = letter
+    def put(self, record: M) -> None:
+        self._records[getattr(record, "doc_id")] = record  # noqa: B009
 
     def clear(self, doc_id: str) -> None:
-        self._letters.pop(doc_id, None)
+        self._records.pop(doc_id, None)
 
     def save(self) -> None:
-        write_json_atomic(self._path, {k: v.model_dump() for k, v in self._letters.items()})
+        write_json_atomic(self._path, {k: v.model_dump() for k, v in self._records.items()})
 
-    def all(self) -> list[DeadLetter]:
-        return sorted(self._letters.values(), key=lambda d: d.doc_id)
+    def all(self) -> list[M]:
+        return [self._records[k] for k in sorted(self._records)]
+
+
+class DeadLetterBook(DocBook[DeadLetter]):
+    """Files that could not be indexed, in `<state_dir>/dead_letters.json`."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(state_dir / "dead_letters.json", DeadLetter)
 
     def fingerprints(self) -> dict[str, set[tuple[int, int]]]:
         """What the catch-up scan treats as 'already seen' for dead-lettered files."""
         return {
             d.doc_id: {(d.fingerprint.size, d.fingerprint.mtime_ns)}
-            for d in self._letters.values()
+            for d in self.all()
             if d.fingerprint is not None
         }
+
+
+class RedactionBook(DocBook[Redaction]):
+    """Documents indexed with secrets redacted, in `<state_dir>/redactions.json`."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(state_dir / "redactions.json", Redaction)
 
 
 class SyncState:

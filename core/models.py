@@ -127,6 +127,14 @@ class DeadLetter(Frozen):
     fingerprint: FileFingerprint | None = None
 
 
+class Redaction(Frozen):
+    """Secrets found in a document and replaced before chunking (visible in status)."""
+
+    doc_id: str
+    path: str
+    kinds: tuple[str, ...]
+
+
 class DocOutcome(Frozen):
     """What one pass did to one document (emitted by the index step, summed into SyncReport)."""
 
@@ -139,6 +147,7 @@ class DocOutcome(Frozen):
     chunks_moved: int = 0
     chunks_tombstoned: int = 0
     dead_letter: DeadLetter | None = None
+    redactions: tuple[str, ...] = ()
 
 
 class DeadLetterView(Frozen):
@@ -170,6 +179,7 @@ class SyncReport(BaseModel):
     chunks_tombstoned: int = 0
     dead_letters: list[DeadLetterView] = Field(default_factory=list)
     guard: GuardReport | None = None
+    secrets_redacted: int = 0
     seconds: float = 0.0
 
     def add(self, outcome: DocOutcome) -> None:
@@ -179,6 +189,7 @@ class SyncReport(BaseModel):
         self.chunks_reused += outcome.chunks_reused
         self.chunks_moved += outcome.chunks_moved
         self.chunks_tombstoned += outcome.chunks_tombstoned
+        self.secrets_redacted += len(outcome.redactions)
         if outcome.dead_letter is not None:
             d = outcome.dead_letter
             self.dead_letters.append(DeadLetterView(path=d.path, stage=d.stage, reason=d.reason))
@@ -194,3 +205,4 @@ class StatusReport(BaseModel):
     last_sync: float | None
     dead_letters: list[DeadLetter]
     reranker: str = ""  # the configured cross-encoder, or that none is configured
+    redactions: list[Redaction] = Field(default_factory=list)

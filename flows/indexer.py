@@ -20,7 +20,7 @@ import numpy as np
 
 from connectors.fs import link_problem
 from connectors.protocols import LexicalIndex, VectorStore
-from connectors.state import DeadLetterBook
+from connectors.state import DeadLetterBook, RedactionBook
 from core.models import (
     Chunk,
     DeadLetter,
@@ -28,12 +28,14 @@ from core.models import (
     FileEvent,
     IndexedChunk,
     ParsedDocument,
+    Redaction,
 )
 from core.telemetry import span
 from operators.chunk import ChunkerConfig, chunk_document
 from operators.diff import DocDiff, diff_document
 from operators.embed import Embedder
 from operators.parse import ParseError, parse_file
+from operators.secrets import redact_document
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class ParsedWork:
     event: FileEvent
     doc: ParsedDocument | None = None
     dead: DeadLetter | None = None
+    redactions: tuple[str, ...] = ()  # kinds of secrets replaced before chunking
 
 
 @dataclass
@@ -59,6 +62,7 @@ class Indexer:
     vectors: VectorStore
     lexical: LexicalIndex
     dead_letters: DeadLetterBook
+    redactions: RedactionBook
     chunker: ChunkerConfig
     tenants: dict[str, str]  # source name -> tenant
     max_file_bytes: int
@@ -95,7 +99,8 @@ class Indexer:
         except Exception as err:  # a parser bug must not kill the flow: dead-letter it
             reason = f"unexpected {type(err).__name__}: {err}"
             return ParsedWork(event, dead=self._letter(event, "parse", reason))
-        return ParsedWork(event, doc=doc)
+        doc, kinds = redact_document(doc)
+        return ParsedWork(event, doc=doc, redactions=kinds)
 
     @staticmethod
     def _letter(event: FileEvent, stage: str, reason: str) -> DeadLetter:
@@ -130,6 +135,7 @@ class Indexer:
         vectors, encoded_by = self._embed([p for p in plans if p.diff is not None])
         outcomes = self._write(plans, vectors, encoded_by)
         self.dead_letters.save()
+        self.redactions.save()
         return outcomes
 
     def _embed(self, plans: Sequence[_DocPlan]) -> tuple[dict[str, list[float]], dict[str, str]]:
@@ -223,6 +229,11 @@ class Indexer:
             self.dead_letters.put(plan.work.dead)
             return DocOutcome(doc_id=event.doc_id, dead_letter=plan.work.dead), [], []
         self.dead_letters.clear(event.doc_id)
+        kinds = plan.work.redactions
+        if kinds:
+            self.redactions.put(Redaction(doc_id=event.doc_id, path=event.path, kinds=kinds))
+        else:
+            self.redactions.clear(event.doc_id)
         diff = plan.diff
         assert diff is not None
         doc = plan.work.doc
@@ -245,6 +256,7 @@ class Indexer:
             chunks_reused=len(diff.add) - embedded,
             chunks_moved=len(diff.move),
             chunks_tombstoned=len(diff.tombstone),
+            redactions=kinds,
         )
         return (
             outcome,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from connectors.lexical import open_lexical_index
 from connectors.protocols import LexicalIndex, VectorStore
-from connectors.state import DeadLetterBook, SyncState
+from connectors.state import DeadLetterBook, RedactionBook, SyncState
 from connectors.vector_stores import open_vector_store
 from core.settings import Settings
 from core.telemetry import configure
@@ -27,6 +27,7 @@ class Runtime:
     vectors: VectorStore
     lexical: LexicalIndex
     dead_letters: DeadLetterBook
+    redactions: RedactionBook
     sync_state: SyncState
 
     @property
@@ -62,6 +63,7 @@ def open_runtime(settings: Settings) -> Iterator[Runtime]:
                 vectors,
                 lexical,
                 DeadLetterBook(settings.state_dir),
+                RedactionBook(settings.state_dir),
                 SyncState(settings.state_dir),
             )
         finally:

@@ -62,6 +62,7 @@ def make_indexer(rt: Runtime) -> Indexer:
         vectors=rt.vectors,
         lexical=rt.lexical,
         dead_letters=rt.dead_letters,
+        redactions=rt.redactions,
         chunker=rt.chunker,
         tenants={src.name: src.tenant for src in s.sources},
         max_file_bytes=s.max_file_bytes,

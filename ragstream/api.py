@@ -9,7 +9,7 @@ from typing import Any
 
 from connectors.fs import ScanHandler
 from connectors.lexical import open_lexical_index
-from connectors.state import DeadLetterBook, SyncState
+from connectors.state import DeadLetterBook, RedactionBook, SyncState
 from connectors.vector_stores import live_collection, open_vector_store
 from core.models import DocOutcome, StatusReport, SyncReport
 from core.settings import Settings
@@ -71,6 +71,7 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
     """Counts and versions straight from the stores; loads no model."""
     s = settings or load_settings(data_dir)
     dead = DeadLetterBook(s.state_dir).all()
+    redactions = RedactionBook(s.state_dir).all()
     last = SyncState(s.state_dir).last_sync
     reranker = s.query.reranker or NO_RERANKER
     live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
@@ -85,6 +86,7 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
             last_sync=last,
             dead_letters=dead,
             reranker=reranker,
+            redactions=redactions,
         )
     name, embedder = live
     vectors = open_vector_store(
@@ -110,6 +112,7 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
         last_sync=last,
         dead_letters=dead,
         reranker=reranker,
+        redactions=redactions,
     )
 
 

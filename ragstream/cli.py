@@ -153,6 +153,8 @@ def _print_status(report: StatusReport) -> None:
     out.print(table)
     for d in report.dead_letters:
         out.print(f"  [red]{d.path}[/] [{d.stage}] {d.reason}")
+    for r in report.redactions:
+        out.print(f"  [yellow]secrets redacted[/] {r.path}: {', '.join(r.kinds)}")
 
 
 @app.command()
