@@ -232,6 +232,37 @@ def serve(
             endpoint.unlink(missing_ok=True)
 
 
+@app.command(name="eval")
+def eval_(
+    dataset_dir: Annotated[Path, typer.Argument(help="a BEIR-format dataset folder")],
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="data dir the corpus is indexed into (reused)")
+    ],
+    split: Annotated[str, typer.Option(help="qrels split: qrels/<split>.tsv")] = "test",
+    as_json: AsJson = False,
+    limit_queries: Annotated[
+        int | None, typer.Option("--limit-queries", help="only the first N judged queries")
+    ] = None,
+    depth: Annotated[int | None, typer.Option(help="chunks retrieved per leg")] = None,
+) -> None:
+    """Index a BEIR dataset through the real ingest, then score each retrieval variant.
+
+    Prints the ablation table and saves it to DATA_DIR/eval/SPLIT.json (reruns embed nothing).
+    """
+    from ragstream.evaluation import DEFAULT_DEPTH, evaluate_dataset, markdown_table
+
+    if not as_json:
+        err.print(f"indexing {dataset_dir} into {data_dir} (incremental), then evaluating")
+    report = evaluate_dataset(
+        dataset_dir, data_dir, split, limit_queries=limit_queries, depth=depth or DEFAULT_DEPTH
+    )
+    if as_json:
+        print(report.to_json())
+        return
+    out.print(f"{report.dataset} {split}: {report.queries} queries, depth {report.depth}/leg\n")
+    print(markdown_table(report.rows))
+
+
 def main() -> None:
     app()
 
