@@ -12,7 +12,6 @@ batch's own writes, and search sees only committed state, identically in both ba
 
 from __future__ import annotations
 
-import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -25,26 +24,47 @@ from connectors.protocols import Hit, LexicalIndex, SearchFilter
 from core.ids import doc_prefixes, prefix_key
 from core.models import IndexedChunk
 
-# tantivy's "default" analyzer, rebuilt from the same parts: SimpleTokenizer (split on
-# non-alphanumerics, Rust's Unicode tables) + RemoveLongFilter(40 bytes) + LowerCaser.
-# Using tantivy's own pipeline rather than a Python regex makes the tokens identical by
-# construction (a regex disagrees on combining marks, e.g. Devanagari vowel signs).
+# One analyzer for both backends, built from tantivy's own parts so the tokens are identical
+# by construction (a Python regex disagrees on combining marks, e.g. Devanagari vowel
+# signs): SimpleTokenizer (split on non-alphanumerics) + RemoveLongFilter(40 bytes) +
+# LowerCaser + English stop words + English (Snowball) stemmer. Stemming and stop words
+# are what standard BM25 baselines use; `ANALYZER_KEY` names the pipeline so an index built
+# with another one is detected instead of silently mis-matching terms.
 _ANALYZER = (
     tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
     .filter(tantivy.Filter.remove_long(40))
     .filter(tantivy.Filter.lowercase())
+    .filter(tantivy.Filter.stopword("english"))
+    .filter(tantivy.Filter.stemmer("english"))
     .build()
 )
+ANALYZER_NAME = "ragstream"
+ANALYZER_KEY = "simple+remove_long40+lowercase+stop_en+stem_en"
 
 Clauses = list[tuple[str, tuple[str, ...]]]
 
 
 def tokenize(text: str) -> list[str]:
-    """The one tokenizer of both backends (documents and queries), equal to tantivy's default.
+    """The one tokenizer of both backends (documents and queries).
 
     Query text becomes plain terms, so user input can never be a query-syntax error.
     """
     return list(_ANALYZER.analyze(text))
+
+
+def lexical_text(chunk: IndexedChunk) -> str:
+    """What BM25 indexes: the document title and section path, then the chunk text.
+
+    A chunk of a long paragraph rarely repeats its document's title; indexing the title and
+    headings with every chunk (not in the displayed or cited text, and never in a vector,
+    so moving text between files still reuses its vectors) lets the lexical leg match a
+    query on the topic words that only the title carries.
+    """
+    parts: list[str] = []
+    for header in (chunk.title, *chunk.section_path):
+        if header and header not in parts and not chunk.text.startswith(header):
+            parts.append(header)
+    return "\n".join([*parts, chunk.text])
 
 
 def chunk_terms(chunk: IndexedChunk) -> dict[str, tuple[str, ...]]:
@@ -157,6 +177,27 @@ class _BatchedIndex(ABC):
         return self._count(status)
 
 
+class LexicalIndexMismatch(RuntimeError):
+    """The on-disk index was built with another analyzer or layout."""
+
+
+def _check_analyzer(path: Path) -> None:
+    marker = path / "ANALYZER"
+    if marker.exists():
+        built = marker.read_text().strip()
+        if built != ANALYZER_KEY:
+            raise LexicalIndexMismatch(
+                f"lexical index in {path} was built with analyzer {built!r}, this version uses "
+                f"{ANALYZER_KEY!r}: run `ragstream rebuild-lexical --data-dir ...`"
+            )
+    elif any(path.iterdir()):
+        raise LexicalIndexMismatch(
+            f"lexical index in {path} predates analyzer versioning: run `ragstream rebuild-lexical`"
+        )
+    else:
+        marker.write_text(ANALYZER_KEY + "\n")
+
+
 class TantivyIndex(_BatchedIndex):
     """On-disk tantivy index: native BM25 (k1=1.2, b=0.75), filters as terms in the query.
 
@@ -171,13 +212,15 @@ class TantivyIndex(_BatchedIndex):
         path.mkdir(parents=True, exist_ok=True)
         sb = tantivy.SchemaBuilder()
         sb.add_text_field("point_id", stored=True, tokenizer_name="raw", index_option="basic")
-        sb.add_text_field("text", stored=True, tokenizer_name="default")
+        sb.add_text_field("text", stored=False, tokenizer_name=ANALYZER_NAME)
         for name in self._KEYWORDS:
             sb.add_text_field(name, tokenizer_name="raw", index_option="basic")
         sb.add_float_field("deleted_at", indexed=True)
-        sb.add_bytes_field("chunk", stored=True)  # IndexedChunk JSON minus text, for `get`
+        sb.add_bytes_field("chunk", stored=True)  # the IndexedChunk JSON, for `get`
         self._schema = sb.build()
+        _check_analyzer(path)
         self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
+        self._index.register_tokenizer(ANALYZER_NAME, _ANALYZER)
         self._writer = self._index.writer(heap_size=heap_size, num_threads=threads)
         self._closed = False
 
@@ -205,9 +248,7 @@ class TantivyIndex(_BatchedIndex):
 
     @staticmethod
     def _chunk(doc: tantivy.Document) -> IndexedChunk:
-        data = json.loads(doc["chunk"][0])
-        data["text"] = doc["text"][0]
-        return IndexedChunk.model_validate(data)
+        return IndexedChunk.model_validate_json(doc["chunk"][0])
 
     def _apply(self, upserts: list[IndexedChunk], removals: list[str]) -> None:
         for pid in removals:
@@ -216,13 +257,13 @@ class TantivyIndex(_BatchedIndex):
             self._writer.delete_documents_by_term("point_id", chunk.point_id)
             doc = tantivy.Document()
             doc.add_text("point_id", chunk.point_id)
-            doc.add_text("text", chunk.text)
+            doc.add_text("text", lexical_text(chunk))
             for field, values in chunk_terms(chunk).items():
                 for value in values:
                     doc.add_text(field, value)
             if chunk.deleted_at is not None:
                 doc.add_float("deleted_at", chunk.deleted_at)
-            doc.add_bytes("chunk", chunk.model_dump_json(exclude={"text"}).encode())
+            doc.add_bytes("chunk", chunk.model_dump_json().encode())
             self._writer.add_document(doc)
         self._writer.commit()
         self._index.reload()  # the reader's own reload is asynchronous
@@ -309,7 +350,7 @@ class RankBM25Index(_BatchedIndex):
     def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
         if self._model is None:
             live = [c for c in self._chunks.values() if c.status == "live"]
-            corpus = [tokenize(c.text) for c in live]
+            corpus = [tokenize(lexical_text(c)) for c in live]
             if not any(corpus):  # BM25Okapi divides by the corpus's token count
                 return []
             self._model = (BM25Okapi(corpus, k1=1.2, b=0.75), live)

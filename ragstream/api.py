@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +12,7 @@ from connectors.fs import ScanHandler
 from connectors.lexical import open_lexical_index
 from connectors.state import DeadLetterBook, RedactionBook, SyncState
 from connectors.vector_stores import live_collection, open_vector_store
-from core.models import DocOutcome, StatusReport, SyncReport
+from core.models import DocOutcome, IndexedChunk, StatusReport, SyncReport
 from core.settings import Settings
 from flows.sync import OutcomeHandler, run_sync
 from query.rerank import NO_RERANKER
@@ -145,3 +146,36 @@ def gc(
 
 
 __all__ = ["DocOutcome", "gc", "load_settings", "status", "sync", "watch"]
+
+
+def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> int:
+    """Rebuild the lexical index from the live chunks the vector store holds (the truth).
+
+    For a lost or corrupted lexical dir, or after a change to what BM25 indexes. Tombstones
+    are not carried over (they are invisible to search anyway). Returns chunks indexed.
+    """
+    s = settings or load_settings(data_dir)
+    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    if live is None:
+        raise ValueError(f"no live index in {s.data_dir}; sync first")
+    shutil.rmtree(s.lexical_dir, ignore_errors=True)
+    vectors = open_vector_store(
+        s.vector_backend, s.vectors_dir, s.index_name, live[1], url=s.qdrant_url
+    )
+    lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
+    total = 0
+    try:
+        batch: list[IndexedChunk] = []
+        for doc in sorted(vectors.live_doc_fingerprints()):
+            batch += vectors.live_chunks(doc)
+            if len(batch) >= 2000:
+                lexical.upsert(batch)
+                lexical.commit()
+                total, batch = total + len(batch), []
+        lexical.upsert(batch)
+        lexical.commit()
+        total += len(batch)
+    finally:
+        lexical.close()
+        vectors.close()
+    return total

@@ -172,6 +172,15 @@ def gc(
     print(json.dumps(purged) if as_json else f"purged {purged}")
 
 
+@app.command(name="rebuild-lexical")
+def rebuild_lexical(data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """Rebuild the BM25 index from the live chunks in the vector store (no re-parse)."""
+    from ragstream import api
+
+    count = api.rebuild_lexical(data_dir=data_dir)
+    print(json.dumps({"chunks_indexed": count}) if as_json else f"indexed {count} chunks")
+
+
 @app.command()
 def query(
     question: Annotated[str, typer.Argument(help="the question")],

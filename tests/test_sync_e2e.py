@@ -226,3 +226,16 @@ def test_4_delete_tombstones_in_both_stores_and_gc_purges(settings: Settings, fo
     with stores(settings, folder) as rt:
         assert rt.vectors.get(ids) == [] and rt.lexical.get(ids) == []
         assert rt.vectors.count("live") > 0
+
+
+def test_9_rebuild_lexical_from_the_vector_store(settings: Settings, folder: Path) -> None:
+    with stores(settings, folder) as rt:
+        live = {c.point_id for d in rt.vectors.live_doc_fingerprints() for c in
+                rt.vectors.live_chunks(d)}  # fmt: skip
+    shutil.rmtree(settings.lexical_dir)
+    assert api.rebuild_lexical(settings=settings) == len(live)
+    with stores(settings, folder) as rt:
+        assert rt.lexical.count("live") == len(live) and rt.lexical.count("deleted") == 0
+        assert {c.point_id for c in rt.lexical.get(sorted(live))} == live
+        hits = rt.lexical.search("document conversion OCR", 10, SearchFilter())
+        assert hits and {h.chunk.point_id for h in hits} <= live
