@@ -71,49 +71,31 @@ def watch(
 def status(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> StatusReport:
     """Counts and versions straight from the stores; loads no model."""
     s = settings or load_settings(data_dir)
-    dead = DeadLetterBook(s.state_dir).all()
-    redactions = RedactionBook(s.state_dir).all()
-    last = SyncState(s.state_dir).last_sync
-    reranker = s.query.reranker or NO_RERANKER
+    counts = {"docs": 0, "chunks_live": 0, "chunks_deleted": 0, "lexical_live": 0}
     live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
-    if live is None:
-        return StatusReport(
-            docs=0,
-            chunks_live=0,
-            chunks_deleted=0,
-            lexical_live=0,
-            embedder=None,
-            collection=None,
-            last_sync=last,
-            dead_letters=dead,
-            reranker=reranker,
-            redactions=redactions,
+    if live is not None:
+        vectors = open_vector_store(
+            s.vector_backend, s.vectors_dir, s.index_name, live[1], url=s.qdrant_url
         )
-    name, embedder = live
-    vectors = open_vector_store(
-        s.vector_backend, s.vectors_dir, s.index_name, embedder, url=s.qdrant_url
-    )
-    try:
-        docs = len(vectors.live_doc_fingerprints())
-        chunks_live, chunks_deleted = vectors.count("live"), vectors.count("deleted")
-    finally:
-        vectors.close()
-    lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
-    try:
-        lexical_live = lexical.count("live")
-    finally:
-        lexical.close()
+        try:
+            counts["docs"] = len(vectors.live_doc_fingerprints())
+            counts["chunks_live"] = vectors.count("live")
+            counts["chunks_deleted"] = vectors.count("deleted")
+        finally:
+            vectors.close()
+        lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
+        try:
+            counts["lexical_live"] = lexical.count("live")
+        finally:
+            lexical.close()
     return StatusReport(
-        docs=docs,
-        chunks_live=chunks_live,
-        chunks_deleted=chunks_deleted,
-        lexical_live=lexical_live,
-        embedder=embedder,
-        collection=name,
-        last_sync=last,
-        dead_letters=dead,
-        reranker=reranker,
-        redactions=redactions,
+        **counts,
+        embedder=live[1] if live else None,
+        collection=live[0] if live else None,
+        last_sync=SyncState(s.state_dir).last_sync,
+        dead_letters=DeadLetterBook(s.state_dir).all(),
+        reranker=s.query.reranker or NO_RERANKER,
+        redactions=RedactionBook(s.state_dir).all(),
     )
 
 
