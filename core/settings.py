@@ -67,6 +67,9 @@ class QuerySettings(BaseModel):
     expand_parent: bool = False
     min_grounding: float = Field(default=0.5, ge=0.0, le=1.0)
     on_low_grounding: Literal["refuse", "flag"] = "refuse"
+    log_queries: bool = True  # append every query to <data_dir>/logs/retrieval.jsonl
+    log_max_bytes: int = 10 * 1024 * 1024
+    log_keep: int = 5
 
 
 class GeneratorSettings(BaseModel):
@@ -130,6 +133,10 @@ class Settings(BaseSettings):
     @property
     def lexical_dir(self) -> Path:
         return self.data_dir / "lexical"
+
+    @property
+    def retrieval_log_path(self) -> Path:
+        return self.data_dir / "logs" / "retrieval.jsonl"
 
     @property
     def state_dir(self) -> Path:

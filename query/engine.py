@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from connectors.protocols import SearchFilter
+from connectors.retrieval_log import RetrievalLog
 from core.answers import (
     Answer,
     CandidateView,
@@ -39,6 +40,12 @@ class QueryEngine:
         self.settings = settings
         self.retriever = retriever
         self.reranker = load_reranker(settings.query.reranker)
+        q = settings.query
+        self.log = (
+            RetrievalLog(settings.retrieval_log_path, q.log_max_bytes, q.log_keep)
+            if q.log_queries
+            else None
+        )
         g = settings.generator
         self.generator: Generator = (
             OpenAIGenerator(g.base_url, g.model, g.api_key, g.timeout_s, g.max_tokens)
@@ -58,6 +65,12 @@ class QueryEngine:
 
     def answer(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Answer:
         """Answer one question; `tenants` comes from the caller's API key, never the body."""
+        answer = self._answer(request, tenants)
+        if self.log is not None:
+            self.log.append(_log_entry(request, tenants, answer))
+        return answer
+
+    def _answer(self, request: QueryRequest, tenants: tuple[str, ...] | None) -> Answer:
         q = self.settings.query
         with span("query", query_chars=len(request.query), k=request.k, n=request.n) as root:
             trace_id = format(root.get_span_context().trace_id, "032x")
@@ -189,3 +202,29 @@ def _view(r: Reranked) -> CandidateView:
 
 def _citation(s: SourceChunk) -> Citation:
     return Citation.model_validate(s.model_dump(include=set(Citation.model_fields)))
+
+
+def _log_entry(
+    request: QueryRequest, tenants: tuple[str, ...] | None, answer: Answer
+) -> dict[str, Any]:
+    return {
+        "time": time.time(),
+        "tenants": list(tenants) if tenants is not None else None,
+        "query": request.query,
+        "filters": request.filters.model_dump(exclude_none=True),
+        "embedder": answer.embedder,
+        "reranker": answer.reranker,
+        "retrieved": [
+            {
+                "point_id": c.point_id,
+                "doc_id": c.doc_id,
+                "score": c.score,
+                "rerank_score": c.rerank_score,
+            }
+            for c in answer.candidates
+        ],
+        "cited": [c.point_id for c in answer.citations],
+        "grounding": answer.grounding,
+        "refusal": answer.refusal.reason if answer.refusal else None,
+        "trace_id": answer.trace_id,
+    }

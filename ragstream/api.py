@@ -10,6 +10,7 @@ from typing import Any
 
 from connectors.fs import ScanHandler
 from connectors.lexical import open_lexical_index
+from connectors.retrieval_log import RetrievalLog
 from connectors.state import DeadLetterBook, RedactionBook, SyncState
 from connectors.vector_stores import live_collection, open_vector_store
 from core.models import DocOutcome, IndexedChunk, StatusReport, SyncReport
@@ -161,3 +162,16 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
         lexical.close()
         vectors.close()
     return total
+
+
+def query_log(
+    *,
+    limit: int | None = None,
+    settings: Settings | None = None,
+    data_dir: str | Path | None = None,
+) -> list[dict[str, Any]]:
+    """The newest `limit` entries of the retrieval log (all kept ones if None), oldest first."""
+    s = settings or load_settings(data_dir)
+    q = s.query
+    entries = list(RetrievalLog(s.retrieval_log_path, q.log_max_bytes, q.log_keep).read())
+    return entries[-limit:] if limit else entries

@@ -181,6 +181,28 @@ def rebuild_lexical(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     print(json.dumps({"chunks_indexed": count}) if as_json else f"indexed {count} chunks")
 
 
+@app.command(name="log")
+def log_(
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    limit: Annotated[int, typer.Option(help="newest N entries (0 = all kept)")] = 20,
+) -> None:
+    """Read the append-only retrieval log: who asked what, what came back, the trace id."""
+    from ragstream import api
+
+    entries = api.query_log(limit=limit or None, data_dir=data_dir)
+    if as_json:
+        print(json.dumps(entries))
+        return
+    for e in entries:
+        when = dt.datetime.fromtimestamp(e["time"]).isoformat(timespec="seconds")
+        outcome = f"refused: {e['refusal']}" if e["refusal"] else f"grounding {e['grounding']:.0%}"
+        out.print(
+            f"{when} [{e['trace_id'][:8]}] {e['query']!r} → {len(e['retrieved'])} "
+            f"chunks, {len(e['cited'])} cited, {outcome}"
+        )
+
+
 @app.command()
 def query(
     question: Annotated[str, typer.Argument(help="the question")],
