@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 _provider: TracerProvider | None = None
+_configured: set[tuple[str, str]] = set()
 
 
 def _get_provider() -> TracerProvider:
@@ -41,6 +42,9 @@ def install_exporter(exporter: SpanExporter, batch: bool = False) -> None:
 
 def configure(exporter: str, otlp_endpoint: str = "") -> None:
     """Install the exporter named in settings (`none`, `console`, `otlp`) once per process."""
+    if (exporter, otlp_endpoint) in _configured:
+        return
+    _configured.add((exporter, otlp_endpoint))
     if exporter == "console":
         install_exporter(ConsoleSpanExporter())
     elif exporter == "otlp":

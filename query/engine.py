@@ -24,7 +24,7 @@ from core.answers import (
     Verification,
 )
 from core.settings import Settings
-from core.telemetry import span
+from core.telemetry import configure, span
 from query.assemble import assemble
 from query.gate import DEFAULT_DENSE_FLOOR, gate
 from query.generate import ExtractiveGenerator, Generator, OpenAIGenerator
@@ -56,6 +56,7 @@ class QueryEngine:
     @classmethod
     @contextmanager
     def open(cls, settings: Settings) -> Iterator[QueryEngine]:
+        configure(settings.telemetry_exporter, settings.otlp_endpoint)
         with Retriever.open(settings) as retriever:
             yield cls(settings, retriever)
 
