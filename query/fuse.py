@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from core.answers import DEFAULT_RRF_K
+
 Ranked = str | tuple[str, float]
 """One leg entry: a point id, or (point id, the leg's raw score). Legs are best first."""
 
@@ -80,7 +82,7 @@ def _ordered(
 
 def rrf(
     legs: Mapping[str, Sequence[Ranked]],
-    k: int = 60,
+    k: int = DEFAULT_RRF_K,
     weights: Mapping[str, float] | None = None,
 ) -> list[Fused]:
     """Reciprocal rank fusion: score(d) = Σ_leg w_leg / (k + rank_leg(d)).

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from connectors.lexical import open_lexical_index
 from connectors.protocols import Hit, LexicalIndex, SearchFilter, VectorStore
 from connectors.vector_stores import collection_name, live_collection, open_vector_store
+from core.answers import DEFAULT_RRF_K
 from core.models import EmbedderVersion, IndexedChunk
 from core.settings import Settings
 from core.telemetry import span
@@ -123,7 +124,7 @@ class Retriever:
         n: int = 100,
         flt: SearchFilter = NO_FILTER,
         fusion: Fusion = "rrf",
-        k: int = 60,
+        k: int = DEFAULT_RRF_K,
         weights: Mapping[str, float] | None = None,
     ) -> RetrievalResult:
         """Top `n` per leg under `flt`, fused; every leg's rank and score stays visible."""

@@ -26,6 +26,7 @@ import numpy as np
 import pytrec_eval
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.answers import DEFAULT_RRF_K
 from core.settings import Settings
 from query.rerank import load_reranker, rerank
 from query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
@@ -50,7 +51,7 @@ class EvalConfig(BaseModel):
     fusion: Literal["rrf", "dbsf"] = "rrf"
     leg: Literal["dense", "lexical"] | None = None
     rerank: bool = False
-    rrf_k: int = 60  # RRF's k (DESIGN §8: constants differ wildly between systems)
+    rrf_k: int = DEFAULT_RRF_K  # RRF's k (DESIGN §8: constants differ wildly between systems)
 
 
 class Row(BaseModel):
