@@ -17,8 +17,10 @@ def count_words(texts: list[str]) -> list[int]:
     return [len(t.split()) for t in texts]
 
 
-def doc(paragraphs: list[str], doc_id: str = "src:a.md") -> ParsedDocument:
-    blocks = tuple(Block(kind="paragraph", text=p) for p in paragraphs)
+def doc(paragraphs: list[str] | list[Block], doc_id: str = "src:a.md") -> ParsedDocument:
+    blocks = tuple(
+        p if isinstance(p, Block) else Block(kind="paragraph", text=p) for p in paragraphs
+    )
     return ParsedDocument(
         doc_id=doc_id,
         source="src",
@@ -108,20 +110,11 @@ def test_same_text_in_two_docs_has_same_hash_different_point() -> None:
 
 
 def test_headings_start_a_new_chunk() -> None:
-    blocks = (
+    blocks = [
         Block(kind="paragraph", text="intro words here"),
         Block(kind="heading", text="Section", section_path=("Section",)),
         Block(kind="paragraph", text="body words", section_path=("Section",)),
-    )
-    d = ParsedDocument(
-        doc_id="s:a",
-        source="s",
-        path="/a",
-        file_type="md",
-        title="a",
-        fingerprint=FileFingerprint(size=1, mtime_ns=1),
-        blocks=blocks,
-    )
-    chunks = chunk_document(d, CFG, count_words)
+    ]
+    chunks = chunk_document(doc(blocks), CFG, count_words)
     assert [c.text for c in chunks] == ["intro words here", "Section\n\nbody words"]
     assert chunks[1].section_path == ("Section",)
