@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,7 @@ class Indexer:
     max_file_bytes: int
     parse_timeout_s: float | None = None
     batch_size: int = 64
+    lock: AbstractContextManager[object] = field(default_factory=nullcontext)
 
     # ---- step 1: read + parse -------------------------------------------------------
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
@@ -117,6 +119,10 @@ class Indexer:
 
     # ---- step 2: chunk → diff → embed → write ----------------------------------------
     def index_batch(self, works: Sequence[ParsedWork]) -> list[DocOutcome]:
+        with self.lock:
+            return self._index_batch(works)
+
+    def _index_batch(self, works: Sequence[ParsedWork]) -> list[DocOutcome]:
         plans = [_DocPlan(w) for w in _last_work_per_doc(works)]
         docs = [p for p in plans if p.work.doc is not None]
         with span("ingest.chunk", docs=len(docs)) as sp:

@@ -6,9 +6,10 @@ is a context manager that always closes the stores, even on Ctrl-C.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from connectors.lexical import open_lexical_index
 from connectors.protocols import LexicalIndex, VectorStore
@@ -29,6 +30,9 @@ class Runtime:
     dead_letters: DeadLetterBook
     redactions: RedactionBook
     sync_state: SyncState
+    # Held by each index batch and by each query served from this process (`watch --serve`):
+    # the embedded stores see one writer or one reader at a time.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def chunker(self) -> ChunkerConfig:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import atexit
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import Any
 
 from bytewax import operators as op
@@ -68,6 +68,7 @@ def make_indexer(rt: Runtime) -> Indexer:
         max_file_bytes=s.max_file_bytes,
         parse_timeout_s=s.parse_timeout_s,
         batch_size=s.embed_batch_size,
+        lock=rt.lock,
     )
 
 
@@ -114,8 +115,14 @@ def run_sync(
     allow_mass_delete: bool = False,
     on_outcome: OutcomeHandler | None = None,
     on_scan: ScanHandler | None = None,
+    alongside: Callable[[Runtime], AbstractContextManager[object]] | None = None,
 ) -> SyncReport:
-    """Run the flow in this process (one worker) and return the totals of the pass."""
+    """Run the flow in this process (one worker) and return the totals of the pass.
+
+    `alongside` is entered with the open runtime for as long as the flow runs: the face
+    uses it to serve queries from the same stores (`watch --serve`), since one process
+    owns an embedded data dir.
+    """
     report = SyncReport()
     started = time.time()
 
@@ -130,7 +137,7 @@ def run_sync(
         if on_scan is not None:
             on_scan(summary)
 
-    with open_runtime(settings) as rt:
+    with open_runtime(settings) as rt, (alongside or _nothing)(rt):
         flow = build_flow(
             rt, watch=watch, on_outcome=handle, on_scan=scanned, allow_mass_delete=allow_mass_delete
         )
@@ -141,6 +148,10 @@ def run_sync(
             report.chunks_live = rt.vectors.count("live")
             report.seconds = round(time.time() - started, 3)
     return report
+
+
+def _nothing(rt: Runtime) -> AbstractContextManager[object]:
+    return nullcontext()
 
 
 def __getattr__(name: str) -> Any:

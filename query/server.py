@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import AbstractContextManager
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,10 +37,18 @@ def endpoint_path(state_dir: Path) -> Path:
 class QueryServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, engine: QueryEngine, host: str, port: int) -> None:
+    def __init__(
+        self,
+        engine: QueryEngine,
+        host: str,
+        port: int,
+        lock: AbstractContextManager[object] | None = None,
+    ) -> None:
         super().__init__((host, port), _Handler)
         self.engine = engine
-        self.lock = threading.Lock()  # one query at a time through the embedded stores
+        # One query at a time through the embedded stores; shared with the index batches
+        # when the server runs inside `watch --serve`.
+        self.lock: AbstractContextManager[object] = lock or threading.Lock()
 
     @property
     def url(self) -> str:

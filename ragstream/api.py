@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,12 @@ from connectors.state import DeadLetterBook, RedactionBook, SyncState
 from connectors.vector_stores import live_collection, open_vector_store
 from core.models import DocOutcome, IndexedChunk, StatusReport, SyncReport
 from core.settings import Settings
+from flows.runtime import Runtime
 from flows.sync import OutcomeHandler, run_sync
+from query.engine import QueryEngine
 from query.rerank import NO_RERANKER
+from query.retrieve import Retriever
+from query.server import QueryServer, endpoint_path
 
 
 def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:
@@ -63,10 +69,52 @@ def watch(
     data_dir: str | Path | None = None,
     allow_mass_delete: bool = False,
     on_outcome: OutcomeHandler | None = None,
+    serve: tuple[str, int] | None = None,
+    on_serving: Callable[[str], None] | None = None,
 ) -> SyncReport:
-    """Catch up, then follow every change until interrupted."""
+    """Catch up, then follow every change until interrupted.
+
+    `serve=(host, port)` also answers queries over HTTP from this process's own stores
+    (one process owns an embedded data dir); its URL is recorded for `Client`s.
+    """
     chosen = _with_paths(settings or load_settings(data_dir), paths)
-    return run_sync(chosen, watch=True, allow_mass_delete=allow_mass_delete, on_outcome=on_outcome)
+    alongside = None
+    if serve is not None:
+        host, port = serve
+
+        def alongside(rt: Runtime) -> AbstractContextManager[object]:
+            return _serving(rt, host, port, on_serving)
+
+    return run_sync(
+        chosen,
+        watch=True,
+        allow_mass_delete=allow_mass_delete,
+        on_outcome=on_outcome,
+        alongside=alongside,
+    )
+
+
+@contextmanager
+def _serving(
+    rt: Runtime, host: str, port: int, on_serving: Callable[[str], None] | None
+) -> Iterator[None]:
+    """A query server on the runtime's stores, sharing its lock with the index batches."""
+    s = rt.settings
+    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    collection = live[0] if live else s.index_name
+    engine = QueryEngine(s, Retriever(rt.embedder, rt.vectors, rt.lexical, collection))
+    server = QueryServer(engine, host, port, lock=rt.lock)
+    server.record_endpoint(s.state_dir)
+    thread = threading.Thread(target=server.serve_forever, name="ragstream-serve", daemon=True)
+    thread.start()
+    if on_serving is not None:
+        on_serving(server.url)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        endpoint_path(s.state_dir).unlink(missing_ok=True)
 
 
 def status(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> StatusReport:

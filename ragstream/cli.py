@@ -105,8 +105,13 @@ def watch(
     data_dir: DataDir = None,
     as_json: AsJson = False,
     allow_mass_delete: AllowMass = False,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="also answer queries over HTTP from this process")
+    ] = False,
+    host: Annotated[str | None, typer.Option(help="with --serve: bind address")] = None,
+    port: Annotated[int | None, typer.Option(help="with --serve: port (0 = any free)")] = None,
 ) -> None:
-    """Catch up, then follow every change until Ctrl-C."""
+    """Catch up, then follow every change until Ctrl-C (optionally serving queries)."""
     from ragstream import api
 
     def emit(outcome: DocOutcome) -> None:
@@ -115,10 +120,19 @@ def watch(
         else:
             _progress_line(outcome)
 
+    settings = api.load_settings(data_dir)
+    address = None
+    if serve:
+        address = (host or settings.server_host, settings.server_port if port is None else port)
     err.print(f"watching {', '.join(map(str, paths))} (Ctrl-C to stop)")
     try:
         report = api.watch(
-            paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete, on_outcome=emit
+            paths,
+            settings=settings,
+            allow_mass_delete=allow_mass_delete,
+            on_outcome=emit,
+            serve=address,
+            on_serving=lambda url: err.print(f"serving queries at {url}"),
         )
     except KeyboardInterrupt:
         err.print("stopped")

@@ -106,3 +106,41 @@ def test_bytewax_run_entry_point(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
+
+
+def test_watch_serve_answers_from_the_same_process(tmp_path: Path) -> None:
+    """One process owns the data dir: a Client finds it held and uses the recorded endpoint."""
+    from ragstream.client import Client
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
+    data = tmp_path / "data"
+    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="100")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
+         "--json", "--serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    lines: queue.Queue[dict] = queue.Queue()
+    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
+    try:
+        _wait_for(lines, "notes:tea.md")
+        endpoint = data / "state" / "endpoint.json"
+        deadline = time.monotonic() + 30
+        while not endpoint.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with Client(data) as client:
+            assert client.mode == "http"
+            first = client.query("How long is green tea steeped?")
+            assert first.refusal is None and "two minutes" in first.text
+            (root / "coffee.md").write_text(
+                "# Coffee\n\nEspresso is brewed at nine bars of pressure for 25 seconds.\n"
+            )
+            _wait_for(lines, "notes:coffee.md")
+            second = client.query("At what pressure is espresso brewed?")
+            assert second.refusal is None and "nine bars" in second.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert not (data / "state" / "endpoint.json").exists()
