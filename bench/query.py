@@ -57,6 +57,17 @@ def measure(settings: Settings, queries: list[str]) -> dict[str, tuple[float, fl
     return out
 
 
+def stage(n: int, root: Path, settings: Settings, queries: list[str]) -> None:
+    """Sync the folder (timed), then measure query latency at the resulting size."""
+    t = time.perf_counter()
+    report = api.sync([root], settings=settings)
+    print(
+        f"\nstage {n}: {report.chunks_live} chunks, {report.chunks_embedded} embedded, "
+        f"{report.chunks_reused} reused, {time.perf_counter() - t:.0f} s"
+    )
+    measure(settings, queries)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=int, default=2200)
@@ -69,22 +80,10 @@ def main() -> None:
         root = Path(tmp) / "corpus"
         write_markdown(corpus(args.docs), root / "copy_0")
         settings = Settings(data_dir=Path(tmp) / "data").with_paths([root])
-        t = time.perf_counter()
-        first = api.sync([root], settings=settings)
-        print(
-            f"stage 1: {first.chunks_live} chunks, {first.chunks_embedded} embedded, "
-            f"{time.perf_counter() - t:.0f} s"
-        )
-        measure(settings, queries)
+        stage(1, root, settings, queries)
         for i in range(1, args.copies + 1):
             shutil.copytree(root / "copy_0", root / f"copy_{i}")
-        t = time.perf_counter()
-        second = api.sync([root], settings=settings)
-        print(
-            f"\nstage 2: {second.chunks_live} chunks, {second.chunks_embedded} embedded, "
-            f"{second.chunks_reused} reused, {time.perf_counter() - t:.0f} s"
-        )
-        measure(settings, queries)
+        stage(2, root, settings, queries)
         print("\nmedian over stages is not additive: 'retrieve.*' rows are inside 'full answer'")
 
 

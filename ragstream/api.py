@@ -6,16 +6,17 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
 from connectors.fs import ScanHandler
 from connectors.lexical import open_lexical_index
+from connectors.protocols import VectorStore
 from connectors.retrieval_log import RetrievalLog
 from connectors.state import DeadLetterBook, RedactionBook, SyncState
 from connectors.vector_stores import live_collection, open_vector_store
-from core.models import DocOutcome, IndexedChunk, StatusReport, SyncReport
+from core.models import StatusReport, SyncReport
 from core.settings import Settings
 from flows.runtime import Runtime
 from flows.sync import OutcomeHandler, run_sync
@@ -95,52 +96,77 @@ def watch(
 
 
 @contextmanager
-def _serving(
-    rt: Runtime, host: str, port: int, on_serving: Callable[[str], None] | None
-) -> Iterator[None]:
-    """A query server on the runtime's stores, sharing its lock with the index batches."""
-    s = rt.settings
-    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
-    collection = live[0] if live else s.index_name
-    engine = QueryEngine(s, Retriever(rt.embedder, rt.vectors, rt.lexical, collection))
-    server = QueryServer(engine, host, port, lock=rt.lock)
-    server.record_endpoint(s.state_dir)
+def serving(
+    engine: QueryEngine,
+    host: str,
+    port: int,
+    lock: AbstractContextManager[object] | None = None,
+    on_serving: Callable[[str], None] | None = None,
+) -> Iterator[QueryServer]:
+    """An HTTP query server in a background thread, its URL recorded in the data dir.
+
+    Used by `serve` (the engine owns the stores) and by `watch --serve` (the engine reads
+    the flow's stores and shares its lock with the index batches).
+    """
+    state_dir = engine.settings.state_dir
+    server = QueryServer(engine, host, port, lock=lock)
+    server.record_endpoint(state_dir)
     thread = threading.Thread(target=server.serve_forever, name="ragstream-serve", daemon=True)
     thread.start()
     if on_serving is not None:
         on_serving(server.url)
     try:
-        yield
+        yield server
     finally:
         server.shutdown()
         server.server_close()
-        endpoint_path(s.state_dir).unlink(missing_ok=True)
+        endpoint_path(state_dir).unlink(missing_ok=True)
+
+
+def _serving(
+    rt: Runtime, host: str, port: int, on_serving: Callable[[str], None] | None
+) -> AbstractContextManager[QueryServer]:
+    s = rt.settings
+    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    collection = live[0] if live else s.index_name
+    engine = QueryEngine(s, Retriever(rt.embedder, rt.vectors, rt.lexical, collection))
+    return serving(engine, host, port, lock=rt.lock, on_serving=on_serving)
+
+
+@contextmanager
+def _live_vectors(s: Settings) -> Iterator[tuple[str, VectorStore] | None]:
+    """The live collection's name and store (opened with its recorded embedder), or None."""
+    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    if live is None:
+        yield None
+        return
+    vectors = open_vector_store(
+        s.vector_backend, s.vectors_dir, s.index_name, live[1], url=s.qdrant_url
+    )
+    try:
+        yield live[0], vectors
+    finally:
+        vectors.close()
 
 
 def status(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> StatusReport:
     """Counts and versions straight from the stores; loads no model."""
     s = settings or load_settings(data_dir)
     counts = {"docs": 0, "chunks_live": 0, "chunks_deleted": 0, "lexical_live": 0}
-    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
-    if live is not None:
-        vectors = open_vector_store(
-            s.vector_backend, s.vectors_dir, s.index_name, live[1], url=s.qdrant_url
-        )
-        try:
+    embedder, collection = None, None
+    with _live_vectors(s) as live:
+        if live is not None:
+            collection, vectors = live
+            embedder = vectors.embedder
             counts["docs"] = len(vectors.live_doc_fingerprints())
             counts["chunks_live"] = vectors.count("live")
             counts["chunks_deleted"] = vectors.count("deleted")
-        finally:
-            vectors.close()
-        lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
-        try:
-            counts["lexical_live"] = lexical.count("live")
-        finally:
-            lexical.close()
+            with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
+                counts["lexical_live"] = lexical.count("live")
     return StatusReport(
         **counts,
-        embedder=live[1] if live else None,
-        collection=live[0] if live else None,
+        embedder=embedder,
+        collection=collection,
         last_sync=SyncState(s.state_dir).last_sync,
         dead_letters=DeadLetterBook(s.state_dir).all(),
         reranker=s.query.reranker or NO_RERANKER,
@@ -157,26 +183,14 @@ def gc(
     """Hard-delete tombstones older than the retention window in both stores."""
     s = settings or load_settings(data_dir)
     cutoff = time.time() - (s.gc_retention_s if retention_s is None else retention_s)
-    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
     purged = {"vectors": 0, "lexical": 0}
-    if live is not None:
-        vectors = open_vector_store(
-            s.vector_backend, s.vectors_dir, s.index_name, live[1], url=s.qdrant_url
-        )
-        try:
-            purged["vectors"] = vectors.gc(cutoff)
-        finally:
-            vectors.close()
-    lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
-    try:
+    with _live_vectors(s) as live:
+        if live is not None:
+            purged["vectors"] = live[1].gc(cutoff)
+    with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
         purged["lexical"] = lexical.gc(cutoff)
         lexical.commit()
-    finally:
-        lexical.close()
     return purged
-
-
-__all__ = ["DocOutcome", "gc", "load_settings", "status", "sync", "watch"]
 
 
 def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> int:
@@ -186,29 +200,21 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
     are not carried over (they are invisible to search anyway). Returns chunks indexed.
     """
     s = settings or load_settings(data_dir)
-    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
-    if live is None:
-        raise ValueError(f"no live index in {s.data_dir}; sync first")
-    shutil.rmtree(s.lexical_dir, ignore_errors=True)
-    vectors = open_vector_store(
-        s.vector_backend, s.vectors_dir, s.index_name, live[1], url=s.qdrant_url
-    )
-    lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
-    total = 0
-    try:
-        batch: list[IndexedChunk] = []
-        for doc in sorted(vectors.live_doc_fingerprints()):
-            batch += vectors.live_chunks(doc)
-            if len(batch) >= 2000:
-                lexical.upsert(batch)
-                lexical.commit()
-                total, batch = total + len(batch), []
-        lexical.upsert(batch)
-        lexical.commit()
-        total += len(batch)
-    finally:
-        lexical.close()
-        vectors.close()
+    with _live_vectors(s) as live:
+        if live is None:
+            raise ValueError(f"no live index in {s.data_dir}; sync first")
+        vectors = live[1]
+        shutil.rmtree(s.lexical_dir, ignore_errors=True)
+        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
+            total = pending = 0
+            for doc in sorted(vectors.live_doc_fingerprints()):
+                chunks = vectors.live_chunks(doc)
+                lexical.upsert(chunks)
+                total, pending = total + len(chunks), pending + len(chunks)
+                if pending >= 2000:  # bounded memory: commit in slices
+                    lexical.commit()
+                    pending = 0
+            lexical.commit()
     return total
 
 
@@ -223,3 +229,15 @@ def query_log(
     q = s.query
     entries = list(RetrievalLog(s.retrieval_log_path, q.log_max_bytes, q.log_keep).read())
     return entries[-limit:] if limit else entries
+
+
+__all__ = [
+    "gc",
+    "load_settings",
+    "query_log",
+    "rebuild_lexical",
+    "serving",
+    "status",
+    "sync",
+    "watch",
+]

@@ -255,26 +255,27 @@ def serve(
     port: Annotated[int | None, typer.Option(help="port (default 8765; 0 = any free)")] = None,
 ) -> None:
     """Serve queries over HTTP (POST /v1/query) from this data dir."""
-    from query.engine import QueryEngine
-    from query.server import QueryServer
-    from ragstream.api import load_settings
+    import threading
 
-    settings = load_settings(data_dir)
+    from query.engine import QueryEngine
+    from ragstream import api
+
+    settings = api.load_settings(data_dir)
     bind_host = host or settings.server_host
     bind_port = settings.server_port if port is None else port
-    with QueryEngine.open(settings) as engine:
-        server = QueryServer(engine, bind_host, bind_port)
-        server.record_endpoint(settings.state_dir)
-        err.print(f"serving {settings.data_dir} at {server.url} (Ctrl-C to stop)")
-        print(json.dumps({"url": server.url}), flush=True)
+
+    def announce(url: str) -> None:
+        err.print(f"serving {settings.data_dir} at {url} (Ctrl-C to stop)")
+        print(json.dumps({"url": url}), flush=True)
+
+    with (
+        QueryEngine.open(settings) as engine,
+        api.serving(engine, bind_host, bind_port, on_serving=announce),
+    ):
         try:
-            server.serve_forever()
+            threading.Event().wait()
         except KeyboardInterrupt:
             err.print("stopped")
-        finally:
-            server.server_close()
-            endpoint = settings.state_dir / "endpoint.json"
-            endpoint.unlink(missing_ok=True)
 
 
 @app.command(name="eval")

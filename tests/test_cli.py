@@ -59,3 +59,29 @@ def test_sync_status_and_guard_json(tmp_path: Path) -> None:
     allowed = cli("sync", str(root), "--data-dir", data, "--json", "--allow-mass-delete")
     assert allowed.returncode == 0
     assert json.loads(allowed.stdout)["chunks_tombstoned"] == 11
+
+
+def test_serve_answers_over_http_and_cleans_up(tmp_path: Path) -> None:
+    import signal
+
+    from ragstream.client import Client
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
+    data = tmp_path / "data"
+    assert cli("sync", str(root), "--data-dir", str(data), "--json").returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragstream.cli", "serve", "--data-dir", str(data), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = json.loads(proc.stdout.readline())["url"]
+        assert json.loads((data / "state" / "endpoint.json").read_text())["url"] == url
+        answer = Client(url=url).query("How long is green tea steeped?")
+        assert answer.refusal is None and "two minutes" in answer.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    assert not (data / "state" / "endpoint.json").exists()
