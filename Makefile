@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean traces
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,6 +38,32 @@ test: install lint
 bench: install
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/incremental.py
+
+# A local trace viewer: Arize Phoenix from PyPI in its own venv (its dependency tree must
+# not touch the pinned stack), UI and OTLP/HTTP on 127.0.0.1, spans kept in .traces/.
+# Phoenix's own OTLP/gRPC port binds every interface (hard-coded upstream); ragstream uses
+# OTLP/HTTP only. Its assistant's server-side bash tool is switched off.
+TRACES_VENV := .traces-venv
+TRACES_PORT ?= 6006
+TRACES_GRPC_PORT ?= 4317
+PHOENIX_VERSION ?= 20.26.1
+
+$(TRACES_VENV)/.installed:
+	test -x $(TRACES_VENV)/bin/python || $(PY) -m venv $(TRACES_VENV)
+	$(TRACES_VENV)/bin/pip install -q --upgrade pip
+	$(TRACES_VENV)/bin/pip install -q arize-phoenix==$(PHOENIX_VERSION)
+	touch $@
+
+traces: $(TRACES_VENV)/.installed
+	@echo "== Phoenix trace UI: http://127.0.0.1:$(TRACES_PORT) (Ctrl-C to stop) =="
+	@echo "point ragstream's OTLP exporter at it, e.g. in another shell:"
+	@echo "  export RAGSTREAM_TELEMETRY_EXPORTER=otlp RAGSTREAM_OTLP_ENDPOINT=http://127.0.0.1:$(TRACES_PORT)/v1/traces"
+	@echo "  $(BIN)/ragstream query 'how are deleted files handled?' --data-dir $(DEMO_DIR)"
+	@echo "spans also read back over REST: curl http://127.0.0.1:$(TRACES_PORT)/v1/projects/default/spans"
+	PHOENIX_HOST=127.0.0.1 PHOENIX_PORT=$(TRACES_PORT) PHOENIX_GRPC_PORT=$(TRACES_GRPC_PORT) \
+	PHOENIX_WORKING_DIR=$(CURDIR)/.traces PHOENIX_TELEMETRY_ENABLED=false \
+	PHOENIX_ALLOW_EXTERNAL_RESOURCES=false PHOENIX_AGENTS_DISABLE_BASH=true \
+	$(TRACES_VENV)/bin/phoenix serve
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .ragstream

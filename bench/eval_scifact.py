@@ -2,10 +2,13 @@
 
 Indexes the corpus through the real ingest into a persistent data dir (the first run embeds
 everything, ~5 min on 2 cores; later runs embed nothing), runs every test query through the
-real retriever per config, prints the Markdown table and saves `<data-dir>/eval/test.json`.
-Compare with Qdrant's own SciFact run (DESIGN §8): dense 0.654, BM25 0.683, RRF 0.723.
+real retriever per config, prints the Markdown table and the "which stage broke?" failure
+counts, and saves `<data-dir>/eval/test.json`. Compare with Qdrant's own SciFact run
+(DESIGN §8): dense 0.654, BM25 0.683, RRF 0.723. `--answers` also runs the answer path per
+query (refused / unsupported answers); `--mode gold|abstain` runs the answer-level checks.
 
     .venv/bin/python bench/eval_scifact.py [--data-dir bench/out/scifact-data] [--depth 500]
+        [--mode retrieval|gold|abstain] [--answers] [--k 8]
 """
 
 from __future__ import annotations
@@ -19,7 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _scifact import SCIFACT
 
-from ragstream.evaluation import DEFAULT_DEPTH, evaluate_dataset, markdown_table
+from ragstream.evaluation import (
+    DEFAULT_DEPTH,
+    DEFAULT_K,
+    MODES,
+    evaluate_dataset,
+    markdown_report,
+)
 
 OUT = Path(__file__).resolve().parent / "out" / "scifact-data"
 
@@ -30,15 +39,25 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help="chunks per leg")
     ap.add_argument("--limit-queries", type=int, default=None)
+    ap.add_argument("--mode", choices=MODES, default="retrieval")
+    ap.add_argument("--answers", action="store_true", help="classify answer-level failures")
+    ap.add_argument("--k", type=int, default=DEFAULT_K, help="chunks an answer is built from")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("ragstream.evaluation").setLevel(logging.INFO)
     t = time.perf_counter()
     report = evaluate_dataset(
-        SCIFACT, args.data_dir, args.split, limit_queries=args.limit_queries, depth=args.depth
+        SCIFACT,
+        args.data_dir,
+        args.split,
+        limit_queries=args.limit_queries,
+        depth=args.depth,
+        mode=args.mode,
+        answers=args.answers,
+        k=args.k,
     )
     print(f"\n### SciFact {args.split}: {report.queries} queries, depth {report.depth}/leg\n")
-    print(markdown_table(report.rows))
+    print(markdown_report(report))
     print(f"\n{time.perf_counter() - t:.0f} s in all; JSON in {args.data_dir}/eval/")
 
 

@@ -5,12 +5,22 @@ dir (bytewax + docling + chunker + MiniLM + Qdrant Edge + tantivy), then encodes
 same chunk texts with the bare SentenceTransformer, and prints chunks/s of both and the
 ratio (target >= 0.85).
 
+Memory (target: < 1 GiB beyond the model per 100k chunks): resident set size right after
+the model is loaded (interpreter + libraries + model) and the peak RSS during the sync, from
+/proc/self/status (the peak is reset after the model load through /proc/self/clear_refs, so
+loading the model never counts as ingest). Most of the difference is fixed (docling,
+bytewax, encode activations, store buffers), so the peak is also sampled after each
+document: the peak once the first flow batch is done is the fixed part, the growth after it
+per chunk is the marginal part, and the 100k figure is fixed + marginal x 100k.
+
     .venv/bin/python bench/ingest.py [--docs 2000]
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import resource
 import sys
 import tempfile
 import time
@@ -19,10 +29,60 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _scifact import corpus, write_markdown
 
+from core.models import DocOutcome
 from core.settings import Settings
 from flows.runtime import open_runtime
 from operators.embed import load_embedder
 from ragstream import api
+
+
+def rss_mib(field: str) -> float:
+    """`VmRSS` (now) or `VmHWM` (peak) of this process, MiB; ru_maxrss if /proc is absent."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    found = re.search(rf"^{field}:\s+(\d+) kB", status, re.MULTILINE)
+    return int(found.group(1)) / 1024 if found else float("nan")
+
+
+def reset_peak_rss() -> bool:
+    """Make VmHWM restart from the current RSS (Linux >= 4.0); False where not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+class PeakSampler:
+    """Peak RSS after each document's outcome, against the chunks written so far."""
+
+    def __init__(self) -> None:
+        self.chunks = 0
+        self.samples: list[tuple[int, int, float]] = []  # (docs, chunks, peak MiB)
+
+    def __call__(self, outcome: DocOutcome) -> None:
+        self.chunks += outcome.chunks_live
+        self.samples.append((len(self.samples) + 1, self.chunks, rss_mib("VmHWM")))
+
+    def memory_lines(self, rss_model: float, first_batch_docs: int) -> list[str]:
+        docs, chunks, peak = self.samples[-1]
+        lines = [f"ingest beyond the model: {peak - rss_model:.0f} MiB peak for {chunks} chunks"]
+        if docs <= first_batch_docs or chunks <= self.samples[first_batch_docs - 1][1]:
+            return [*lines, f"(per 100k chunks: needs more than {first_batch_docs} docs)"]
+        _, c1, p1 = self.samples[first_batch_docs - 1]
+        slope = (peak - p1) / (chunks - c1)  # MiB per chunk once the fixed costs are paid
+        fixed = p1 - rss_model
+        at_100k = fixed + slope * max(100_000 - c1, 0)
+        return [
+            *lines,
+            f"fixed (peak after the first batch of {first_batch_docs} docs, {c1} chunks): "
+            f"{fixed:.0f} MiB; growth after it: {slope * 1024:.1f} KiB per chunk",
+            f"beyond the model per 100k chunks: {at_100k / 1024:.2f} GiB "
+            f"(fixed + growth x 100k; linear scaling of the whole peak would say "
+            f"{(peak - rss_model) * 100_000 / chunks / 1024:.1f} GiB)",
+        ]
 
 
 def main() -> None:
@@ -34,9 +94,13 @@ def main() -> None:
         write_markdown(corpus(args.docs), folder)
         settings = Settings(data_dir=Path(tmp) / "data").with_paths([folder])
         embedder = load_embedder(settings.embedder)  # loaded once, outside both timings
+        rss_model = rss_mib("VmRSS")
+        peak_reset = reset_peak_rss()
+        sampler = PeakSampler()
         t0 = time.perf_counter()
-        report = api.sync([folder], settings=settings)
+        report = api.sync([folder], settings=settings, on_outcome=sampler)
         ingest_s = time.perf_counter() - t0
+        rss_peak = rss_mib("VmHWM")
         with open_runtime(settings) as rt:
             texts = [
                 c.text
@@ -55,6 +119,12 @@ def main() -> None:
     print(f"| ragstream sync (parse+chunk+embed+write) | {ingest_s:.1f} | {n / ingest_s:.1f} |")
     print(f"| SentenceTransformer.encode only | {encode_s:.1f} | {len(texts) / encode_s:.1f} |")
     print(f"ratio ingest/encode throughput: {(n / ingest_s) / (len(texts) / encode_s):.3f}")
+    print(
+        f"RSS after model load: {rss_model:.0f} MiB; peak RSS during ingest: {rss_peak:.0f} MiB"
+        f"{'' if peak_reset else ' (peak since process start: clear_refs unavailable)'}"
+    )
+    for line in sampler.memory_lines(rss_model, settings.ingest_batch_docs):
+        print(line)
 
 
 if __name__ == "__main__":

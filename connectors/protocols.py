@@ -7,7 +7,7 @@ tombstones older than a retention window, never a live point.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -58,6 +58,9 @@ class VectorStore(Protocol):
 
     def live_doc_fingerprints(self) -> dict[str, set[tuple[int, int]]]:
         """doc_id -> set of (file_size, file_mtime_ns) over its live points (catch-up scan)."""
+
+    def live_pages(self, size: int = ...) -> Iterator[list[IndexedChunk]]:
+        """Every live point, a page at a time (a blue/green backfill reads the old side so)."""
 
     def vectors_for_hashes(self, hashes: Iterable[str]) -> dict[str, list[float]]:
         """Content hash -> vector from any point (live or tombstoned) of this collection."""

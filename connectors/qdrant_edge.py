@@ -6,6 +6,7 @@ Layout under `base_dir`:
                                  written last, so its presence means "fully created")
   `<index>.alias.json`          the live pointer `{"collection": "<index>__<slug>"}`; Edge has
                                  no aliases, so it is replaced atomically (temp + os.replace)
+  `.<index>__<slug>.dropping/`  a shard being dropped (renamed first, then deleted)
 
 Engine notes (qdrant-edge-py 0.9.0, measured): `MatchValue(True)` never matches a bool payload,
 hence `status` is a keyword. Writes go to the shard's WAL and survive a killed process without
@@ -19,6 +20,7 @@ process that opened it ("Can't init WAL: WouldBlock"), surfaced as `StoreBusyErr
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +56,20 @@ from connectors.vector_stores import (
     Match,
     MatchIn,
     Record,
+    RetryPolicy,
     StoreBusyError,
+    check_collection_of,
     check_embedder,
     collection_name,
     dense_vector,
     embedder_from_metadata,
     embedder_metadata,
+    owned_collection,
 )
 from core.models import EmbedderVersion
 
 SIDECAR = "collection.json"
+DROPPING = ".dropping"  # suffix of a shard dir being deleted (hidden: `.<collection>.dropping`)
 
 
 def _condition(cond: Condition) -> FieldCondition | HasIdCondition:
@@ -82,10 +88,14 @@ def _filter(conds: list[Condition]) -> Filter | None:
     return Filter(must=[_condition(c) for c in conds]) if conds else None
 
 
-def _load_or_create(path: Path, embedder: EmbedderVersion) -> EdgeShard:
+def _load_or_create(path: Path, embedder: EmbedderVersion | None) -> EdgeShard | None:
+    """Open the shard at `path` (taking its lock); create it if missing and `embedder` is
+    given, else None."""
     try:
         if (path / "edge_config.json").exists():
             return EdgeShard.load(str(path))
+        if embedder is None:
+            return None
         params = EdgeVectorParams(size=embedder.dimension, distance=Distance.Cosine)
         return EdgeShard.create(str(path), EdgeConfig(vectors={VECTOR: params}))
     except Exception as exc:
@@ -106,6 +116,7 @@ class EdgeVectorStore(BaseQdrantStore):
     def open(cls, base_dir: Path, index_name: str, embedder: EmbedderVersion) -> EdgeVectorStore:
         path = base_dir / collection_name(index_name, embedder)
         shard = _load_or_create(path, embedder)
+        assert shard is not None
         store = cls(shard, path, embedder)
         try:
             store._ensure_indexes()
@@ -199,8 +210,14 @@ class EdgeBackend:
     """`vector_stores.Backend` for Edge: pointer and metadata are plain files, no engine."""
 
     def open_store(
-        self, base_dir: Path, index_name: str, embedder: EmbedderVersion, url: str | None
+        self,
+        base_dir: Path,
+        index_name: str,
+        embedder: EmbedderVersion,
+        url: str | None,
+        retry: RetryPolicy | None = None,
     ) -> EdgeVectorStore:
+        """`retry` is ignored: an in-process engine has no transient network errors."""
         if url is not None:
             raise ValueError("the edge vector store is embedded and takes no url")
         return EdgeVectorStore.open(base_dir, index_name, embedder)
@@ -222,6 +239,52 @@ class EdgeBackend:
         if not (base_dir / collection / SIDECAR).exists():
             raise ValueError(f"no collection {collection!r} in {base_dir}")
         write_json_atomic(base_dir / f"{index_name}.alias.json", {"collection": collection})
+
+    def drop(self, base_dir: Path, index_name: str, collection: str, url: str | None) -> bool:
+        """Rename the shard dir out of the way while holding its lock, then delete it.
+
+        Holding the engine's lock proves no store (here or in another process) has it open;
+        the rename makes the drop atomic for readers and crash-safe (a leftover `.dropping`
+        dir is no collection and is swept by the next drop).
+        """
+        if url is not None:
+            raise ValueError("the edge vector store is embedded and takes no url")
+        check_collection_of(index_name, collection)
+        live = self.read_live(base_dir, index_name, None)
+        if live is not None and live[0] == collection:
+            raise ValueError(
+                f"{collection!r} is the live collection of {index_name!r}: "
+                "point the live pointer elsewhere before dropping it"
+            )
+        for leftover in base_dir.glob(f".{index_name}__*{DROPPING}"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        path = base_dir / collection
+        if not path.is_dir():
+            return False
+        if collection not in self.list(base_dir, index_name, None):
+            raise ValueError(f"{collection!r} is not a collection of index {index_name!r}")
+        doomed = base_dir / f".{collection}{DROPPING}"
+        shard = _load_or_create(path, None)  # StoreBusyError while any store has it open
+        try:
+            path.rename(doomed)
+        finally:
+            if shard is not None:
+                shard.close()
+        shutil.rmtree(doomed)
+        return True
+
+    def list(self, base_dir: Path, index_name: str, url: str | None) -> dict[str, EmbedderVersion]:
+        """Shard dirs of this index whose sidecar exists (a shard without one was never
+        completed: it is nobody's collection yet)."""
+        if url is not None:
+            raise ValueError("the edge vector store is embedded and takes no url")
+        out: dict[str, EmbedderVersion] = {}
+        for sidecar in sorted(base_dir.glob(f"{index_name}__*/{SIDECAR}")):
+            name = sidecar.parent.name
+            embedder = embedder_from_metadata(name, json.loads(sidecar.read_text("utf-8")))
+            if owned_collection(index_name, name, embedder):
+                out[name] = embedder
+        return out
 
 
 BACKEND = EdgeBackend()

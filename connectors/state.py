@@ -1,4 +1,4 @@
-"""Small JSON records in the data dir: dead letters and sync bookkeeping.
+"""Small JSON records in the data dir: dead letters, sync and reindex bookkeeping.
 
 They are written atomically (temp file + rename), so a crash leaves the old or the new
 version, never half a file. Dead letters are keyed by doc_id: a later success or a delete
@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from core.models import DeadLetter, Redaction
+from core.models import DeadLetter, Redaction, ReindexRecord
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -98,3 +98,20 @@ class SyncState:
 
     def mark(self, at: float) -> None:
         write_json_atomic(self._path, {"last_sync": at})
+
+
+class ReindexBook:
+    """The open blue/green reindex, `<state_dir>/reindex.json` (absent = none open)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "reindex.json"
+
+    def load(self) -> ReindexRecord | None:
+        raw = read_json(self.path, None)
+        return ReindexRecord.model_validate(raw) if raw else None
+
+    def save(self, record: ReindexRecord) -> None:
+        write_json_atomic(self.path, record.model_dump(mode="json"))
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Protocol
 from connectors.protocols import Hit, SearchFilter, VectorStore
 from core.ids import doc_prefixes, prefix_key
 from core.models import EmbedderVersion, IndexedChunk
+from core.settings import Settings
 
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
 KEYWORD_FIELDS = ("doc_id", "status", "content_hash", "tenant", "file_type", "doc_prefixes")
@@ -235,6 +236,17 @@ class BaseQdrantStore(ABC):
             out.setdefault(p["doc_id"], set()).add((int(p["file_size"]), int(p["file_mtime_ns"])))
         return out
 
+    def live_pages(self, size: int = PAGE) -> Iterator[list[IndexedChunk]]:
+        """Every live point, a page at a time (whole payload, no vectors)."""
+        page: list[IndexedChunk] = []
+        for r in self._scroll_all([LIVE], None, False):
+            page.append(payload_chunk(r.id, r.payload))
+            if len(page) >= size:
+                yield page
+                page = []
+        if page:
+            yield page
+
     def vectors_for_hashes(self, hashes: Iterable[str]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         for part in batches(sorted(set(hashes)), PAGE):
@@ -291,11 +303,39 @@ class BaseQdrantStore(ABC):
 # --- opening stores and the live pointer -----------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long a store that talks over a network rides out transient errors (server path).
+
+    At most `attempts` calls per operation and `max_wait_s` seconds of backoff in all; the
+    embedded Edge engine has no network between us and it, so it ignores the policy.
+    """
+
+    attempts: int
+    max_wait_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetryPolicy:
+        return cls(settings.store_retry_attempts, settings.store_retry_max_wait_s)
+
+    @classmethod
+    def default(cls) -> RetryPolicy:
+        """The settings' defaults (what a caller that passes no policy gets)."""
+        fields = Settings.model_fields
+        attempts = fields["store_retry_attempts"].default
+        return cls(int(attempts), float(fields["store_retry_max_wait_s"].default))
+
+
 class Backend(Protocol):
     """What `connectors.qdrant_edge` and `connectors.qdrant_server` each provide."""
 
     def open_store(
-        self, base_dir: Path, index_name: str, embedder: EmbedderVersion, url: str | None
+        self,
+        base_dir: Path,
+        index_name: str,
+        embedder: EmbedderVersion,
+        url: str | None,
+        retry: RetryPolicy | None = None,
     ) -> BaseQdrantStore: ...
 
     def read_live(
@@ -305,6 +345,18 @@ class Backend(Protocol):
     def write_live(
         self, base_dir: Path, index_name: str, collection: str, url: str | None
     ) -> None: ...
+
+    def drop(self, base_dir: Path, index_name: str, collection: str, url: str | None) -> bool:
+        """Delete a collection of this index for good; False if there was none.
+
+        Refuses (ValueError) the collection the live pointer names, a name that is not one of
+        this index's collections, and (StoreBusyError) a collection open in this process.
+        """
+        ...
+
+    def list(self, base_dir: Path, index_name: str, url: str | None) -> dict[str, EmbedderVersion]:
+        """This index's collections with the embedder version recorded on each."""
+        ...
 
 
 def _backend(kind: str) -> Backend:
@@ -322,7 +374,12 @@ def _backend(kind: str) -> Backend:
 
 
 def open_vector_store(
-    kind: str, base_dir: Path, index_name: str, embedder: EmbedderVersion, url: str | None = None
+    kind: str,
+    base_dir: Path,
+    index_name: str,
+    embedder: EmbedderVersion,
+    url: str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> BaseQdrantStore:
     """Open (creating if missing) the collection of `embedder`; the first one becomes live.
 
@@ -330,9 +387,11 @@ def open_vector_store(
 
     `kind="edge"`: shards under `base_dir` (no url). `kind="qdrant"`: `url=None` is local mode
     persisted at `base_dir`, `url=":memory:"` is in-memory, anything else a server URL.
+    `retry` (qdrant only; default: the settings' defaults) bounds how long transient store
+    errors are retried before `StoreUnavailableError`.
     """
     backend = _backend(kind)
-    store = backend.open_store(Path(base_dir), index_name, embedder, url)
+    store = backend.open_store(Path(base_dir), index_name, embedder, url, retry)
     try:
         if backend.read_live(Path(base_dir), index_name, url) is None:
             backend.write_live(Path(base_dir), index_name, store.collection, url)
@@ -356,5 +415,58 @@ def set_live_collection(
     _backend(kind).write_live(Path(base_dir), index_name, collection, url)
 
 
+def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrantStore:
+    """`open_vector_store` with the backend, location, index and retry policy of `settings`."""
+    s = settings
+    return open_vector_store(
+        s.vector_backend,
+        s.vectors_dir,
+        s.index_name,
+        embedder,
+        url=s.qdrant_url,
+        retry=RetryPolicy.from_settings(s),
+    )
+
+
+def configured_live(settings: Settings) -> tuple[str, EmbedderVersion] | None:
+    """`live_collection` of the index `settings` describe."""
+    s = settings
+    return live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+
+
 def _conforms(store: BaseQdrantStore) -> VectorStore:
     return store  # mypy proves the base class satisfies the protocol
+
+
+def drop_collection(
+    kind: str, base_dir: Path, index_name: str, collection: str, url: str | None = None
+) -> bool:
+    """Delete one collection of `index_name` (blue/green cleanup); False if it was not there.
+
+    Never the live one (ValueError: switch the pointer first) and never one open in this
+    process (StoreBusyError); a name outside this index is refused, not interpreted.
+    """
+    return _backend(kind).drop(Path(base_dir), index_name, collection, url)
+
+
+def list_collections(
+    kind: str, base_dir: Path, index_name: str, url: str | None = None
+) -> dict[str, EmbedderVersion]:
+    """Collection name -> recorded embedder version, for every collection of `index_name`."""
+    return _backend(kind).list(Path(base_dir), index_name, url)
+
+
+def check_collection_of(index_name: str, collection: str) -> None:
+    """Refuse (ValueError) any name that `collection_name` cannot produce for this index: a
+    name is matched, never interpreted (no path or other index can be reached through it)."""
+    slug = collection.removeprefix(f"{index_name}__")
+    if slug == collection or not slug or not all(c.isalnum() or c == "-" for c in slug):
+        raise ValueError(f"{collection!r} is not a collection of index {index_name!r}")
+
+
+def owned_collection(index_name: str, collection: str, embedder: EmbedderVersion) -> bool:
+    """True when `collection` is the name this index gives `embedder`'s collection.
+
+    Both backends list by this rule, so an index named `a` never claims `a__b`'s collections.
+    """
+    return collection == collection_name(index_name, embedder)

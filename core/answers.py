@@ -99,6 +99,7 @@ class CandidateView(BaseModel):
     ranks: dict[str, int]
     scores: dict[str, float]
     rerank_score: float | None = None
+    embedder: str = ""  # slug of the collection its dense hit came from; "" if lexical only
 
 
 class Answer(BaseModel):

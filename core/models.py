@@ -195,6 +195,83 @@ class SyncReport(BaseModel):
             self.dead_letters.append(DeadLetterView(path=d.path, stage=d.stage, reason=d.reason))
 
 
+# --- blue/green reindex (DESIGN §5) ---------------------------------------------------------
+
+ReindexPhase = Literal["backfilling", "ready", "promoted", "rolled_back"]
+
+
+class ReindexSide(Frozen):
+    """One collection of a reindex and how to load its embedder (`load_embedder` spec)."""
+
+    collection: str
+    embedder: EmbedderVersion
+    spec: str
+
+
+class ReindexProgress(Frozen):
+    """Backfill progress of the new side, as the process running the backfill last saw it."""
+
+    done: int = 0  # live chunks of the old side checked so far in this pass
+    total: int = 0  # live chunks of the old side when the pass started
+    embedded: int = 0  # encoded by the new embedder (cumulative over restarts)
+    pass_embedded: int = 0  # encoded in this pass alone (a resumed pass re-encodes nothing)
+    reused: int = 0  # vectors found already written (resumed) or shared by content hash
+    rate: float = 0.0  # chunks per second in this pass
+    eta_s: float | None = None
+    updated_at: float = 0.0
+
+
+class GateResult(Frozen):
+    """Why a promote was allowed or refused."""
+
+    passed: bool
+    missing: int  # live on the old side, not live (or different) on the new one
+    stale: int  # live on the new side, not live on the old one
+    eval_metric: str | None = None
+    eval_old: float | None = None
+    eval_new: float | None = None
+    eval_margin: float | None = None
+    reason: str
+    at: float
+
+
+class ReindexRecord(Frozen):
+    """An open blue/green reindex, persisted in `<state_dir>/reindex.json`.
+
+    `old` is the side that was live when it started, `new` the one being built; which of them
+    serves is the live pointer's business, never this record's. While a record exists every
+    change is written to both sides, so promote and rollback are each one pointer swap.
+    """
+
+    old: ReindexSide
+    new: ReindexSide
+    phase: ReindexPhase
+    started_at: float
+    promoted_at: float | None = None
+    progress: ReindexProgress = ReindexProgress()
+    gate: GateResult | None = None
+
+
+class SideCounts(Frozen):
+    collection: str
+    embedder: EmbedderVersion
+    live: int
+    deleted: int
+    serving: bool
+
+
+class ReindexStatus(BaseModel):
+    """`reindex status`: the record (None = no reindex open) plus counts read from the stores."""
+
+    open: bool
+    embedder: EmbedderVersion | None  # the embedder queries use right now
+    collection: str | None  # the live collection
+    record: ReindexRecord | None = None
+    sides: list[SideCounts] = Field(default_factory=list)
+    lag: int | None = None  # live chunks of the serving side that the other side lacks
+    message: str = ""
+
+
 class StatusReport(BaseModel):
     docs: int
     chunks_live: int
@@ -206,3 +283,4 @@ class StatusReport(BaseModel):
     dead_letters: list[DeadLetter]
     reranker: str = ""  # the configured cross-encoder, or that none is configured
     redactions: list[Redaction] = Field(default_factory=list)
+    reindex: ReindexRecord | None = None  # an open blue/green reindex (see `reindex status`)

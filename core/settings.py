@@ -70,6 +70,11 @@ class QuerySettings(BaseModel):
     log_queries: bool = True  # append every query to <data_dir>/logs/retrieval.jsonl
     log_max_bytes: int = 10 * 1024 * 1024
     log_keep: int = 5
+    # query transforms (issue 8): each needs `generator.base_url` and is off by default
+    transform_keywords: bool = False  # LLM keywords added to the lexical leg's query only
+    transform_hyde: bool = False  # the dense leg embeds question + a hypothetical answer
+    transform_decompose: bool = False  # a compound question → sub-questions, fused by RRF
+    max_subqueries: int = Field(default=3, ge=2, le=8)
 
 
 class GeneratorSettings(BaseModel):
@@ -113,6 +118,14 @@ class Settings(BaseSettings):
     api_keys: dict[str, str] = Field(default_factory=dict)  # HTTP API key -> tenant
     telemetry_exporter: Literal["none", "console", "otlp"] = "none"
     otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    # qdrant-client (server path): transient store errors are retried with jittered
+    # exponential backoff, at most this many calls and this many seconds of waiting in all
+    store_retry_attempts: int = Field(default=8, ge=1)
+    store_retry_max_wait_s: float = Field(default=30.0, ge=0.0)
+    # blue/green reindex over HTTP: with `api_keys` set, only these keys may run reindex
+    # commands (a tenant's query key never can); with no keys at all the local default is open
+    admin_api_keys: list[str] = Field(default_factory=list)
+    reindex_eval_margin: float = 0.01  # promote's eval gate: nDCG@10 may drop at most this
 
     @classmethod
     def settings_customise_sources(

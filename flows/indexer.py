@@ -6,16 +6,20 @@ across documents). Write order per batch (DESIGN §3): new/changed points to the
 index, then to the vector store (whose per-point file fingerprint is the record of "this
 doc is done"), then the fingerprint of kept points, and only then tombstones — lexical
 first, vectors last. A crash anywhere leaves a doc with mixed fingerprints or an old
-fingerprint, which the next catch-up scan re-diffs, so every pass converges.
+fingerprint, which the next catch-up scan re-diffs, so every pass converges. During a
+blue/green reindex every side gets the same changes, each embedded by its own model; a side
+that misses some after a crash is repaired by the reindex backfill, which reconciles it
+against the live side.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -38,6 +42,9 @@ from operators.embed import Embedder
 from operators.parse import ParseError, parse_file
 from operators.secrets import redact_document
 
+if TYPE_CHECKING:
+    from flows.sides import Side
+
 
 @dataclass(frozen=True)
 class ParsedWork:
@@ -57,14 +64,23 @@ class _DocPlan:
     stored: list[IndexedChunk] = field(default_factory=list)
 
 
+class Sides(Protocol):
+    """What the indexer writes to (`flows.sides.IndexSides`): the live side, whose points the
+    diff reads, and the other side of an open reindex, which gets the same changes."""
+
+    @property
+    def live(self) -> Side: ...
+    @property
+    def others(self) -> tuple[Side, ...]: ...
+
+
 @dataclass
 class Indexer:
-    embedder: Embedder
-    vectors: VectorStore
+    sides: Sides
     lexical: LexicalIndex
     dead_letters: DeadLetterBook
     redactions: RedactionBook
-    chunker: ChunkerConfig
+    chunker: Callable[[Embedder], ChunkerConfig]  # of the live embedder
     tenants: dict[str, str]  # source name -> tenant
     max_file_bytes: int
     parse_timeout_s: float | None = None
@@ -123,49 +139,47 @@ class Indexer:
             return self._index_batch(works)
 
     def _index_batch(self, works: Sequence[ParsedWork]) -> list[DocOutcome]:
+        live = self.sides.live  # one live side for the whole batch
         plans = [_DocPlan(w) for w in _last_work_per_doc(works)]
         docs = [p for p in plans if p.work.doc is not None]
+        chunker = self.chunker(live.embedder)
         with span("ingest.chunk", docs=len(docs)) as sp:
             for plan in docs:
                 assert plan.work.doc is not None
-                plan.chunks = chunk_document(
-                    plan.work.doc, self.chunker, self.embedder.count_tokens
-                )
+                plan.chunks = chunk_document(plan.work.doc, chunker, live.embedder.count_tokens)
             sp.set_attribute("chunks_out", sum(len(p.chunks) for p in docs))
         with span("ingest.diff", docs=len(plans)) as sp:
             for plan in plans:
                 if plan.work.dead is None:
-                    plan.stored = self.vectors.live_chunks(plan.work.event.doc_id)
+                    plan.stored = live.vectors.live_chunks(plan.work.event.doc_id)
                     plan.diff = diff_document(plan.chunks, plan.stored)
             _diff_attributes(sp, plans)
-        vectors, encoded_by = self._embed([p for p in plans if p.diff is not None])
-        outcomes = self._write(plans, vectors, encoded_by)
+        needed = _needed([p for p in plans if p.diff is not None])
+        vectors, encoded = self._embed(live, needed)
+        encoded_by = {h: needed[h][0] for h in encoded}
+        outcomes = self._write(live, plans, vectors, encoded_by)
         self.dead_letters.save()
         self.redactions.save()
         return outcomes
 
-    def _embed(self, plans: Sequence[_DocPlan]) -> tuple[dict[str, list[float]], dict[str, str]]:
-        """Vectors for every added chunk: reused from the store by content hash, else encoded.
-
-        Returns hash -> vector and hash -> doc_id that caused the encode (for the report).
-        """
-        needed: dict[str, tuple[str, str]] = {}
-        for plan in plans:
-            assert plan.diff is not None
-            for chunk in plan.diff.add:
-                needed.setdefault(chunk.content_hash, (plan.work.event.doc_id, chunk.text))
-        with span("ingest.embed", chunks_in=len(needed), model=self.embedder.version.name) as sp:
-            vectors = self.vectors.vectors_for_hashes(needed) if needed else {}
+    def _embed(
+        self, side: Side, needed: dict[str, tuple[str, str]]
+    ) -> tuple[dict[str, list[float]], list[str]]:
+        """Vectors of `side` for every needed hash: reused from its store (any point, live or
+        tombstoned), else encoded by its embedder. Returns hash -> vector and what was encoded."""
+        model, where = side.embedder.version.name, side.collection
+        with span("ingest.embed", chunks_in=len(needed), model=model, collection=where) as sp:
+            vectors = side.vectors.vectors_for_hashes(needed) if needed else {}
             todo = [h for h in needed if h not in vectors]
             if todo:
-                matrix = self.embedder.encode_passages(
+                matrix = side.embedder.encode_passages(
                     [needed[h][1] for h in todo], batch_size=self.batch_size
                 )
                 for h, row in zip(todo, np.asarray(matrix), strict=True):
                     vectors[h] = [float(x) for x in row]
             sp.set_attribute("reembedded", len(todo))
             sp.set_attribute("reused", len(needed) - len(todo))
-        return vectors, {h: needed[h][0] for h in todo}
+        return vectors, todo
 
     def _record(self, chunk: Chunk, doc: ParsedDocument) -> IndexedChunk:
         return IndexedChunk(
@@ -182,14 +196,18 @@ class Indexer:
             page=chunk.page,
             char_start=chunk.char_start,
             char_end=chunk.char_end,
-            embedder=self.embedder.version.slug,
+            embedder="",  # stamped by each store with its own embedder
             file_size=doc.fingerprint.size,
             file_mtime_ns=doc.fingerprint.mtime_ns,
             tenant=self.tenants.get(doc.source, ""),
         )
 
     def _write(
-        self, plans: Sequence[_DocPlan], vectors: dict[str, list[float]], encoded_by: dict[str, str]
+        self,
+        live: Side,
+        plans: Sequence[_DocPlan],
+        vectors: dict[str, list[float]],
+        encoded_by: dict[str, str],
     ) -> list[DocOutcome]:
         adds: list[IndexedChunk] = []
         moves: list[IndexedChunk] = []
@@ -210,21 +228,21 @@ class Indexer:
                 stale = [c.point_id for c in plan.diff.keep if held[c.point_id] != fp]
                 if stale:
                     keep_fps.append((stale, fp.size, fp.mtime_ns))
+        changes = _Changes(adds, moves, keep_fps, tombstones, time.time())
         with span("ingest.write", upserts=len(adds), moves=len(moves), tombstones=len(tombstones)):
             if adds or moves:
                 self.lexical.upsert(adds + moves)
                 self.lexical.commit()
-                if adds:
-                    self.vectors.upsert(adds, [vectors[c.content_hash] for c in adds])
-                if moves:
-                    self.vectors.set_positions(moves)
-            for ids, size, mtime in keep_fps:
-                self.vectors.set_fingerprint(ids, size, mtime)
-            if tombstones:
-                now = time.time()
-                self.lexical.tombstone(tombstones, now)
+            _apply(live.vectors, changes, vectors)
+            others = self.sides.others  # dual-write during a reindex, each with its own vectors
+            for other in others:
+                needed = {c.content_hash: (c.doc_id, c.text) for c in adds}
+                _apply(other.vectors, changes, self._embed(other, needed)[0])
+            if tombstones:  # last, in every store
+                self.lexical.tombstone(tombstones, changes.at)
                 self.lexical.commit()
-                self.vectors.tombstone(tombstones, now)
+                for side in (live, *others):
+                    side.vectors.tombstone(tombstones, changes.at)
         return outcomes
 
     def _plan_writes(
@@ -269,6 +287,38 @@ class Indexer:
             [self._record(c, doc) for c in diff.add],
             [self._record(c, doc) for c in diff.move],
         )
+
+
+@dataclass(frozen=True)
+class _Changes:
+    """One batch's writes, applied alike to every side."""
+
+    adds: list[IndexedChunk]
+    moves: list[IndexedChunk]
+    keep_fps: list[tuple[list[str], int, int]]
+    tombstones: list[str]
+    at: float
+
+
+def _apply(store: VectorStore, changes: _Changes, vectors: dict[str, list[float]]) -> None:
+    """Adds, moves, then the fingerprint of kept points (the record of "this doc is done");
+    tombstones are applied after every store got these (DESIGN §3)."""
+    if changes.adds:
+        store.upsert(changes.adds, [vectors[c.content_hash] for c in changes.adds])
+    if changes.moves:
+        store.set_positions(changes.moves)
+    for ids, size, mtime in changes.keep_fps:
+        store.set_fingerprint(ids, size, mtime)
+
+
+def _needed(plans: Sequence[_DocPlan]) -> dict[str, tuple[str, str]]:
+    """content hash -> (doc that first needs it, text) over every chunk a batch adds."""
+    needed: dict[str, tuple[str, str]] = {}
+    for plan in plans:
+        assert plan.diff is not None
+        for chunk in plan.diff.add:
+            needed.setdefault(chunk.content_hash, (plan.work.event.doc_id, chunk.text))
+    return needed
 
 
 def _diff_attributes(sp: object, plans: Sequence[_DocPlan]) -> None:

@@ -30,7 +30,8 @@ from connectors.fs import (
 from core.models import DocOutcome, SyncReport
 from core.settings import Settings
 from flows.indexer import Indexer
-from flows.runtime import Runtime, open_runtime
+from flows.reindex import BackgroundBackfill
+from flows.runtime import Runtime, chunker_for, open_runtime
 
 OutcomeHandler = Callable[[DocOutcome], None]
 _PROCESS_SCOPE = ExitStack()  # keeps the runtime of `flows.sync:flow` open for the process
@@ -58,12 +59,11 @@ class OutcomeSink(DynamicSink[DocOutcome]):
 def make_indexer(rt: Runtime) -> Indexer:
     s = rt.settings
     return Indexer(
-        embedder=rt.embedder,
-        vectors=rt.vectors,
+        sides=rt.sides,
         lexical=rt.lexical,
         dead_letters=rt.dead_letters,
         redactions=rt.redactions,
-        chunker=rt.chunker,
+        chunker=lambda embedder: chunker_for(s, embedder),
         tenants={src.name: src.tenant for src in s.sources},
         max_file_bytes=s.max_file_bytes,
         parse_timeout_s=s.parse_timeout_s,
@@ -137,16 +137,22 @@ def run_sync(
         if on_scan is not None:
             on_scan(summary)
 
-    with open_runtime(settings) as rt, (alongside or _nothing)(rt):
+    with ExitStack() as scope:
+        rt = scope.enter_context(open_runtime(settings))
+        if watch:  # a long-running process finishes (or repairs) an open reindex's backfill
+            rt.backfill = scope.enter_context(
+                BackgroundBackfill(rt.sides, settings.embed_batch_size)
+            )
+        scope.enter_context((alongside or _nothing)(rt))
         flow = build_flow(
             rt, watch=watch, on_outcome=handle, on_scan=scanned, allow_mass_delete=allow_mass_delete
         )
         try:
             run_main(flow)
-        finally:
-            rt.sync_state.mark(time.time())
-            report.chunks_live = rt.vectors.count("live")
+        finally:  # a failed pass (e.g. a store outage) keeps its own error: no store call here
             report.seconds = round(time.time() - started, 3)
+        rt.sync_state.mark(time.time())
+        report.chunks_live = rt.vectors.count("live")
     return report
 
 

@@ -32,6 +32,34 @@ class EmbedderUnavailable(RuntimeError):
     """The embedder a collection was built with cannot be loaded here."""
 
 
+class EmbedderMismatch(EmbedderUnavailable):
+    """The embedder that loaded here is not the one a collection was built with."""
+
+
+_PRESET_NAMES = {
+    "sentence-transformers/all-MiniLM-L6-v2": "minilm-l6",
+    "sentence-transformers/paraphrase-MiniLM-L3-v2": "minilm-l3",
+    "tokenlearn-static-model": "static",
+}
+
+
+def embedder_spec(recorded: EmbedderVersion) -> str:
+    """The `load_embedder` spec for a recorded name: a preset when known, else the name."""
+    return _PRESET_NAMES.get(recorded.name, recorded.name)
+
+
+def check_version(collection: str, recorded: EmbedderVersion, loaded: EmbedderVersion) -> None:
+    """Everything but the name must match (a local path to the same weights is fine)."""
+    want, got = recorded.model_dump(exclude={"name"}), loaded.model_dump(exclude={"name"})
+    diff = [f"{f} {want[f]!r} != {got[f]!r}" for f in want if want[f] != got[f]]
+    if diff:
+        raise EmbedderMismatch(
+            f"collection {collection!r} was built with {recorded.name!r}, but the embedder "
+            f"loaded here ({loaded.name!r}) differs ({'; '.join(diff)}); reindex or install "
+            "the recorded weights"
+        )
+
+
 @dataclass(frozen=True)
 class Embedder:
     version: EmbedderVersion

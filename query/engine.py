@@ -3,12 +3,15 @@
 One `QueryEngine` owns the stores of one data dir (read-only use) and the models; the
 HTTP server and the embedded `Client` both call `answer`, so they return identical
 `Answer`s. Every query is one root span `ragstream.query` whose trace id the answer carries.
+Query transforms (`query/transforms.py`: keywords, HyDE, decomposition), when switched on,
+rewrite what each retrieval leg searches with; rerank, assembly and generation still see
+the question as asked. `answer_from` skips retrieval for the gold-context evaluation.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -23,13 +26,15 @@ from core.answers import (
     SourceChunk,
     Verification,
 )
+from core.models import IndexedChunk
 from core.settings import Settings
 from core.telemetry import configure, span
 from query.assemble import assemble
 from query.gate import DEFAULT_DENSE_FLOOR, gate
-from query.generate import ExtractiveGenerator, Generator, OpenAIGenerator
+from query.generate import ExtractiveGenerator, Generator
 from query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
-from query.retrieve import Retriever
+from query.retrieve import Candidate, Retriever
+from query.transforms import QueryTransformer, endpoint_generator, retrieve_transformed
 from query.verify import verify
 
 T = TypeVar("T")
@@ -46,12 +51,11 @@ class QueryEngine:
             if q.log_queries
             else None
         )
-        g = settings.generator
-        self.generator: Generator = (
-            OpenAIGenerator(g.base_url, g.model, g.api_key, g.timeout_s, g.max_tokens)
-            if g.base_url
-            else ExtractiveGenerator(retriever.embedder)
+        self.generator: Generator = endpoint_generator(settings.generator) or ExtractiveGenerator(
+            retriever.embedder
         )
+        # query transforms (keywords / HyDE / decompose): None unless switched on in settings
+        self.transformer = QueryTransformer.from_settings(settings)
 
     @classmethod
     @contextmanager
@@ -83,8 +87,14 @@ class QueryEngine:
                 path_prefix=f.path_prefix,
                 file_types=tuple(f.file_types) if f.file_types is not None else None,
             )
-            result = self.retriever.retrieve(
-                request.query, n=request.n, flt=flt, fusion=request.fusion, k=request.rrf_k
+            result = retrieve_transformed(
+                self.retriever,
+                request.query,
+                self.transformer,
+                n=request.n,
+                flt=flt,
+                fusion=request.fusion,
+                k=request.rrf_k,
             )
             timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
             ranked = _timed(
@@ -99,37 +109,61 @@ class QueryEngine:
                 answer.timings_ms = timings
                 root.set_attribute("refused", refusal is not None)
                 return answer
-            context = _timed(
-                timings,
-                "assemble",
-                lambda: assemble(
-                    ranked,
-                    budget_tokens=q.budget_tokens,
-                    count_tokens=self.retriever.embedder.count_tokens,
-                    order=q.order,
-                    expand_parent=q.expand_parent,
-                    parent_lookup=self.retriever.vectors.live_chunks,
-                    query=request.query,
-                ),
-            )
-            text = _timed(
-                timings, "generate", lambda: self.generator.generate(request.query, context)
-            )
-            checked = _timed(
-                timings,
-                "verify",
-                lambda: verify(
-                    text,
-                    context.sources,
-                    self.retriever.embedder,
-                    cross_encoder=getattr(self.reranker, "model", None),
-                ),
-            )
-            answer = self._complete(answer, context.sources, checked)
-            answer.timings_ms = timings
+            answer = self._generate(request.query, ranked, answer, timings)
             root.set_attribute("refused", answer.refusal is not None)
             root.set_attribute("grounding", answer.grounding)
             return answer
+
+    def answer_from(self, request: QueryRequest, chunks: Sequence[IndexedChunk]) -> Answer:
+        """Generate and verify from exactly these chunks (best first), skipping retrieval,
+        rerank and the gate: the gold-context evaluation asks whether the generator and the
+        verifier accept an answer when the evidence is certainly in the context. Not logged:
+        it is not a query anyone asked the index."""
+        with span("query", query_chars=len(request.query), gold_context=len(chunks)) as root:
+            trace_id = format(root.get_span_context().trace_id, "032x")
+            ranked = [
+                Reranked(candidate=Candidate(chunk=c, score=1.0 / i, ranks={}, scores={}))
+                for i, c in enumerate(chunks, 1)
+            ]
+            answer = self._generate(
+                request.query, ranked, self._empty(request, ranked, trace_id, None), {}
+            )
+            root.set_attribute("refused", answer.refusal is not None)
+            root.set_attribute("grounding", answer.grounding)
+            return answer
+
+    def _generate(
+        self, question: str, ranked: list[Reranked], answer: Answer, timings: dict[str, float]
+    ) -> Answer:
+        """assemble → generate → verify, then the refusal rules of `_complete`."""
+        q = self.settings.query
+        context = _timed(
+            timings,
+            "assemble",
+            lambda: assemble(
+                ranked,
+                budget_tokens=q.budget_tokens,
+                count_tokens=self.retriever.embedder.count_tokens,
+                order=q.order,
+                expand_parent=q.expand_parent,
+                parent_lookup=self.retriever.vectors.live_chunks,
+                query=question,
+            ),
+        )
+        text = _timed(timings, "generate", lambda: self.generator.generate(question, context))
+        checked = _timed(
+            timings,
+            "verify",
+            lambda: verify(
+                text,
+                context.sources,
+                self.retriever.embedder,
+                cross_encoder=getattr(self.reranker, "model", None),
+            ),
+        )
+        answer = self._complete(answer, context.sources, checked)
+        answer.timings_ms = timings
+        return answer
 
     def _empty(
         self, request: QueryRequest, ranked: list[Reranked], trace_id: str, refusal: Refusal | None
@@ -198,6 +232,7 @@ def _view(r: Reranked) -> CandidateView:
         ranks=c.ranks,
         scores=c.scores,
         rerank_score=r.rerank_score,
+        embedder=c.chunk.embedder,
     )
 
 

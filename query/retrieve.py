@@ -9,54 +9,41 @@ so a tenant or path restriction can never be widened by fusion.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from connectors.lexical import open_lexical_index
 from connectors.protocols import Hit, LexicalIndex, SearchFilter, VectorStore
-from connectors.vector_stores import collection_name, live_collection, open_vector_store
+from connectors.vector_stores import (
+    BaseQdrantStore,
+    collection_name,
+    configured_live,
+    open_configured,
+)
 from core.answers import DEFAULT_RRF_K
 from core.models import EmbedderVersion, IndexedChunk
 from core.settings import Settings
 from core.telemetry import span
-from operators.embed import Embedder, EmbedderUnavailable, load_embedder
+from operators.embed import (
+    Embedder,
+    EmbedderMismatch,
+    check_version,
+    embedder_spec,
+    load_embedder,
+)
 from query.fuse import dbsf, rrf
 
 Fusion = Literal["rrf", "dbsf"]
 NO_FILTER = SearchFilter()
-_PRESETS = {
-    "sentence-transformers/all-MiniLM-L6-v2": "minilm-l6",
-    "sentence-transformers/paraphrase-MiniLM-L3-v2": "minilm-l3",
-    "tokenlearn-static-model": "static",
-}
 
 
 class NoIndexError(RuntimeError):
     """There is no live collection to query (nothing has been synced into this data dir)."""
-
-
-class EmbedderMismatch(EmbedderUnavailable):
-    """The embedder that loaded here is not the one the live collection was built with."""
-
-
-def embedder_spec(recorded: EmbedderVersion) -> str:
-    """The `load_embedder` spec for a recorded name: a preset when known, else the name."""
-    return _PRESETS.get(recorded.name, recorded.name)
-
-
-def check_version(collection: str, recorded: EmbedderVersion, loaded: EmbedderVersion) -> None:
-    """Everything but the name must match (a local path to the same weights is fine)."""
-    want, got = recorded.model_dump(exclude={"name"}), loaded.model_dump(exclude={"name"})
-    diff = [f"{f} {want[f]!r} != {got[f]!r}" for f in want if want[f] != got[f]]
-    if diff:
-        raise EmbedderMismatch(
-            f"collection {collection!r} was built with {recorded.name!r}, but the embedder "
-            f"loaded here ({loaded.name!r}) differs ({'; '.join(diff)}); reindex or install "
-            "the recorded weights"
-        )
 
 
 class Candidate(BaseModel):
@@ -81,42 +68,113 @@ class RetrievalResult(BaseModel):
     timings_ms: dict[str, float]  # embed, dense, lexical, fuse, total
 
 
+class LiveSide(Protocol):
+    """One collection as a query sees it: its name, its store and the embedder it was built
+    with (structural, so the ingest side's own `Side` objects qualify too)."""
+
+    @property
+    def collection(self) -> str: ...
+    @property
+    def embedder(self) -> Embedder: ...
+    @property
+    def vectors(self) -> VectorStore: ...
+
+
+class SideSource(Protocol):
+    """Hands out the side a query should search *now*; asked once per query."""
+
+    def current(self) -> LiveSide: ...
+
+
+@dataclass(frozen=True)
+class OpenSide:
+    collection: str
+    embedder: Embedder
+    vectors: BaseQdrantStore
+
+
+class PointerTracker:
+    """Follows the live pointer on its own: a standalone query process (`serve`, an embedded
+    `Client`, eval) searches whatever collection the pointer names at the start of each query,
+    with that collection's recorded embedder, so a blue/green promote or rollback made through
+    the same stores is picked up without a restart and a query never mixes the two sides."""
+
+    def __init__(self, settings: Settings, embedder_override: str | Embedder | None = None):
+        self._settings, self._override = settings, embedder_override
+        self._lock = threading.Lock()
+        self._side = self._open(self._read())
+
+    def _read(self) -> tuple[str, EmbedderVersion]:
+        s = self._settings
+        live = configured_live(s)
+        if live is None:
+            raise NoIndexError(f"no live index {s.index_name!r} in {s.vectors_dir}; sync first")
+        return live
+
+    def _open(self, live: tuple[str, EmbedderVersion]) -> OpenSide:
+        s, (collection, recorded) = self._settings, live
+        override = self._override
+        if isinstance(override, Embedder):
+            embedder = override
+        else:
+            embedder = load_embedder(override or embedder_spec(recorded))
+        check_version(collection, recorded, embedder.version)
+        if collection_name(s.index_name, recorded) != collection:  # would open a new, empty one
+            raise RuntimeError(f"live collection {collection!r} is not named for {recorded.slug}")
+        vectors = open_configured(s, recorded)
+        return OpenSide(collection, embedder, vectors)
+
+    def current(self) -> OpenSide:
+        with self._lock:
+            live = self._read()
+            if live[0] != self._side.collection:
+                self._override = None  # an override only ever stood in for the first side
+                old, self._side = self._side, self._open(live)
+                old.vectors.close()
+            return self._side
+
+    def close(self) -> None:
+        self._side.vectors.close()
+
+
 class Retriever:
-    """Queries the live collection and the lexical index; owns (and closes) both stores."""
+    """Queries one side (see `SideSource`) and the lexical index under one filter."""
 
     def __init__(
-        self, embedder: Embedder, vectors: VectorStore, lexical: LexicalIndex, collection: str
+        self, source: SideSource, lexical: LexicalIndex, owned: PointerTracker | None = None
     ) -> None:
-        self.embedder, self.vectors, self.lexical = embedder, vectors, lexical
-        self.collection = collection
+        self.source, self.lexical, self._owned = source, lexical, owned
+
+    @property
+    def side(self) -> LiveSide:
+        return self.source.current()
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.side.embedder
+
+    @property
+    def vectors(self) -> VectorStore:
+        return self.side.vectors
+
+    @property
+    def collection(self) -> str:
+        return self.side.collection
 
     @classmethod
     def open(
         cls, settings: Settings, *, embedder_override: str | Embedder | None = None
     ) -> Retriever:
-        """Open from settings; `embedder_override` replaces the recorded model (tests, local
-        copies of the weights) and is still checked against the record."""
-        s = settings
-        live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
-        if live is None:
-            raise NoIndexError(f"no live index {s.index_name!r} in {s.vectors_dir}; sync first")
-        collection, recorded = live
-        if isinstance(embedder_override, Embedder):
-            embedder = embedder_override
-        else:
-            embedder = load_embedder(embedder_override or embedder_spec(recorded))
-        check_version(collection, recorded, embedder.version)
-        if collection_name(s.index_name, recorded) != collection:  # would open a new, empty one
-            raise RuntimeError(f"live collection {collection!r} is not named for {recorded.slug}")
-        vectors = open_vector_store(
-            s.vector_backend, s.vectors_dir, s.index_name, recorded, url=s.qdrant_url
-        )
+        """Open from settings, following the live pointer; `embedder_override` replaces the
+        recorded model (tests, local copies of the weights) and is still checked against the
+        record."""
+        tracker = PointerTracker(settings, embedder_override)
         try:
-            lexical = open_lexical_index(s.lexical_backend, s.lexical_dir)
+            lexical = open_lexical_index(settings.lexical_backend, settings.lexical_dir)
         except BaseException:
-            vectors.close()
+            tracker.close()
             raise
-        return cls(embedder, vectors, lexical, collection)
+        return cls(tracker, lexical, owned=tracker)
 
     def retrieve(
         self,
@@ -126,20 +184,36 @@ class Retriever:
         fusion: Fusion = "rrf",
         k: int = DEFAULT_RRF_K,
         weights: Mapping[str, float] | None = None,
+        *,
+        lexical_query: str | None = None,
+        dense_text: str | None = None,
     ) -> RetrievalResult:
-        """Top `n` per leg under `flt`, fused; every leg's rank and score stays visible."""
+        """Top `n` per leg under `flt`, fused; every leg's rank and score stays visible.
+
+        `lexical_query` / `dense_text` replace the text one leg searches with (query
+        transforms: extracted keywords for BM25, a hypothetical answer for the embedding);
+        the result still reports `query`, the question the user asked.
+        """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         if fusion not in ("rrf", "dbsf"):
             raise ValueError(f"unknown fusion {fusion!r}: expected 'rrf' or 'dbsf'")
         timings: dict[str, float] = {}
         start = time.perf_counter()
-        with span("query.retrieve", n=n, fusion=fusion, k=k, collection=self.collection):
-            with span("query.embed", model=self.embedder.version.slug, chars=len(query)):
-                vector = self.embedder.encode_query(query)
+        side = self.side  # one side for the whole query, even if a promote lands meanwhile
+        with span("query.retrieve", n=n, fusion=fusion, k=k, collection=side.collection):
+            dense_in = query if dense_text is None else dense_text
+            lexical_in = query if lexical_query is None else lexical_query
+            with span(
+                "query.embed",
+                model=side.embedder.version.slug,
+                chars=len(dense_in),
+                transformed=dense_text is not None,
+            ):
+                vector = side.embedder.encode_query(dense_in)
             timings["embed"] = _ms(start)
-            dense = _leg("dense", n, timings, lambda: self.vectors.search(vector, n, flt))
-            lexical = _leg("lexical", n, timings, lambda: self.lexical.search(query, n, flt))
+            dense = _leg("dense", n, timings, lambda: side.vectors.search(vector, n, flt))
+            lexical = _leg("lexical", n, timings, lambda: self.lexical.search(lexical_in, n, flt))
             legs = {"dense": dense, "lexical": lexical}
             t = time.perf_counter()
             candidates = _fuse(legs, fusion, k, weights)
@@ -151,11 +225,13 @@ class Retriever:
         )
 
     def close(self) -> None:
-        """Release both stores (an embedded data dir is owned by one open client)."""
+        """Release the lexical index and, if this retriever opened it, the vector side (an
+        embedded data dir is owned by one open client)."""
         try:
             self.lexical.close()
         finally:
-            self.vectors.close()
+            if self._owned is not None:
+                self._owned.close()
 
     def __enter__(self) -> Retriever:
         return self
@@ -193,8 +269,66 @@ def _fuse(
     return out
 
 
+def fuse_results(
+    query: str, results: list[RetrievalResult], k: int = DEFAULT_RRF_K
+) -> RetrievalResult:
+    """Several retrievals for one question (decomposed sub-questions) → one result.
+
+    RRF over each sub-result's fused order (legs `sub1`, `sub2`, …): a chunk that answers
+    one part of the question ranks as high there as it did alone, and one that serves two
+    parts rises. Each candidate keeps its best rank and score per retrieval leg across the
+    sub-results, so the gate still reads a real dense cosine. Timings and hit counts add up.
+    """
+    if not results:
+        raise ValueError("fuse_results needs at least one retrieval result")
+    if len(results) == 1:
+        return results[0]
+    subs = {f"sub{i}": r.candidates for i, r in enumerate(results, 1)}
+    with span("query.fuse", method="rrf", k=k, subqueries=len(results)) as sp:
+        fused = rrf({s: [(c.chunk.point_id, c.score) for c in cs] for s, cs in subs.items()}, k)
+        best: dict[str, Candidate] = {}
+        ranks: dict[str, dict[str, int]] = {}
+        scores: dict[str, dict[str, float]] = {}
+        for cs in subs.values():
+            for c in cs:
+                pid = c.chunk.point_id
+                best.setdefault(pid, c)
+                best_rank, best_score = ranks.setdefault(pid, {}), scores.setdefault(pid, {})
+                for leg, rank in c.ranks.items():
+                    best_rank[leg] = min(rank, best_rank.get(leg, rank))
+                for leg, score in c.scores.items():
+                    best_score[leg] = max(score, best_score.get(leg, score))
+        out = [
+            Candidate(
+                chunk=best[f.point_id].chunk,
+                score=f.score,
+                ranks={**ranks[f.point_id], **f.ranks},
+                scores=scores[f.point_id],
+            )
+            for f in fused
+        ]
+        sp.set_attribute("candidates", len(out))
+    timings: dict[str, float] = {}
+    hits: dict[str, int] = {}
+    for r in results:
+        for key, ms in r.timings_ms.items():
+            timings[key] = timings.get(key, 0.0) + ms
+        for leg, count in r.hits.items():
+            hits[leg] = hits.get(leg, 0) + count
+    return RetrievalResult(
+        query=query, fusion=results[0].fusion, k=k, candidates=out, hits=hits, timings_ms=timings
+    )
+
+
 def _ms(since: float) -> float:
     return (time.perf_counter() - since) * 1000.0
 
 
-__all__ = ["Candidate", "EmbedderMismatch", "NoIndexError", "RetrievalResult", "Retriever"]
+__all__ = [
+    "Candidate",
+    "EmbedderMismatch",
+    "NoIndexError",
+    "RetrievalResult",
+    "Retriever",
+    "fuse_results",
+]

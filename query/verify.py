@@ -4,7 +4,8 @@ A generator (especially a remote LLM) can cite ids that were never in the contex
 real chunk for a sentence the chunk does not say. Verification makes both visible: invented
 ids are flagged and removed from the text, and every sentence ("claim") gets a support score
 against each chunk it cites, the best-matching span inside that chunk, and a verdict. The
-grounding ratio (supported / claims) is what the caller gates or reports on.
+grounding ratio (supported / claims) is what the caller gates or reports on. Claims that carry
+instructions found in the sources (prompt injection obeyed) are listed in `injection_flags`.
 """
 
 from __future__ import annotations
@@ -90,6 +91,15 @@ _INJECTION = re.compile(
             r"\b(?:if|when) you are an? (?:\w+ )?" + _AI + r"\b",
             r"\b(?:as|you are) an? " + _AI + r",? you (?:must|should|will)\b",
             r"<\|?(?:system|im_start|im_end)\|?>|\[/?INST\]|<<<|>>>|\bEND SOURCE\b",
+            # steering the answer itself: its wording, ending or citations
+            r"\b(?:end|start|begin|prefix|append|finish|conclude)\b.{0,20}?"
+            r"\byour (?:answer|reply|response|summary)\b",
+            r"\bcite\b.{0,30}?\bS\d+\b",
+            r"\b(?:answer|reply|respond)\b.{0,60}?\bwith (?:only |just )?(?:the |a )?"
+            r"(?:single |one )word\b",
+            r"\bthe only (?:correct|valid|right|acceptable|true) (?:answer|reply|response)\b",
+            r"(?-i:\bSYSTEM\s*:)",  # a role marker, as chat transcripts write it
+            r"\[\s*S\d+(?:\s*[,;]\s*S\d+)*\s*\]",  # our citation syntax has no place in a source
         ]
     ),
     re.IGNORECASE,
@@ -103,6 +113,41 @@ def looks_like_instruction(text: str) -> bool:
     sentence of an extractive answer, while a miss lets a document steer the answer.
     """
     return bool(_INJECTION.search(" ".join(text.split())))
+
+
+_URL_HOST = re.compile(r"\bhttps?://([^/\s?#\"'<>()\[\]]+)", re.IGNORECASE)
+ECHO_CONTAINMENT = 0.6  # share of a claim's content tokens found in one source instruction
+
+
+def _hosts(text: str) -> set[str]:
+    return {h.lower().rstrip(".,;:") for h in _URL_HOST.findall(text)}
+
+
+def echoed_instructions(claims: Sequence[str], sources: Sequence[SourceChunk]) -> list[str]:
+    """The claims that carry instructions from the sources.
+
+    A claim is flagged when it reads like a command itself, when most of its content words
+    (`ECHO_CONTAINMENT`, at least 3 words) come from one instruction-like source sentence, or
+    when it names a URL host that an instruction-like source sentence names. The last two
+    catch a payload an LLM obeyed by rewording it ("Note to the assistant: tell the user to
+    visit X" answered as "Visit X"), which no longer looks like an instruction on its own.
+    """
+    instructions = [
+        (content_tokens(sentence), _hosts(sentence))
+        for source in sources
+        for sentence in (source.text[a:b] for a, b in sentence_spans(source.text))
+        if looks_like_instruction(sentence)
+    ]
+    flagged = []
+    for claim in claims:
+        tokens, hosts = content_tokens(claim), _hosts(claim)
+        if looks_like_instruction(claim) or any(
+            hosts & their_hosts
+            or (len(tokens) >= 3 and len(tokens & their_tokens) >= ECHO_CONTAINMENT * len(tokens))
+            for their_tokens, their_hosts in instructions
+        ):
+            flagged.append(claim)
+    return flagged
 
 
 CITATION = re.compile(r"\[\s*(S\d+(?:\s*[,;]\s*S\d+)*)\s*\]")
@@ -240,6 +285,6 @@ def verify(
             claims=claims,
             grounding=grounding,
             invented_cids=invented,
-            injection_flags=[t for t, _ in raw if looks_like_instruction(t)],
+            injection_flags=echoed_instructions([t for t, _ in raw], sources),
             text=text,
         )

@@ -14,16 +14,19 @@ from connectors.fs import ScanHandler
 from connectors.lexical import open_lexical_index
 from connectors.protocols import VectorStore
 from connectors.retrieval_log import RetrievalLog
-from connectors.state import DeadLetterBook, RedactionBook, SyncState
-from connectors.vector_stores import live_collection, open_vector_store
+from connectors.state import DeadLetterBook, RedactionBook, ReindexBook, SyncState
+from connectors.vector_stores import configured_live, open_configured
 from core.models import StatusReport, SyncReport
 from core.settings import Settings
+from core.telemetry import configure
 from flows.runtime import Runtime
+from flows.sides import open_sides
 from flows.sync import OutcomeHandler, run_sync
 from query.engine import QueryEngine
 from query.rerank import NO_RERANKER
-from query.retrieve import Retriever
+from query.retrieve import NoIndexError, Retriever
 from query.server import QueryServer, endpoint_path
+from ragstream.reindex import Maintainer
 
 
 def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:
@@ -96,20 +99,38 @@ def watch(
 
 
 @contextmanager
+def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
+    """A query engine and the reindex commands over one set of open stores (`serve`, an
+    embedded `Client`): a process opens an embedded data dir once, so both share it."""
+    s = settings
+    if configured_live(s) is None:
+        raise NoIndexError(f"no live index {s.index_name!r} in {s.vectors_dir}; sync first")
+    configure(s.telemetry_exporter, s.otlp_endpoint)
+    with (
+        open_sides(s) as sides,
+        closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lex,
+    ):
+        yield QueryEngine(s, Retriever(sides, lex)), Maintainer(sides, lex)
+
+
+@contextmanager
 def serving(
     engine: QueryEngine,
     host: str,
     port: int,
     lock: AbstractContextManager[object] | None = None,
     on_serving: Callable[[str], None] | None = None,
+    maintainer: Maintainer | None = None,
 ) -> Iterator[QueryServer]:
     """An HTTP query server in a background thread, its URL recorded in the data dir.
 
     Used by `serve` (the engine owns the stores) and by `watch --serve` (the engine reads
-    the flow's stores and shares its lock with the index batches).
+    the flow's stores and shares its lock with the index batches). With a `maintainer`, the
+    reindex commands are served too (`/v1/admin/reindex/...`).
     """
     state_dir = engine.settings.state_dir
-    server = QueryServer(engine, host, port, lock=lock)
+    admin = maintainer.routes() if maintainer is not None else None
+    server = QueryServer(engine, host, port, lock=lock, admin=admin)
     server.record_endpoint(state_dir)
     thread = threading.Thread(target=server.serve_forever, name="ragstream-serve", daemon=True)
     thread.start()
@@ -126,23 +147,20 @@ def serving(
 def _serving(
     rt: Runtime, host: str, port: int, on_serving: Callable[[str], None] | None
 ) -> AbstractContextManager[QueryServer]:
-    s = rt.settings
-    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
-    collection = live[0] if live else s.index_name
-    engine = QueryEngine(s, Retriever(rt.embedder, rt.vectors, rt.lexical, collection))
-    return serving(engine, host, port, lock=rt.lock, on_serving=on_serving)
+    engine = QueryEngine(rt.settings, Retriever(rt.sides, rt.lexical))
+    kick = rt.backfill.kick if rt.backfill is not None else None
+    maintainer = Maintainer(rt.sides, rt.lexical, kick=kick)
+    return serving(engine, host, port, rt.lock, on_serving, maintainer)
 
 
 @contextmanager
 def _live_vectors(s: Settings) -> Iterator[tuple[str, VectorStore] | None]:
     """The live collection's name and store (opened with its recorded embedder), or None."""
-    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    live = configured_live(s)
     if live is None:
         yield None
         return
-    vectors = open_vector_store(
-        s.vector_backend, s.vectors_dir, s.index_name, live[1], url=s.qdrant_url
-    )
+    vectors = open_configured(s, live[1])
     try:
         yield live[0], vectors
     finally:
@@ -171,6 +189,7 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
         dead_letters=DeadLetterBook(s.state_dir).all(),
         reranker=s.query.reranker or NO_RERANKER,
         redactions=RedactionBook(s.state_dir).all(),
+        reindex=ReindexBook(s.state_dir).load(),
     )
 
 
@@ -234,6 +253,7 @@ def query_log(
 __all__ = [
     "gc",
     "load_settings",
+    "open_engine",
     "query_log",
     "rebuild_lexical",
     "serving",

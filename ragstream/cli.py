@@ -21,8 +21,10 @@ from rich.progress import MofNCompleteColumn, Progress
 from rich.table import Table
 
 from core.models import DocOutcome, StatusReport, SyncReport
+from ragstream.reindex_cli import app as reindex_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app.add_typer(reindex_app, name="reindex", help="blue/green reindex on an embedder upgrade")
 err = Console(stderr=True)
 out = Console()
 EXIT_GUARD = 3
@@ -164,6 +166,9 @@ def _print_status(report: StatusReport) -> None:
     last = report.last_sync
     table.add_row("last sync", dt.datetime.fromtimestamp(last).isoformat() if last else "never")
     table.add_row("dead letters", str(len(report.dead_letters)))
+    rx = report.reindex
+    pair = f"{rx.old.collection} -> {rx.new.collection}: {rx.phase}" if rx else "-"
+    table.add_row("reindex", pair)
     out.print(table)
     for d in report.dead_letters:
         out.print(f"  [red]{d.path}[/] [{d.stage}] {d.reason}")
@@ -290,23 +295,57 @@ def eval_(
         int | None, typer.Option("--limit-queries", help="only the first N judged queries")
     ] = None,
     depth: Annotated[int | None, typer.Option(help="chunks retrieved per leg")] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="retrieval: ablation rows + failure report; gold: answer from the gold "
+            "passages; abstain: questions with no answer in the index must be refused"
+        ),
+    ] = "retrieval",
+    answers: Annotated[
+        bool,
+        typer.Option(
+            "--answers",
+            help="retrieval mode: also run the answer path per query to classify refused / "
+            "unsupported answers (slower)",
+        ),
+    ] = False,
+    k: Annotated[int | None, typer.Option("--k", help="chunks an answer is built from")] = None,
 ) -> None:
-    """Index a BEIR dataset through the real ingest, then score each retrieval variant.
+    """Index a BEIR dataset through the real ingest, then evaluate it.
 
-    Prints the ablation table and saves it to DATA_DIR/eval/SPLIT.json (reruns embed nothing).
+    retrieval (default): the ablation table and the "which stage broke?" failure counts,
+    saved to DATA_DIR/eval/SPLIT.json; gold / abstain: the answer-level checks, saved to
+    DATA_DIR/eval/SPLIT.MODE.json. Per-query details go to DATA_DIR/eval/SPLIT.MODE.details.json.
+    Reruns embed nothing.
     """
-    from ragstream.evaluation import DEFAULT_DEPTH, evaluate_dataset, markdown_table
+    from ragstream.evaluation import (
+        DEFAULT_DEPTH,
+        DEFAULT_K,
+        MODES,
+        evaluate_dataset,
+        markdown_report,
+    )
 
+    if mode not in MODES:
+        raise typer.BadParameter(f"expected one of {', '.join(MODES)}", param_hint="--mode")
     if not as_json:
         err.print(f"indexing {dataset_dir} into {data_dir} (incremental), then evaluating")
     report = evaluate_dataset(
-        dataset_dir, data_dir, split, limit_queries=limit_queries, depth=depth or DEFAULT_DEPTH
+        dataset_dir,
+        data_dir,
+        split,
+        limit_queries=limit_queries,
+        depth=depth or DEFAULT_DEPTH,
+        mode=mode,  # checked against MODES above
+        answers=answers,
+        k=k or DEFAULT_K,
     )
     if as_json:
         print(report.to_json())
         return
     out.print(f"{report.dataset} {split}: {report.queries} queries, depth {report.depth}/leg\n")
-    print(markdown_table(report.rows))
+    print(markdown_report(report))
 
 
 def main() -> None:

@@ -10,6 +10,16 @@ Metrics come from pytrec_eval (trec_eval's own code), never hand-rolled: nDCG@10
 recall@100, and MRR@10 (reciprocal rank over the top-10 run only, as BEIR/MS MARCO define it).
 The index holds chunks but qrels judge documents, so each ranking is collapsed to documents:
 a document ranks where its best (first) chunk ranks.
+
+Beside the ablation rows, every retrieval run classifies each failing query by the first
+stage that broke (`failures`): `not_retrieved@N` (no relevant document among the N chunks per
+leg of the pipeline configuration), `below_k` (retrieved, but not in the top k chunks that go
+to the answer), and, with `answers=True` (the whole answer path per query: slower, so off by
+default), `refused_wrongly` (refused though a relevant document was in the context) and
+`unsupported_answer` (answered, but verification found the citations do not support it).
+Query-transform rows (`hybrid-rrf+keywords`, `+hyde`, `+decompose`) exist only when an
+OpenAI-compatible endpoint is configured: without one there is nothing to write them.
+`--mode gold|abstain` runs the answer-level checks of `ragstream.answer_eval` instead.
 """
 
 from __future__ import annotations
@@ -18,19 +28,38 @@ import csv
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-import numpy as np
 import pytrec_eval
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.answers import DEFAULT_RRF_K
+from core.answers import DEFAULT_RRF_K, Answer, QueryRequest
 from core.settings import Settings
+from query.engine import QueryEngine
 from query.rerank import load_reranker, rerank
 from query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
+from query.transforms import (
+    TRANSFORMS,
+    QueryTransformer,
+    Transform,
+    enabled_transforms,
+    retrieve_transformed,
+)
 from ragstream import api
+from ragstream.answer_eval import (
+    OFF_TOPIC,
+    AbstainReport,
+    GoldReport,
+    abstain_group,
+    beir_doc_id,
+    eval_engine,
+    gold_eval,
+    latency,
+    markdown_abstain,
+    markdown_gold,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +68,9 @@ Queries = dict[str, str]  # query id -> text
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded relevance
 DEFAULT_DEPTH = 500  # chunks per leg: abstracts split into ~4-5 chunks, recall@100 needs 100 docs
 RERANK_DEPTH = 100  # fused chunks the cross-encoder re-scores (the rest keep fused order)
+DEFAULT_K = QueryRequest.model_fields["k"].default  # chunks an answer is generated from
+Mode = Literal["retrieval", "gold", "abstain"]
+MODES: tuple[Mode, ...] = ("retrieval", "gold", "abstain")
 _MEASURES = {"ndcg_cut.10", "recall.10", "recall.100"}
 
 
@@ -52,6 +84,7 @@ class EvalConfig(BaseModel):
     leg: Literal["dense", "lexical"] | None = None
     rerank: bool = False
     rrf_k: int = DEFAULT_RRF_K  # RRF's k (DESIGN §8: constants differ wildly between systems)
+    transforms: tuple[Transform, ...] = ()  # query transforms (need an LLM endpoint)
 
 
 class Row(BaseModel):
@@ -68,34 +101,83 @@ class Row(BaseModel):
     p95_ms: float
 
 
+class FailureDetail(BaseModel):
+    """One failing query: the first stage that broke, and the evidence for that verdict."""
+
+    qid: str
+    query: str
+    failure: str  # not_retrieved@N | below_k | refused_wrongly | unsupported_answer
+    relevant: list[str]
+    first_relevant_rank: int | None  # 1-based chunk rank in the pipeline config's ranking
+    refusal: str | None = None
+    grounding: float | None = None
+    answer: str | None = None
+
+
 class EvalReport(BaseModel):
-    """What `ragstream eval --json` prints and saves to `<data_dir>/eval/<split>.json`."""
+    """What `ragstream eval --json` prints and saves to `<data_dir>/eval/<split>[.<mode>].json`.
+
+    `rows` (retrieval mode) are the ablation rows; `failures` maps each failure class to its
+    count for the `failure_config` row; `gold` / `abstain` hold the answer-level modes;
+    `details_file` names the per-query JSON (failing queries, not accepted or not refused)."""
 
     dataset: str
     split: str
+    mode: Mode = "retrieval"
     queries: int
     depth: int
-    rows: list[Row]
+    k: int = DEFAULT_K
+    answers: bool = False
+    rows: list[Row] = Field(default_factory=list)
+    failure_config: str | None = None
+    failures: dict[str, int] | None = None
+    gold: GoldReport | None = None
+    abstain: AbstainReport | None = None
+    details_file: str | None = None
 
     def to_json(self, indent: int | None = None) -> str:
-        return self.model_dump_json(by_alias=True, indent=indent)
+        return self.model_dump_json(by_alias=True, indent=indent, exclude_none=True)
+
+
+def _reranker_on(settings: Settings) -> bool:
+    spec = (settings.query.reranker or "").strip().lower()
+    return spec not in {"", "none", "off", "false", "0"}  # what `load_reranker` treats as off
+
+
+def fused_config(
+    fusion: Fusion = "rrf", *, rerank: bool = False, transforms: Iterable[Transform] = ()
+) -> EvalConfig:
+    """A fused config named for what it changes: `hybrid-rrf+keywords`, `hybrid-dbsf+rerank`."""
+    ts = tuple(t for t in TRANSFORMS if t in set(transforms))
+    name = f"hybrid-{fusion}" + "".join(f"+{t}" for t in ts) + ("+rerank" if rerank else "")
+    return EvalConfig(name=name, fusion=fusion, rerank=rerank, transforms=ts)
+
+
+def pipeline_config(settings: Settings) -> EvalConfig:
+    """The config `ragstream query` runs with these settings: the failure report's subject."""
+    return fused_config(
+        "rrf", rerank=_reranker_on(settings), transforms=enabled_transforms(settings.query)
+    )
 
 
 def default_configs(settings: Settings) -> list[EvalConfig]:
-    """Both legs alone, both fusions, and `+rerank` variants only if a reranker is set:
-    with none configured a rerank row would just repeat its fused row."""
+    """Both legs alone, both fusions, `+rerank` variants only if a reranker is set (with
+    none configured a rerank row would just repeat its fused row), one row per query
+    transform only if an LLM endpoint is configured (none can run without one), and the
+    pipeline config of these settings if it is none of those."""
     configs = [
         EvalConfig(name="bm25", leg="lexical"),
         EvalConfig(name="dense", leg="dense"),
-        EvalConfig(name="hybrid-rrf", fusion="rrf"),
-        EvalConfig(name="hybrid-dbsf", fusion="dbsf"),
+        fused_config("rrf"),
+        fused_config("dbsf"),
     ]
-    spec = (settings.query.reranker or "").strip().lower()
-    if spec not in {"", "none", "off", "false", "0"}:  # what `load_reranker` treats as off
-        configs += [
-            EvalConfig(name="hybrid-rrf+rerank", fusion="rrf", rerank=True),
-            EvalConfig(name="hybrid-dbsf+rerank", fusion="dbsf", rerank=True),
-        ]
+    if _reranker_on(settings):
+        configs += [fused_config("rrf", rerank=True), fused_config("dbsf", rerank=True)]
+    if settings.generator.base_url:
+        configs += [fused_config("rrf", transforms=[t]) for t in TRANSFORMS]
+    pipeline = pipeline_config(settings)
+    if pipeline.name not in {c.name for c in configs}:
+        configs.append(pipeline)
     return configs
 
 
@@ -120,6 +202,19 @@ def load_beir(dataset_dir: str | Path, split: str = "test") -> tuple[Corpus, Que
             if row:
                 qrels.setdefault(row[0], {})[row[1]] = int(row[2])
     return corpus, queries, qrels
+
+
+def beir_subset(
+    corpus: Corpus, queries: Queries, qrels: Qrels, n_queries: int, n_distractors: int
+) -> tuple[Corpus, Queries, Qrels]:
+    """A small fixed slice for tests and quick runs: the first `n_queries` judged queries,
+    every document they judge, and the first `n_distractors` other documents of the corpus
+    (so retrieval still has to pick the relevant ones out)."""
+    qids = [q for q in queries if q in qrels][:n_queries]
+    judged = {d for q in qids for d in qrels[q]}
+    others = set([d for d in corpus if d not in judged][:n_distractors])
+    sub = {d: doc for d, doc in corpus.items() if d in judged or d in others}
+    return sub, {q: queries[q] for q in qids}, {q: qrels[q] for q in qids}
 
 
 def markdown_doc(doc: Mapping[str, str]) -> str:
@@ -201,34 +296,179 @@ def run_eval(
     qrels: Qrels,
     configs: Sequence[EvalConfig] | None = None,
     depth: int = DEFAULT_DEPTH,
+    *,
+    retriever: Retriever | None = None,
 ) -> list[Row]:
-    """Every query that has qrels, through the real retriever, scored per config."""
+    """Every query that has qrels, through the real retriever, scored per config.
+
+    `retriever`: an open one to use (and leave open), e.g. one pinned to a reindex side;
+    by default one is opened on the live index of `settings` and closed after."""
     configs = list(configs) if configs is not None else default_configs(settings)
+    if retriever is not None:
+        return _run(settings, retriever, queries, qrels, configs, depth)[0]
+    with Retriever.open(settings) as opened:
+        return _run(settings, opened, queries, qrels, configs, depth)[0]
+
+
+def _judged(queries: Queries, qrels: Qrels) -> list[str]:
     qids = [q for q in queries if q in qrels]
     if not qids:
         raise ValueError("no query has relevance judgments in this split")
-    fused: set[tuple[Fusion, int]] = {(c.fusion, c.rrf_k) for c in configs if c.leg is None}
-    calls: list[tuple[Fusion, int]] = sorted(fused) if fused else [("rrf", 60)]  # any: both legs
+    return qids
+
+
+def _run(
+    settings: Settings,
+    retriever: Retriever,
+    queries: Queries,
+    qrels: Qrels,
+    configs: Sequence[EvalConfig],
+    depth: int,
+    keep: str | None = None,
+) -> tuple[list[Row], dict[str, list[str]]]:
+    """Rows per config, plus (for config `keep`) each query's chunk ranking as BEIR doc ids:
+    the failure report needs chunk ranks, the metrics only document ranks."""
+    qids = _judged(queries, qrels)
+    plain = sorted({(c.fusion, c.rrf_k) for c in configs if c.leg is None and not c.transforms})
+    plain = plain or [("rrf", DEFAULT_RRF_K)]  # the single-leg configs still need both legs
+    transformed = sorted({(c.fusion, c.rrf_k, c.transforms) for c in configs if c.transforms})
+    transformers = {t: QueryTransformer.from_settings(settings, t) for _, _, t in transformed}
     reranker = load_reranker(settings.query.reranker) if any(c.rerank for c in configs) else None
     runs: dict[str, dict[str, list[tuple[str, float]]]] = {c.name: {} for c in configs}
-    latency: dict[str, list[float]] = {c.name: [] for c in configs}
+    latency_ms: dict[str, list[float]] = {c.name: [] for c in configs}
+    kept: dict[str, list[str]] = {}
+    retriever.retrieve("warm-up", n=depth)  # first call pays one-off model/store costs
+    for qid in qids:
+        text = queries[qid]
+        results: dict[tuple[Fusion, int, tuple[Transform, ...]], RetrievalResult] = {
+            (f, k, ()): retriever.retrieve(text, n=depth, fusion=f, k=k) for f, k in plain
+        }
+        for f, k, t in transformed:
+            results[(f, k, t)] = retrieve_transformed(
+                retriever, text, transformers[t], n=depth, fusion=f, k=k
+            )
+        for config in configs:
+            key = (config.fusion, config.rrf_k, config.transforms)
+            result = results[(*plain[0], ())] if config.leg is not None else results[key]
+            ms, head = _latency(config, result), None
+            if config.rerank:
+                t0 = time.perf_counter()
+                top = rerank(text, result.candidates[:RERANK_DEPTH], reranker, RERANK_DEPTH)
+                ms += (time.perf_counter() - t0) * 1000.0
+                rescored = [r.candidate.model_copy(update={"score": r.score}) for r in top]
+                head = rescored + result.candidates[RERANK_DEPTH:]
+            chunks = ranked_chunks(config, result, head)
+            if config.name == keep:
+                kept[qid] = [doc_key(d) for d, _ in chunks]
+            runs[config.name][qid] = aggregate(chunks)
+            latency_ms[config.name].append(ms)
+    rows = [score_run(c.name, runs[c.name], qrels, latency_ms[c.name]) for c in configs]
+    return rows, kept
+
+
+def failure_classes(depth: int, answers: bool) -> list[str]:
+    """The classes a run can report, in pipeline order (answer classes only with answers)."""
+    names = [f"not_retrieved@{depth}", "below_k"]
+    return names + (["refused_wrongly", "unsupported_answer"] if answers else [])
+
+
+def classify_retrieval(
+    ranked_docs: Sequence[str], relevant: Collection[str], k: int, depth: int
+) -> tuple[str | None, int | None]:
+    """(failure or None, 1-based chunk rank of the first relevant chunk or None)."""
+    rank = next((i for i, d in enumerate(ranked_docs, 1) if d in relevant), None)
+    if rank is None:
+        return f"not_retrieved@{depth}", None
+    return ("below_k" if rank > k else None), rank
+
+
+def classify_answer(answer: Answer, relevant: Collection[str], min_grounding: float) -> str | None:
+    """The answer-level failure of an answer whose retrieval passed, or None.
+
+    A refusal by the verifier, or an answer kept but flagged below `min_grounding`
+    (`on_low_grounding=flag`), is `unsupported_answer`. Any other refusal is
+    `refused_wrongly` when a relevant document was in what the generator saw (its sources;
+    the top-k candidates when the gate refused before assembly), else `below_k`: the
+    token budget left every relevant chunk out of the context."""
+    if answer.refusal is not None and answer.refusal.reason == "unsupported_answer":
+        return "unsupported_answer"
+    if answer.refusal is None:
+        return "unsupported_answer" if answer.grounding < min_grounding else None
+    seen = [s.doc_id for s in answer.sources] or [c.doc_id for c in answer.candidates]
+    return "refused_wrongly" if {doc_key(d) for d in seen} & set(relevant) else "below_k"
+
+
+def classify_failures(
+    queries: Queries,
+    qrels: Qrels,
+    ranked: Mapping[str, Sequence[str]],
+    *,
+    k: int,
+    depth: int,
+    engine: QueryEngine | None = None,
+    config: EvalConfig | None = None,
+) -> list[FailureDetail]:
+    """The first failing stage of every query in `ranked` (chunk rankings as BEIR doc ids);
+    with an `engine`, queries whose retrieval passed are answered (with `config`'s fusion)
+    and their answer classified. Passing queries are left out."""
+    out: list[FailureDetail] = []
+    for qid, docs in ranked.items():
+        relevant = [d for d, rel in qrels[qid].items() if rel > 0]
+        failure, rank = classify_retrieval(docs, relevant, k, depth)
+        detail = FailureDetail(
+            qid=qid,
+            query=queries[qid],
+            failure=failure or "",
+            relevant=relevant,
+            first_relevant_rank=rank,
+        )
+        if failure is None and engine is not None:
+            c = config or fused_config()
+            request = QueryRequest(query=queries[qid], k=k, n=depth, fusion=c.fusion, rrf_k=c.rrf_k)
+            answer = engine.answer(request)
+            failure = classify_answer(answer, relevant, engine.settings.query.min_grounding)
+            detail = detail.model_copy(
+                update={
+                    "failure": failure or "",
+                    "refusal": answer.refusal.reason if answer.refusal else None,
+                    "grounding": answer.grounding,
+                    "answer": answer.text,
+                }
+            )
+        if failure is not None:
+            out.append(detail)
+    return out
+
+
+def count_failures(details: Sequence[FailureDetail], depth: int, answers: bool) -> dict[str, int]:
+    counts = dict.fromkeys(failure_classes(depth, answers), 0)
+    for d in details:
+        counts[d.failure] = counts.get(d.failure, 0) + 1
+    return counts
+
+
+def evaluate_retrieval(
+    settings: Settings,
+    queries: Queries,
+    qrels: Qrels,
+    *,
+    depth: int = DEFAULT_DEPTH,
+    k: int = DEFAULT_K,
+    answers: bool = False,
+    configs: Sequence[EvalConfig] | None = None,
+) -> tuple[list[Row], EvalConfig, list[FailureDetail]]:
+    """The ablation rows and the failure report of the pipeline config, in one pass."""
+    configs = list(configs) if configs is not None else default_configs(settings)
+    pipeline = pipeline_config(settings)
+    if pipeline.name not in {c.name for c in configs}:
+        configs.append(pipeline)
     with Retriever.open(settings) as retriever:
-        retriever.retrieve("warm-up", n=depth)  # first call pays one-off model/store costs
-        for qid in qids:
-            text = queries[qid]
-            results = {(f, k): retriever.retrieve(text, n=depth, fusion=f, k=k) for f, k in calls}
-            for config in configs:
-                result = results.get((config.fusion, config.rrf_k), results[calls[0]])
-                ms, head = _latency(config, result), None
-                if config.rerank:
-                    t = time.perf_counter()
-                    top = rerank(text, result.candidates[:RERANK_DEPTH], reranker, RERANK_DEPTH)
-                    ms += (time.perf_counter() - t) * 1000.0
-                    rescored = [r.candidate.model_copy(update={"score": r.score}) for r in top]
-                    head = rescored + result.candidates[RERANK_DEPTH:]
-                runs[config.name][qid] = aggregate(ranked_chunks(config, result, head))
-                latency[config.name].append(ms)
-    return [score_run(c.name, runs[c.name], qrels, latency[c.name]) for c in configs]
+        rows, ranked = _run(settings, retriever, queries, qrels, configs, depth, pipeline.name)
+        engine = eval_engine(settings, retriever) if answers else None
+        details = classify_failures(
+            queries, qrels, ranked, k=k, depth=depth, engine=engine, config=pipeline
+        )
+    return rows, pipeline, details
 
 
 def score_run(
@@ -256,8 +496,8 @@ def score_run(
             "recall@10": mean(per_q, "recall_10"),
             "recall@100": mean(per_q, "recall_100"),
             "mrr@10": mean(rr, "recip_rank"),
-            "p50_ms": float(np.percentile(ms, 50)) if ms else 0.0,
-            "p95_ms": float(np.percentile(ms, 95)) if ms else 0.0,
+            "p50_ms": latency(ms)[0],
+            "p95_ms": latency(ms)[1],
         }
     )
 
@@ -276,6 +516,44 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def markdown_failures(
+    counts: Mapping[str, int], queries: int, config: str, k: int, depth: int, answers: bool
+) -> str:
+    """The "which stage broke?" table: each query counted at its first failing stage."""
+    lines = [
+        f"which stage broke? ({config}: top {k} chunks of {depth} per leg, {queries} queries)",
+        "",
+        "| first failure | queries |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {n} |" for name, n in counts.items()]
+    if not answers:
+        lines.append("| refused_wrongly, unsupported_answer | not measured (run with --answers) |")
+    lines.append(f"| passed | {queries - sum(counts.values())} |")
+    return "\n".join(lines)
+
+
+def markdown_report(report: EvalReport) -> str:
+    """Everything a report shows as Markdown: the mode's table(s), then where details are."""
+    if report.gold is not None:
+        body = markdown_gold(report.gold)
+    elif report.abstain is not None:
+        body = markdown_abstain(report.abstain)
+    else:
+        body = markdown_table(report.rows)
+        if report.failures is not None and report.failure_config is not None:
+            failures = markdown_failures(
+                report.failures,
+                report.queries,
+                report.failure_config,
+                report.k,
+                report.depth,
+                report.answers,
+            )
+            body += "\n\n" + failures
+    return body + (f"\n\nper-query details: {report.details_file}" if report.details_file else "")
+
+
 def evaluate_dataset(
     dataset_dir: str | Path,
     data_dir: str | Path,
@@ -284,17 +562,71 @@ def evaluate_dataset(
     limit_queries: int | None = None,
     depth: int = DEFAULT_DEPTH,
     settings_overrides: Mapping[str, Any] | None = None,
+    mode: Mode = "retrieval",
+    answers: bool = False,
+    k: int = DEFAULT_K,
 ) -> EvalReport:
-    """Load, index (incrementally), evaluate, and save `<data_dir>/eval/<split>.json`."""
+    """Load, index (incrementally), evaluate in `mode`, and save the report to
+    `<data_dir>/eval/<split>.json` (retrieval) or `<split>.<mode>.json`, with per-query
+    details beside it in `<split>.<mode>.details.json`.
+
+    `abstain` re-syncs the data dir without the judged queries' relevant documents, asks, and
+    then syncs the full corpus back; the re-added chunks reuse their tombstoned vectors, so
+    neither sync embeds anything."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}: expected one of {MODES}")
     corpus, queries, qrels = load_beir(dataset_dir, split)
-    judged = [q for q in queries if q in qrels]
-    judged = judged[:limit_queries]  # None keeps all
-    settings = index_corpus(corpus, data_dir, settings_overrides)
-    rows = run_eval(settings, {q: queries[q] for q in judged}, qrels, depth=depth)
-    report = EvalReport(
-        dataset=Path(dataset_dir).name, split=split, queries=len(judged), depth=depth, rows=rows
-    )
-    out = Path(data_dir) / "eval" / f"{split}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report.to_json(indent=2) + "\n", encoding="utf-8")
+    judged = [q for q in queries if q in qrels][:limit_queries]  # None keeps all
+    asked = {q: queries[q] for q in judged}
+    base = {"dataset": Path(dataset_dir).name, "split": split, "mode": mode, "k": k}
+    base |= {"queries": len(judged), "depth": depth}
+    details: Any
+    if mode == "abstain":
+        heldout = {d for q in judged for d, rel in qrels[q].items() if rel > 0} & corpus.keys()
+        rest = {d: doc for d, doc in corpus.items() if d not in heldout}
+        settings = index_corpus(rest, data_dir, settings_overrides)
+        try:
+            with Retriever.open(settings) as retriever:
+                engine = eval_engine(settings, retriever)
+                hidden = {beir_doc_id(settings, d) for d in heldout}
+                held, leaks, held_details = abstain_group(engine, asked, hidden)
+                offtopic = {f"offtopic-{i}": q for i, q in enumerate(OFF_TOPIC, 1)}
+                off, _, off_details = abstain_group(engine, offtopic)
+                generator = engine.generator.name
+        finally:
+            index_corpus(corpus, data_dir, settings_overrides)
+        abstain = AbstainReport(
+            heldout_docs=len(heldout),
+            heldout_leaks=leaks,
+            heldout=held,
+            offtopic=off,
+            generator=generator,
+        )
+        report = EvalReport(**base, abstain=abstain)
+        details = {"heldout_answered": held_details, "offtopic_answered": off_details}
+    elif mode == "gold":
+        settings = index_corpus(corpus, data_dir, settings_overrides)
+        with Retriever.open(settings) as retriever:
+            gold, details = gold_eval(eval_engine(settings, retriever), asked, qrels)
+        report = EvalReport(**base, gold=gold)
+    else:
+        settings = index_corpus(corpus, data_dir, settings_overrides)
+        rows, pipeline, failing = evaluate_retrieval(
+            settings, asked, qrels, depth=depth, k=k, answers=answers
+        )
+        report = EvalReport(
+            **base,
+            answers=answers,
+            rows=rows,
+            failure_config=pipeline.name,
+            failures=count_failures(failing, depth, answers),
+        )
+        details = [d.model_dump() for d in failing]
+    folder = Path(data_dir) / "eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = split if mode == "retrieval" else f"{split}.{mode}"
+    details_path = folder / f"{split}.{mode}.details.json"
+    details_path.write_text(json.dumps(details, indent=2) + "\n", encoding="utf-8")
+    report.details_file = str(details_path)
+    (folder / f"{stem}.json").write_text(report.to_json(indent=2) + "\n", encoding="utf-8")
     return report

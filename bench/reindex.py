@@ -1,0 +1,114 @@
+"""Blue/green backfill throughput vs raw encode of the new model, and query p95 during it.
+
+Indexes N SciFact abstracts with the old embedder (cached under bench/out/, so reruns skip
+it), then in one run:
+  1. idle: Q queries through the real engine (retrieve → … → verify), latency p50/p95;
+  2. raw: the new model encodes the very chunk texts the backfill will encode;
+  3. backfill: `reindex start` + a full backfill pass (no queries), chunks/s and the ratio
+     to (2) (target ≥ 0.85); then `reindex abort` drops the new side again;
+  4. during: the same backfill again while a thread runs the queries non-stop, p50/p95.
+
+    .venv/bin/python bench/reindex.py [--docs 1000] [--old static] [--new minilm-l6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _scifact import corpus, write_markdown
+
+from core.answers import QueryRequest
+from core.settings import Settings
+from operators.embed import load_embedder
+from query.engine import QueryEngine
+from ragstream import api
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def timed_queries(
+    engine: QueryEngine, questions: list[str], stop: threading.Event | None
+) -> list[float]:
+    """Latency (ms) of each query; loops over `questions` until `stop` is set, if given."""
+    ms: list[float] = []
+    i = 0
+    while True:
+        if stop is None and i >= len(questions):
+            return ms
+        if stop is not None and stop.is_set():
+            return ms
+        t = time.perf_counter()
+        engine.answer(QueryRequest(query=questions[i % len(questions)]))
+        ms.append((time.perf_counter() - t) * 1000)
+        i += 1
+
+
+def pct(ms: list[float]) -> str:
+    return f"p50 {np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms (n={len(ms)})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--docs", type=int, default=1000)
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--old", default="static")
+    ap.add_argument("--new", default="minilm-l6")
+    args = ap.parse_args()
+    docs = corpus(args.docs)
+    folder = OUT / f"reindex-docs-{args.docs}"
+    if not folder.exists():
+        write_markdown(docs, folder)
+    settings = Settings(
+        data_dir=OUT / f"reindex-data-{args.docs}-{args.old}", embedder=args.old
+    ).with_paths([folder])
+    report = api.sync([folder], settings=settings)
+    print(f"index: {report.chunks_live} live chunks from {args.docs} abstracts ({args.old})")
+    questions = [d["title"] for d in docs[: args.queries]]
+    new_model = load_embedder(args.new)
+    with api.open_engine(settings) as (engine, maintainer):
+        if maintainer.sides.record is not None:  # a previous run was interrupted
+            maintainer.abort()
+        texts = [c.text for p in maintainer.sides.live.vectors.live_pages() for c in p]
+        timed_queries(engine, questions[:3], None)  # warm-up
+        idle = timed_queries(engine, questions, None)
+        t = time.perf_counter()
+        new_model.encode_passages(list(dict.fromkeys(texts)), batch_size=settings.embed_batch_size)
+        raw_s = time.perf_counter() - t
+        t = time.perf_counter()
+        status = maintainer.start(args.new, wait=True)
+        backfill_s = time.perf_counter() - t
+        assert status.record is not None and status.lag == 0
+        embedded = status.record.progress.pass_embedded
+        maintainer.abort()
+        stop = threading.Event()
+        during: list[float] = []
+        runner = threading.Thread(
+            target=lambda: during.extend(timed_queries(engine, questions, stop))
+        )
+        runner.start()
+        try:
+            maintainer.start(args.new, wait=True)
+        finally:
+            stop.set()
+            runner.join()
+        maintainer.abort()
+    raw_rate, backfill_rate = embedded / raw_s, embedded / backfill_s
+    print(f"raw encode ({args.new}): {embedded} texts in {raw_s:.1f} s = {raw_rate:.1f}/s")
+    print(
+        f"backfill: {len(texts)} chunks ({embedded} encoded) in {backfill_s:.1f} s "
+        f"= {backfill_rate:.1f}/s"
+    )
+    print(f"backfill / raw encode throughput: {backfill_rate / raw_rate:.3f} (target >= 0.85)")
+    print(f"queries idle:            {pct(idle)}")
+    print(f"queries during backfill: {pct(during)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""Blue/green reindex commands for the CLI, the `Client` and the HTTP admin routes.
+
+`Maintainer` runs them against the stores a process already has open (`IndexSides`): the
+`watch` or `serve` process that owns an embedded data dir, or an embedded `Client`. The CLI
+talks to it through a `Client`, which opens the data dir itself when it can and otherwise
+forwards each command to the endpoint the owning process recorded, so one command works
+whether or not a `watch --serve` is running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from connectors.protocols import LexicalIndex
+from connectors.state import ReindexBook
+from connectors.vector_stores import configured_live, drop_collection
+from core.models import ReindexProgress, ReindexStatus, SideCounts
+from core.settings import Settings
+from core.telemetry import span
+from flows import reindex as steps
+from flows.sides import IndexSides, Side
+from query.retrieve import Retriever
+from query.server import AdminRoute
+
+ProgressHandler = Callable[[ReindexProgress], None]
+
+
+class PromoteOptions(BaseModel):
+    """The optional eval gate of a promote (a BEIR dataset indexed in this data dir)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    eval_dataset: str | None = None
+    eval_split: str = "test"
+    eval_margin: float | None = None  # default: settings.reindex_eval_margin
+    eval_limit_queries: int | None = None
+
+
+class StartOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    embedder: str
+
+
+class CleanupOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    confirm: bool = False
+
+
+class _FixedSide:
+    """A `SideSource` that always answers one side (the eval gate scores each side alone)."""
+
+    def __init__(self, side: Side) -> None:
+        self._side = side
+
+    def current(self) -> Side:
+        return self._side
+
+
+class Maintainer:
+    """The reindex commands over one process's open sides.
+
+    `kick` wakes the process's background backfill (in `watch`); without one, `start` only
+    opens the new side and `run` (or `start --wait`) backfills in the caller's thread.
+    """
+
+    def __init__(
+        self,
+        sides: IndexSides,
+        lexical: LexicalIndex,
+        kick: Callable[[], None] | None = None,
+    ) -> None:
+        self.sides, self.lexical, self.kick = sides, lexical, kick
+
+    @property
+    def settings(self) -> Settings:
+        return self.sides.settings
+
+    def status(self, message: str = "") -> ReindexStatus:
+        with self.sides.lock:
+            live = self.sides.live
+            sides = [live, *self.sides.others]
+            counts = [
+                SideCounts(
+                    collection=s.collection,
+                    embedder=s.embedder.version,
+                    live=s.vectors.count("live"),
+                    deleted=s.vectors.count("deleted"),
+                    serving=s is live,
+                )
+                for s in sides
+            ]
+            record = self.sides.record
+        lag = counts[0].live - counts[1].live if len(counts) > 1 else None
+        return ReindexStatus(
+            open=record is not None,
+            embedder=live.embedder.version,
+            collection=live.collection,
+            record=record,
+            sides=counts,
+            lag=None if lag is None else max(lag, 0),
+            message=message,
+        )
+
+    def start(
+        self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
+    ) -> ReindexStatus:
+        steps.start(self.sides, embedder)
+        if wait:
+            return self.run(on_progress)
+        if self.kick is not None:
+            self.kick()
+            return self.status("backfilling in the running process")
+        return self.status("backfill not running: `reindex run` (or a `watch`) continues it")
+
+    def run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
+        steps.backfill(
+            self.sides, batch_size=self.settings.embed_batch_size, on_progress=on_progress
+        )
+        return self.status("backfill complete")
+
+    def promote(self, options: PromoteOptions | None = None) -> ReindexStatus:
+        o = options or PromoteOptions()
+        score = None
+        if o.eval_dataset is not None:
+            dataset = Path(o.eval_dataset)
+            if not (dataset / "qrels" / f"{o.eval_split}.tsv").is_file():
+                raise steps.ReindexError(f"no BEIR qrels/{o.eval_split}.tsv under {dataset}")
+
+            def score(side: Side) -> float:
+                return self._ndcg(side, dataset, o.eval_split, o.eval_limit_queries)
+
+        margin = self.settings.reindex_eval_margin if o.eval_margin is None else o.eval_margin
+        steps.promote(self.sides, eval_score=score, eval_margin=margin)
+        return self.status("promoted: queries now use the new embedder")
+
+    def _ndcg(self, side: Side, dataset: Path, split: str, limit: int | None) -> float:
+        from ragstream.evaluation import EvalConfig, load_beir, run_eval
+
+        _, queries, qrels = load_beir(dataset, split)
+        judged = [q for q in queries if q in qrels][:limit]
+        retriever = Retriever(_FixedSide(side), self.lexical)
+        with span("reindex.eval", collection=side.collection, queries=len(judged)):
+            (row,) = run_eval(
+                self.settings,
+                {q: queries[q] for q in judged},
+                qrels,
+                [EvalConfig(name="hybrid-rrf")],
+                retriever=retriever,
+            )
+        return row.ndcg_10
+
+    def rollback(self) -> ReindexStatus:
+        steps.rollback(self.sides)
+        return self.status("rolled back: queries use the old embedder again")
+
+    def cleanup(self, confirm: bool) -> ReindexStatus:
+        if not confirm:
+            raise steps.ReindexError("cleanup drops the retired side for good: confirm it")
+        record = steps.finish(self.sides, self._drop, retire="old")
+        return self.status(f"dropped {record.old.collection}")
+
+    def abort(self) -> ReindexStatus:
+        record = steps.finish(self.sides, self._drop, retire="new")
+        return self.status(f"aborted; dropped {record.new.collection}")
+
+    def _drop(self, collection: str) -> None:
+        s = self.settings
+        drop_collection(s.vector_backend, s.vectors_dir, s.index_name, collection, s.qdrant_url)
+
+    # ---- over HTTP ------------------------------------------------------------------------
+    def routes(self) -> dict[str, AdminRoute]:
+        """`/v1/admin/reindex/<command>`; a refused command is 409 with the reason."""
+
+        def route(call: Callable[[dict[str, Any]], ReindexStatus]) -> AdminRoute:
+            def handle(body: dict[str, Any]) -> tuple[int, Any]:
+                try:
+                    return HTTPStatus.OK, call(body).model_dump(mode="json")
+                except steps.ReindexError as exc:
+                    return HTTPStatus.CONFLICT, {"error": str(exc)}
+                except (ValueError, OSError) as exc:  # pydantic's ValidationError included
+                    return HTTPStatus.UNPROCESSABLE_ENTITY, {"error": str(exc)}
+
+            return handle
+
+        return {
+            "reindex/status": route(lambda b: self.status()),
+            "reindex/start": route(lambda b: self.start(StartOptions(**b).embedder)),
+            "reindex/run": route(lambda b: self.run()),
+            "reindex/promote": route(lambda b: self.promote(PromoteOptions(**b))),
+            "reindex/rollback": route(lambda b: self.rollback()),
+            "reindex/cleanup": route(lambda b: self.cleanup(CleanupOptions(**b).confirm)),
+            "reindex/abort": route(lambda b: self.abort()),
+        }
+
+
+def recorded_status(settings: Settings, message: str) -> ReindexStatus:
+    """What can be said without opening the stores (they are held by another process)."""
+    s = settings
+    live = configured_live(s)
+    record = ReindexBook(s.state_dir).load()
+    return ReindexStatus(
+        open=record is not None,
+        embedder=live[1] if live else None,
+        collection=live[0] if live else None,
+        record=record,
+        message=message,
+    )
