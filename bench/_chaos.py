@@ -58,17 +58,6 @@ FIELDS = CONTENT + DOC_PAYLOAD
 REAL_DOCS = ("md/docling_concepts_chunking.md", "html/python311_tutorial_appetite.html")
 
 
-# A product defect both fault tests meet (reason of their strict xfails; see the report).
-STALE_DOC_PAYLOAD = (
-    "product bug: points that a re-read keeps or moves keep their old doc-level payload — "
-    "`set_positions` writes only position fields (moved points keep the old file size/mtime, "
-    "so the next catch-up re-reads the doc) and no write refreshes `title` on kept/moved "
-    "points (a heading edit leaves the old title on the rest of the doc, in vectors and, for "
-    "kept points, in the BM25 text). Repro: sync a one-abstract .md, change its `# ` line, "
-    "sync: live_chunks()[1:] still carry the old title."
-)
-
-
 # ---- content --------------------------------------------------------------------------------
 
 

@@ -3,8 +3,8 @@
 Same operations and check as tests/test_chaos.py (bench/_chaos.py). Each run: a fresh tree
 of SciFact abstracts, a real `ragstream watch` subprocess, N seeded operations, quiesce (a
 sentinel file's outcome, then quiet), stop, compare with a fresh sync of the same folder.
-`mismatches` must be 0; `doc_payload` counts the known stale title/fingerprint defect
-separately (see STALE_DOC_PAYLOAD). `quiesce` = seconds from the last operation until the
+`mismatches` and `doc_payload` (a kept/moved point with a stale title or file fingerprint)
+must be 0. `quiesce` = seconds from the last operation until the
 watcher had caught up.
 
     .venv/bin/python bench/chaos.py [--ops 1000] [--seed 11] [--runs 1] [--docs 60]

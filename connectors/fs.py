@@ -214,10 +214,13 @@ class FolderSourceConfig:
 
 
 class FolderPartition(StatefulSourcePartition[FileEvent, None]):
-    """The one partition that owns the watchers (so `-w N` never watches twice).
+    """The one partition that owns the watchers and the catch-up scan: however many bytewax
+    workers or processes run the flow, folders are watched once, by the store owner.
 
-    State lives in the stores (they are the truth), so `snapshot` is None: a restart
-    re-runs the catch-up scan, which emits exactly what the index is missing.
+    State lives in the stores (they are the truth), so `snapshot` is None: a resumed flow
+    (bytewax recovery) or a restart re-runs the catch-up scan, which re-derives from file
+    fingerprints exactly what the index is missing — including events that were queued or
+    still debouncing when the process stopped. A snapshot could only repeat that, staler.
     """
 
     def __init__(
@@ -362,24 +365,42 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
         return None
 
     def close(self) -> None:
-        if self._observer is not None:
-            self._observer.stop()  # type: ignore[attr-defined]
-            self._observer.join(timeout=5)  # type: ignore[attr-defined]
+        observer, self._observer = self._observer, None  # idempotent: bytewax or our owner
+        if observer is not None:
+            observer.stop()  # type: ignore[attr-defined]
+            observer.join(timeout=5)  # type: ignore[attr-defined]
 
 
 class FolderSource(FixedPartitionedSource[FileEvent, None]):
-    """bytewax source over watched folders: a single partition named `folders`."""
+    """bytewax source over watched folders: a single partition named `folders`.
+
+    `owns` says whether this process owns the data dir: only the owner lists the partition
+    (the scan needs the stores' fingerprints), so bytewax builds it on one of the owner's
+    workers and never in another process of a `-p` cluster.
+    """
+
+    PART = "folders"
 
     def __init__(
         self,
         cfg: FolderSourceConfig,
         known: Callable[[], KnownDocs],
         on_scan: ScanHandler = lambda summary: None,
+        owns: Callable[[], bool] = lambda: True,
     ) -> None:
-        self._cfg, self._known, self._on_scan = cfg, known, on_scan
+        self._cfg, self._known, self._on_scan, self._owns = cfg, known, on_scan, owns
+        self._built: list[FolderPartition] = []
 
     def list_parts(self) -> list[str]:
-        return ["folders"]
+        return [self.PART] if self._owns() else []
 
     def build_part(self, step_id: str, for_part: str, resume_state: None) -> FolderPartition:
-        return FolderPartition(self._cfg, self._known, self._on_scan)
+        part = FolderPartition(self._cfg, self._known, self._on_scan)
+        self._built.append(part)
+        return part
+
+    def close(self) -> None:
+        """Stop the watchers: bytewax closes partitions only when input ends, not on Ctrl-C."""
+        for part in self._built:
+            part.close()
+        self._built.clear()

@@ -128,6 +128,10 @@ class _BatchedIndex(ABC):
     @abstractmethod
     def _count(self, status: str) -> int: ...
 
+    @abstractmethod
+    def _doc_live_ids(self, doc_id: str) -> set[str]:
+        """Committed live point ids of one document."""
+
     # -- the LexicalIndex protocol --
     def upsert(self, chunks: Sequence[IndexedChunk]) -> None:
         for chunk in chunks:
@@ -139,6 +143,15 @@ class _BatchedIndex(ABC):
             if chunk.status == "live":
                 update = {"status": "deleted", "deleted_at": deleted_at}
                 self._pending[chunk.point_id] = chunk.model_copy(update=update)
+
+    def live_ids(self, doc_id: str) -> set[str]:
+        ids = self._doc_live_ids(doc_id)
+        for pid, chunk in self._pending.items():
+            if chunk is not None and chunk.doc_id == doc_id and chunk.status == "live":
+                ids.add(pid)
+            else:
+                ids.discard(pid)
+        return ids
 
     def gc(self, older_than: float) -> int:
         """Hard-delete old tombstones (staged like any write); never touches a live point."""
@@ -299,6 +312,10 @@ class TantivyIndex(_BatchedIndex):
         searcher = self._index.searcher()
         return _total(searcher.search(self._terms("status", [status]), 1, count=True))
 
+    def _doc_live_ids(self, doc_id: str) -> set[str]:
+        query = self._must(self._terms("doc_id", [doc_id]), self._terms("status", ["live"]))
+        return {doc["point_id"][0] for _, doc in self._run(query)}
+
     def close(self) -> None:
         """Commit what is staged and let background merges finish (releases the lock)."""
         if not self._closed:
@@ -370,6 +387,9 @@ class RankBM25Index(_BatchedIndex):
 
     def _count(self, status: str) -> int:
         return sum(c.status == status for c in self._chunks.values())
+
+    def _doc_live_ids(self, doc_id: str) -> set[str]:
+        return {p for p, c in self._chunks.items() if c.doc_id == doc_id and c.status == "live"}
 
     def close(self) -> None:
         self.commit()

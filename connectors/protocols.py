@@ -45,7 +45,8 @@ class VectorStore(Protocol):
         """Record the file version that the kept points now belong to (no vector change)."""
 
     def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
-        """Payload-only update of ordinal/span/section for moved chunks (no re-embed)."""
+        """Payload-only update for moved/retitled chunks (no re-embed): ordinal, span,
+        section, and the doc-level title and file fingerprint."""
 
     def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:
         """Soft delete: status="deleted", deleted_at; the point keeps its vector until GC."""
@@ -83,6 +84,11 @@ class LexicalIndex(Protocol):
         """Idempotent write by point id; visible to search after `commit`."""
 
     def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None: ...
+
+    def live_ids(self, doc_id: str) -> set[str]:
+        """Point ids of one document's live chunks here, staged writes included. The vector
+        store is the diff's truth, but a crash between the lexical and the vector write can
+        leave points live only here; the indexer tombstones those on the next pass."""
 
     def gc(self, older_than: float) -> int: ...
 

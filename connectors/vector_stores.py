@@ -28,7 +28,10 @@ from core.settings import Settings
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
 KEYWORD_FIELDS = ("doc_id", "status", "content_hash", "tenant", "file_type", "doc_prefixes")
 FLOAT_FIELDS = ("deleted_at",)
+# What `set_positions` refreshes on a kept vector: where the chunk now sits, and the doc-level
+# fields that can change without its text changing (title, the file version it belongs to)
 POSITION_FIELDS = ("ordinal", "section_path", "page", "char_start", "char_end")
+DOC_FIELDS = ("title", "file_size", "file_mtime_ns")
 BATCH = 256  # points per write call: one engine round trip per batch, bounded memory
 PAGE = 1024  # points per scroll page
 
@@ -207,7 +210,7 @@ class BaseQdrantStore(ABC):
     def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
         for chunk in chunks:
             payload = chunk_payload(chunk)
-            update = {k: payload[k] for k in POSITION_FIELDS}
+            update = {k: payload[k] for k in POSITION_FIELDS + DOC_FIELDS}
             self._set_payload([HasIds((chunk.point_id,))], update)
 
     def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:

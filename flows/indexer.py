@@ -62,6 +62,7 @@ class _DocPlan:
     chunks: list[Chunk] = field(default_factory=list)
     diff: DocDiff | None = None
     stored: list[IndexedChunk] = field(default_factory=list)
+    lexical_orphans: list[str] = field(default_factory=list)  # live in BM25 only (a crash)
 
 
 class Sides(Protocol):
@@ -74,20 +75,14 @@ class Sides(Protocol):
     def others(self) -> tuple[Side, ...]: ...
 
 
-@dataclass
-class Indexer:
-    sides: Sides
-    lexical: LexicalIndex
-    dead_letters: DeadLetterBook
-    redactions: RedactionBook
-    chunker: Callable[[Embedder], ChunkerConfig]  # of the live embedder
-    tenants: dict[str, str]  # source name -> tenant
+@dataclass(frozen=True)
+class DocReader:
+    """Step 1, read + parse: needs no store, so it runs on every bytewax worker and process
+    (`-w`/`-p`) while only the store owner runs step 2 (`flows.sync`)."""
+
     max_file_bytes: int
     parse_timeout_s: float | None = None
-    batch_size: int = 64
-    lock: AbstractContextManager[object] = field(default_factory=nullcontext)
 
-    # ---- step 1: read + parse -------------------------------------------------------
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
         out = []
         with span("ingest.parse", docs_in=len(events)) as sp:
@@ -133,6 +128,24 @@ class Indexer:
             )
         )
 
+
+@dataclass
+class Indexer:
+    sides: Sides
+    lexical: LexicalIndex
+    dead_letters: DeadLetterBook
+    redactions: RedactionBook
+    chunker: Callable[[Embedder], ChunkerConfig]  # of the live embedder
+    tenants: dict[str, str]  # source name -> tenant
+    max_file_bytes: int
+    parse_timeout_s: float | None = None
+    batch_size: int = 64
+    lock: AbstractContextManager[object] = field(default_factory=nullcontext)
+
+    # ---- step 1: read + parse -------------------------------------------------------
+    def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
+        return DocReader(self.max_file_bytes, self.parse_timeout_s).parse_batch(events)
+
     # ---- step 2: chunk → diff → embed → write ----------------------------------------
     def index_batch(self, works: Sequence[ParsedWork]) -> list[DocOutcome]:
         with self.lock:
@@ -151,8 +164,11 @@ class Indexer:
         with span("ingest.diff", docs=len(plans)) as sp:
             for plan in plans:
                 if plan.work.dead is None:
-                    plan.stored = live.vectors.live_chunks(plan.work.event.doc_id)
+                    doc_id = plan.work.event.doc_id
+                    plan.stored = live.vectors.live_chunks(doc_id)
                     plan.diff = diff_document(plan.chunks, plan.stored)
+                    settled = {c.point_id for c in plan.chunks} | set(plan.diff.tombstone)
+                    plan.lexical_orphans = sorted(self.lexical.live_ids(doc_id) - settled)
             _diff_attributes(sp, plans)
         needed = _needed([p for p in plans if p.diff is not None])
         vectors, encoded = self._embed(live, needed)
@@ -213,6 +229,7 @@ class Indexer:
         moves: list[IndexedChunk] = []
         keep_fps: list[tuple[list[str], int, int]] = []
         tombstones: list[str] = []
+        orphans: list[str] = []
         outcomes = []
         for plan in plans:
             outcome, doc_adds, doc_moves = self._plan_writes(plan, encoded_by)
@@ -222,6 +239,7 @@ class Indexer:
             if plan.diff is None:
                 continue
             tombstones += plan.diff.tombstone
+            orphans += plan.lexical_orphans
             if plan.work.doc is not None:
                 fp = plan.work.doc.fingerprint
                 held = {c.point_id: c.fingerprint for c in plan.stored}
@@ -238,8 +256,8 @@ class Indexer:
             for other in others:
                 needed = {c.content_hash: (c.doc_id, c.text) for c in adds}
                 _apply(other.vectors, changes, self._embed(other, needed)[0])
-            if tombstones:  # last, in every store
-                self.lexical.tombstone(tombstones, changes.at)
+            if tombstones or orphans:  # last, in every store
+                self.lexical.tombstone(tombstones + orphans, changes.at)
                 self.lexical.commit()
                 for side in (live, *others):
                     side.vectors.tombstone(tombstones, changes.at)
@@ -282,10 +300,14 @@ class Indexer:
             chunks_tombstoned=len(diff.tombstone),
             redactions=kinds,
         )
+        # a retitled doc (e.g. its first heading edited) refreshes its kept chunks too: the
+        # title is on every point and in the BM25 text
+        retitled = any(c.title != doc.title for c in plan.stored)
+        refresh = [*diff.move, *(diff.keep if retitled else ())]
         return (
             outcome,
             [self._record(c, doc) for c in diff.add],
-            [self._record(c, doc) for c in diff.move],
+            [self._record(c, doc) for c in refresh],
         )
 
 

@@ -1,23 +1,48 @@
 """The sync dataflow: folders → read/parse → chunk/diff/embed/write → outcomes.
 
-    python -m bytewax.run flows.sync:flow      # watch forever, sources from settings
-    ragstream sync PATH... / ragstream watch PATH...
+    ragstream sync PATH... [--workers N]     # catch up once
+    ragstream watch PATH... [--workers N]    # catch up, then follow changes (recovery on)
+    python -m bytewax.run flows.sync:flow [-w N]                       # watch, from settings
+    python -m bytewax.run "flows.sync:get_flow(watch=False)" -i I -a "h:p0;h:p1"   # -p 2
 
-The flow file only wires steps; the steps live in `flows.indexer` and are testable alone.
+The shape, for any number of bytewax workers (threads) and processes:
+
+    folders ──key by doc_id──► parse ─────────────────────────► index ──► outcomes
+    1 partition, on the        stateful_batch keyed by doc_id:   FixedPartitionedSink,
+    store owner: watchers +    every worker parses its share     1 partition, on the
+    catch-up scan              (docling, the CPU-heavy step)     store owner: the writer
+
+Why: an embedded data dir (Qdrant Edge, tantivy) can be opened by one process only, and the
+catch-up scan needs the stores' fingerprints. So the source and the writer are single
+partitions listed only by the process that holds the data dir's ingest lock (`StoreOwner`);
+bytewax assigns each to a worker of that process, and no other process ever opens a store.
+Keying the parse step by doc_id keeps each document's events in order end to end (one
+source worker → one parse worker per doc → one writer; bytewax channels are FIFO), which a
+plain `redistribute` would not. The flow file only wires steps; they live in
+`flows.indexer` and are testable alone.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
+import os
+import sys
+import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, ExitStack, closing, nullcontext
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from bytewax import operators as op
 from bytewax.dataflow import Dataflow
-from bytewax.outputs import DynamicSink, StatelessSinkPartition
-from bytewax.testing import run_main
+from bytewax.errors import BytewaxRuntimeError
+from bytewax.operators import StatefulBatchLogic
+from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
+from bytewax.recovery import RecoveryConfig, init_db_dir
+from bytewax.run import cli_main
 
 from connectors.fs import (
     FolderSource,
@@ -27,33 +52,89 @@ from connectors.fs import (
     ScanHandler,
     ScanSummary,
 )
-from core.models import DocOutcome, SyncReport
+from connectors.vector_stores import StoreBusyError
+from core.models import DocOutcome, FileEvent, SyncReport
 from core.settings import Settings
-from flows.indexer import Indexer
+from core.telemetry import configure
+from flows.indexer import DocReader, Indexer, ParsedWork
 from flows.reindex import BackgroundBackfill
 from flows.runtime import Runtime, chunker_for, open_runtime
 
 OutcomeHandler = Callable[[DocOutcome], None]
-_PROCESS_SCOPE = ExitStack()  # keeps the runtime of `flows.sync:flow` open for the process
+
+# bytewax epoch = snapshot interval. Snapshots are a few bytes (every partition snapshots
+# None: the stores are the truth), so the interval only bounds how much bookkeeping a resume
+# replays; `BYTEWAX_SNAPSHOT_INTERVAL` (seconds, what `python -m bytewax.run -s` reads)
+# overrides it.
+DEFAULT_SNAPSHOT_INTERVAL = timedelta(seconds=10)
+RECOVERY_PARTITIONS = 1  # one writer, one tiny state stream: more partitions buy nothing
 
 
-class _CallbackPartition(StatelessSinkPartition[DocOutcome]):
-    def __init__(self, handler: OutcomeHandler) -> None:
-        self._handler = handler
+class StoreOwner:
+    """The one process of a bytewax cluster that owns the data dir, and its runtime.
 
-    def write_batch(self, items: list[DocOutcome]) -> None:
-        for item in items:
-            self._handler(item)
+    Ownership is an exclusive `flock` on `<state_dir>/ingest.lock`, tried once per process
+    (the kernel drops it when the process dies, so it never goes stale). Only the owner lists
+    the source and writer partitions, and the runtime (stores, embedder) is opened lazily, on
+    first use, by the owner only: a `-p` process that does not own the dir just parses.
+    """
 
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._mutex = threading.Lock()
+        self._scope = ExitStack()
+        self._owns: bool | None = None
+        self._rt: Runtime | None = None
 
-class OutcomeSink(DynamicSink[DocOutcome]):
-    """Delivers per-document outcomes to a callback (report, progress bar, status)."""
+    @property
+    def lock_path(self) -> Path:
+        return self.settings.state_dir / "ingest.lock"
 
-    def __init__(self, handler: OutcomeHandler) -> None:
-        self._handler = handler
+    def owns(self) -> bool:
+        with self._mutex:
+            if self._owns is None:
+                self._owns = self._claim()
+            return self._owns
 
-    def build(self, step_id: str, worker_index: int, worker_count: int) -> _CallbackPartition:
-        return _CallbackPartition(self._handler)
+    def _claim(self) -> bool:
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._scope.callback(os.close, fd)  # closing the fd releases the lock
+        return True
+
+    def holder(self) -> str:
+        """The pid recorded by the process holding the lock (for error messages)."""
+        try:
+            return self.lock_path.read_text().strip() or "?"
+        except OSError:
+            return "?"
+
+    def runtime(self) -> Runtime:
+        """The owner's runtime, opened on first use (thread-safe: every worker shares it)."""
+        with self._mutex:
+            if self._rt is None:
+                if not self._owns:
+                    raise StoreBusyError(
+                        f"{self.settings.data_dir} is synced by another process "
+                        f"(pid {self.holder()}, {self.lock_path}); this one may only parse"
+                    )
+                self._rt = self._scope.enter_context(open_runtime(self.settings))
+            return self._rt
+
+    def close(self) -> None:
+        """Close the runtime (under its lock: a worker may still be finishing a batch), then
+        release the ingest lock."""
+        with self._mutex:
+            rt, self._rt, self._owns = self._rt, None, None
+        with rt.lock if rt is not None else nullcontext():
+            self._scope.close()
 
 
 def make_indexer(rt: Runtime) -> Indexer:
@@ -74,22 +155,73 @@ def make_indexer(rt: Runtime) -> Indexer:
 
 def known_docs(rt: Runtime) -> KnownDocs:
     """What the index holds per doc (file fingerprints), dead-lettered files included."""
-    known = dict(rt.vectors.live_doc_fingerprints())
-    for did, fps in rt.dead_letters.fingerprints().items():
-        known.setdefault(did, fps)
+    with rt.lock:  # the writer, a backfill or a served query may be on another thread
+        known = dict(rt.vectors.live_doc_fingerprints())
+        for did, fps in rt.dead_letters.fingerprints().items():
+            known.setdefault(did, fps)
     return known
 
 
+class _ParseLogic(StatefulBatchLogic[FileEvent, ParsedWork, None]):
+    """Parses one doc's events on whichever worker bytewax routes its doc_id to. Discarded
+    after every batch: it holds no state, so nothing of it is ever snapshotted."""
+
+    def __init__(self, reader: DocReader) -> None:
+        self._reader = reader
+
+    def on_batch(self, values: list[FileEvent]) -> tuple[Iterable[ParsedWork], bool]:
+        return self._reader.parse_batch(values), StatefulBatchLogic.DISCARD
+
+    def snapshot(self) -> None:
+        return None
+
+
+class _IndexPartition(StatefulSinkPartition[ParsedWork, None]):
+    def __init__(self, rt: Runtime, handler: OutcomeHandler) -> None:
+        self._rt, self._indexer, self._handler = rt, make_indexer(rt), handler
+
+    def write_batch(self, values: list[ParsedWork]) -> None:
+        for outcome in self._indexer.index_batch(values):
+            self._handler(outcome)
+
+    def snapshot(self) -> None:
+        return None  # the stores are the truth; delivery is at-least-once, writes idempotent
+
+    def close(self) -> None:
+        """bytewax closes a sink partition only when the input ended: a finished pass."""
+        self._rt.sync_state.mark(time.time())
+
+
+class IndexSink(FixedPartitionedSink[ParsedWork, None]):
+    """The single writer (chunk → diff → embed → write): one partition, listed only by the
+    store owner, so every parsed document of every worker and process is written there."""
+
+    PART = "index"
+
+    def __init__(self, owner: StoreOwner, handler: OutcomeHandler) -> None:
+        self._owner, self._handler = owner, handler
+
+    def list_parts(self) -> list[str]:
+        return [self.PART] if self._owner.owns() else []
+
+    def part_fn(self, item_key: str) -> int:
+        return 0
+
+    def build_part(self, step_id: str, for_part: str, resume_state: None) -> _IndexPartition:
+        return _IndexPartition(self._owner.runtime(), self._handler)
+
+
 def build_flow(
-    rt: Runtime,
+    owner: StoreOwner,
     *,
     watch: bool,
     on_outcome: OutcomeHandler,
     on_scan: ScanHandler = lambda summary: None,
     allow_mass_delete: bool = False,
-) -> Dataflow:
-    s = rt.settings
-    indexer = make_indexer(rt)
+) -> tuple[Dataflow, FolderSource]:
+    """The dataflow and its source (whose `close` stops the watchers on an abrupt stop).
+    Opens nothing: the owner's runtime opens when bytewax builds the owner's partitions."""
+    s = owner.settings
     cfg = FolderSourceConfig(
         sources=tuple(s.sources),
         path_filter=PathFilter(tuple(s.include), tuple(s.exclude)),
@@ -100,58 +232,125 @@ def build_flow(
         min_docs_for_guard=s.mass_delete_min_docs,
         allow_mass_delete=allow_mass_delete,
     )
+    source = FolderSource(cfg, lambda: known_docs(owner.runtime()), on_scan, owns=owner.owns)
+    reader = DocReader(s.max_file_bytes, s.parse_timeout_s)
     flow = Dataflow("ragstream_sync")
-    events = op.input("folders", flow, FolderSource(cfg, lambda: known_docs(rt), on_scan))
-    parsed = op.flat_map_batch("parse", events, indexer.parse_batch)
-    outcomes = op.flat_map_batch("index", parsed, indexer.index_batch)
-    op.output("outcomes", outcomes, OutcomeSink(on_outcome))
-    return flow
+    events = op.input("folders", flow, source)
+    by_doc = op.key_on("by_doc", events, _doc_id)
+    parsed = op.stateful_batch("parse", by_doc, lambda resume: _ParseLogic(reader))
+    op.output("index", parsed, IndexSink(owner, on_outcome))
+    return flow, source
+
+
+def _doc_id(event: FileEvent) -> str:
+    return event.doc_id
+
+
+def snapshot_interval() -> timedelta:
+    raw = os.environ.get("BYTEWAX_SNAPSHOT_INTERVAL")
+    return timedelta(seconds=float(raw)) if raw else DEFAULT_SNAPSHOT_INTERVAL
+
+
+def recovery_config(settings: Settings) -> RecoveryConfig:
+    """bytewax recovery under `<data_dir>/recovery/` (`part-0.sqlite3`), created on first use
+    like `python -m bytewax.recovery D/recovery 1`. Deleting it loses nothing: the catch-up
+    scan re-derives all pending work from the stores."""
+    db = settings.data_dir / "recovery"
+    if not any(db.glob("part-*.sqlite3")):
+        db.mkdir(parents=True, exist_ok=True)
+        init_db_dir(db, RECOVERY_PARTITIONS)
+    # backup_interval 0: a snapshot is garbage-collected as soon as a newer one is committed
+    # (nobody copies recovery partitions off this machine)
+    return RecoveryConfig(db, backup_interval=timedelta(0))
+
+
+def execute(flow: Dataflow, *, workers: int = 1, recovery: RecoveryConfig | None = None) -> None:
+    """Run the flow here with `workers` bytewax worker threads (what `bytewax.run -w` does).
+
+    Ctrl-C always surfaces as KeyboardInterrupt: with one worker bytewax runs Python code on
+    this thread and wraps the interrupt in a BytewaxRuntimeError.
+    """
+    try:
+        cli_main(
+            flow,
+            workers_per_process=workers,
+            epoch_interval=snapshot_interval(),
+            recovery_config=recovery,
+        )
+    except BytewaxRuntimeError as err:
+        cause: BaseException | None = err
+        while cause is not None:
+            if isinstance(cause, KeyboardInterrupt):
+                raise KeyboardInterrupt from err
+            cause = cause.__cause__
+        raise
 
 
 def run_sync(
     settings: Settings,
     *,
     watch: bool = False,
+    workers: int = 1,
+    recovery: bool | None = None,
     allow_mass_delete: bool = False,
     on_outcome: OutcomeHandler | None = None,
     on_scan: ScanHandler | None = None,
     alongside: Callable[[Runtime], AbstractContextManager[object]] | None = None,
 ) -> SyncReport:
-    """Run the flow in this process (one worker) and return the totals of the pass.
+    """Run the flow in this process (`workers` bytewax threads) and return the pass's totals.
 
+    `recovery` (default: on for `watch`) keeps bytewax recovery under `<data_dir>/recovery/`.
     `alongside` is entered with the open runtime for as long as the flow runs: the face
     uses it to serve queries from the same stores (`watch --serve`), since one process
     owns an embedded data dir.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     report = SyncReport()
     started = time.time()
+    tally = threading.Lock()  # the writer and the source may run on different workers
 
     def handle(outcome: DocOutcome) -> None:
-        report.add(outcome)
+        with tally:
+            report.add(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
 
     def scanned(summary: ScanSummary) -> None:
-        report.docs_seen += summary.files_seen
-        report.guard = summary.guard or report.guard
+        with tally:
+            report.docs_seen += summary.files_seen
+            report.guard = summary.guard or report.guard
         if on_scan is not None:
             on_scan(summary)
 
     with ExitStack() as scope:
-        rt = scope.enter_context(open_runtime(settings))
+        owner = scope.enter_context(closing(StoreOwner(settings)))
+        if not owner.owns():
+            raise StoreBusyError(
+                f"{settings.data_dir} is already synced by another process (pid "
+                f"{owner.holder()}, {owner.lock_path}); stop it first"
+            )
+        rt = owner.runtime()
         if watch:  # a long-running process finishes (or repairs) an open reindex's backfill
             rt.backfill = scope.enter_context(
                 BackgroundBackfill(rt.sides, settings.embed_batch_size)
             )
         scope.enter_context((alongside or _nothing)(rt))
-        flow = build_flow(
-            rt, watch=watch, on_outcome=handle, on_scan=scanned, allow_mass_delete=allow_mass_delete
+        flow, source = build_flow(
+            owner,
+            watch=watch,
+            on_outcome=handle,
+            on_scan=scanned,
+            allow_mass_delete=allow_mass_delete,
         )
+        scope.callback(source.close)
+        use_recovery = watch if recovery is None else recovery
         try:
-            run_main(flow)
+            execute(
+                flow, workers=workers, recovery=recovery_config(settings) if use_recovery else None
+            )
         finally:  # a failed pass (e.g. a store outage) keeps its own error: no store call here
             report.seconds = round(time.time() - started, 3)
-        rt.sync_state.mark(time.time())
         report.chunks_live = rt.vectors.count("live")
     return report
 
@@ -160,15 +359,39 @@ def _nothing(rt: Runtime) -> AbstractContextManager[object]:
     return nullcontext()
 
 
+def _print_outcome(outcome: DocOutcome) -> None:
+    print(outcome.model_dump_json(), flush=True)
+
+
+def get_flow(watch: bool = True) -> Dataflow:
+    """The flow for `python -m bytewax.run` (any `-w`, `-i/-a`): sources from settings, one
+    JSON outcome per line on the owner's stdout.
+
+    Each process of a cluster builds this; the one that wins the ingest lock owns the stores
+    (opened lazily, closed at exit) and the others only parse. Recovery is bytewax.run's own
+    `-r D/recovery -s SECONDS -b 0` (init once: `python -m bytewax.recovery D/recovery 1`).
+    """
+    settings = Settings()
+    configure(settings.telemetry_exporter, settings.otlp_endpoint)  # parse spans everywhere
+    owner = StoreOwner(settings)
+    flow, source = build_flow(owner, watch=watch, on_outcome=_print_outcome)
+    atexit.register(owner.close)
+    atexit.register(source.close)  # atexit is LIFO: watchers stop before the stores close
+    if not owner.owns():
+        print(
+            f"ragstream: {settings.data_dir} is owned by pid {owner.holder()}; "
+            f"process {os.getpid()} parses only",
+            file=sys.stderr,
+            flush=True,
+        )
+    return flow
+
+
 def __getattr__(name: str) -> Any:
     """`flows.sync:flow` for `python -m bytewax.run`: a watching flow built from settings.
 
-    Built lazily so importing this module stays cheap; the runtime stays open for the
-    life of the process (bytewax owns the loop and exits the process when it stops).
+    Built lazily so importing this module stays cheap.
     """
     if name != "flow":
         raise AttributeError(name)
-    settings = Settings()
-    rt = _PROCESS_SCOPE.enter_context(open_runtime(settings))
-    atexit.register(_PROCESS_SCOPE.close)
-    return build_flow(rt, watch=True, on_outcome=lambda o: print(o.model_dump_json(), flush=True))
+    return get_flow(watch=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._chaos import STALE_DOC_PAYLOAD, ChaosResult, chaos_run, chaos_tree
+from bench._chaos import ChaosResult, chaos_run, chaos_tree
 
 SEED = 11
 OPS = 150
@@ -50,7 +50,6 @@ def test_index_equals_folder_after_quiesce(chaos: ChaosResult) -> None:
     assert [str(m) for m in chaos.mismatches if m.kind != "doc_payload"] == []
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_DOC_PAYLOAD)
 def test_kept_and_moved_points_carry_the_current_title_and_fingerprint(
     chaos: ChaosResult,
 ) -> None:

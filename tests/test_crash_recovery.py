@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._chaos import STALE_DOC_PAYLOAD, abstracts, read_index, render
+from bench._chaos import abstracts, read_index, render
 from bench._crash import CrashResult, crash_campaign, run_worker
 from core.settings import Settings
 
@@ -46,19 +46,12 @@ def test_index_equals_folder_after_the_restarts(campaign: CrashResult) -> None:
     assert wrong == []
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_DOC_PAYLOAD)
 def test_kept_and_moved_points_carry_the_current_title_and_fingerprint(
     campaign: CrashResult,
 ) -> None:
     assert [str(m) for m in campaign.mismatches if m.kind == "doc_payload"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: killed after the lexical commit and before the vector upsert, a doc "
-    "whose file then changes or vanishes leaves its new points live in BM25 forever — the "
-    "re-diff reads only the vector store's live points, so nothing tombstones them",
-)
 def test_kill_between_lexical_and_vector_write_then_delete_leaves_no_bm25_orphan(
     tmp_path: Path,
 ) -> None:

@@ -236,3 +236,17 @@ def test_tantivy_ranks_like_exact_okapi_on_scifact(scifact_dir: Path, tmp_path: 
             idx.close()
     assert len(queries) == 50
     assert sum(overlaps) / len(overlaps) >= 0.85
+
+
+def test_live_ids_of_a_doc_see_committed_and_staged_writes(index: LexicalIndex) -> None:
+    a = [chunk("a1", "alpha one"), chunk("a2", "alpha two"), chunk("a3", "alpha three")]
+    index.upsert([*a, chunk("b1", "beta", "src:b.md")])
+    index.commit()
+    index.tombstone(["a2"], 1.0)
+    index.commit()
+    assert index.live_ids("src:a.md") == {"a1", "a3"}
+    index.tombstone(["a3"], 2.0)  # staged, not committed
+    index.upsert([chunk("a4", "alpha four")])
+    assert index.live_ids("src:a.md") == {"a1", "a4"}
+    assert index.live_ids("src:b.md") == {"b1"}
+    assert index.live_ids("src:missing.md") == set()
