@@ -4,9 +4,12 @@ Builds 20 long Markdown files (10 SciFact abstracts each, one section per abstra
 indexes them, then applies E random edits — each rewrites one sentence of one random
 paragraph — syncing after each. "Changed chunks" counts the chunks of the new version
 that contain the edited paragraph's new text (what a perfect system must re-embed);
-"re-embedded" is what the sync actually encoded.
+"re-embedded" is what the sync actually encoded. The chunker settings come from the
+settings sources (defaults, TOML, env); `--max-tokens/--min-tokens/--modulus` override them
+(bench/chunk_ablation.py calls `measure` once per config it compares).
 
     .venv/bin/python bench/incremental.py [--edits 50] [--seed 7]
+        [--max-tokens 256] [--min-tokens 32] [--modulus 8]
 """
 
 from __future__ import annotations
@@ -16,23 +19,43 @@ import random
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _scifact import corpus
 
 from core.ids import normalize_text
-from core.settings import Settings
+from core.settings import ChunkSettings, Settings
 from flows.runtime import open_runtime
 from ragstream import api
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--edits", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=7)
-    args = ap.parse_args()
-    rng = random.Random(args.seed)
+@dataclass(frozen=True)
+class IncrementalResult:
+    """What one run measured: the initial encode, then the edits' changed vs re-embedded."""
+
+    initial_embedded: int
+    edits: int
+    changed: int
+    re_embedded: int
+    seconds: float
+
+    @property
+    def ratio(self) -> float:
+        return self.re_embedded / max(self.changed, 1)
+
+    @property
+    def mean_sync_s(self) -> float:
+        return self.seconds / max(self.edits, 1)
+
+
+def measure(
+    edits: int = 50, seed: int = 7, chunk: ChunkSettings | None = None
+) -> IncrementalResult:
+    """Index the 20 long files in a temporary data dir with `chunk` (None: whatever the
+    settings sources say, as before the options existed), then apply `edits` edits."""
+    rng = random.Random(seed)
     docs = corpus(200)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "long"
@@ -43,10 +66,12 @@ def main() -> None:
                 parts += [f"## {d['title']}", d["text"]]
             (folder / f"long_{i}.md").write_text("\n\n".join(parts) + "\n")
         settings = Settings(data_dir=Path(tmp) / "data").with_paths([folder])
+        if chunk is not None:  # else defaults / TOML / env, as before the options existed
+            settings = settings.model_copy(update={"chunk": chunk})
         first = api.sync([folder], settings=settings)
         embedded = changed = 0
         t0 = time.perf_counter()
-        for n in range(args.edits):
+        for n in range(edits):
             path = folder / f"long_{rng.randrange(20)}.md"
             paras = path.read_text().split("\n\n")
             i = rng.choice([k for k, p in enumerate(paras) if not p.startswith("#")])
@@ -64,10 +89,29 @@ def main() -> None:
                     marker in normalize_text(c.text) for c in rt.vectors.live_chunks(doc)
                 )
         elapsed = time.perf_counter() - t0
-    print(f"initial: {first.chunks_embedded} chunks embedded for 20 docs")
+    return IncrementalResult(first.chunks_embedded, edits, changed, embedded, elapsed)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--edits", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--max-tokens", type=int, default=None, help="chunk.max_tokens")
+    ap.add_argument("--min-tokens", type=int, default=None, help="chunk.min_tokens")
+    ap.add_argument("--modulus", type=int, default=None, help="chunk.boundary_modulus")
+    args = ap.parse_args()
+    given = {
+        "max_tokens": args.max_tokens,
+        "min_tokens": args.min_tokens,
+        "boundary_modulus": args.modulus,
+    }
+    base = Settings().chunk.model_dump()  # defaults < TOML < env, as the other benches
+    chunk = ChunkSettings(**base | {k: v for k, v in given.items() if v is not None})
+    r = measure(args.edits, args.seed, chunk)
+    print(f"initial: {r.initial_embedded} chunks embedded for 20 docs")
     print(
-        f"edits={args.edits} changed_chunks={changed} re_embedded={embedded} "
-        f"ratio={embedded / max(changed, 1):.3f} mean_sync_s={elapsed / args.edits:.2f}"
+        f"edits={r.edits} changed_chunks={r.changed} re_embedded={r.re_embedded} "
+        f"ratio={r.ratio:.3f} mean_sync_s={r.mean_sync_s:.2f}"
     )
 
 

@@ -9,8 +9,11 @@
     rollback  swap back; both sides keep receiving every write until cleanup or abort
     cleanup   drop the retired side (after a promote); abort drops the new one (before)
 
-Every step runs in the process that owns the stores, under `IndexSides.lock`, so a backfill
-page, an index batch, a swap and a query served from the same process never interleave.
+Every step runs in the process that owns the stores. Store reads and writes happen under
+`IndexSides.lock`, so a backfill page's writes, an index batch, a swap and a query served from
+the same process never interleave; a page is *encoded* outside the lock (ingest and queries go
+on meanwhile) and written as the live side holds it at write time, so nothing an index batch
+tombstoned in between is resurrected.
 The record in `<state_dir>/reindex.json` is rewritten atomically after every step.
 """
 
@@ -34,7 +37,7 @@ from core.telemetry import span
 from flows.sides import IndexSides, Side
 from operators.embed import load_embedder
 
-PAGE = 256  # live chunks per backfill step (one lock hold, one encode batch)
+PAGE = 1024  # live chunks per backfill step: one encode call (sorted by length inside it)
 SAVE_EVERY_S = 2.0  # how often backfill progress is written to reindex.json
 
 
@@ -114,21 +117,49 @@ class _Pass:
         )
 
 
-def _copy_page(page: list[IndexedChunk], dst: Side, batch_size: int) -> tuple[int, int]:
-    """Write to `dst` every point of `page` it lacks or holds differently; (embedded, reused)."""
+@dataclass
+class _PagePlan:
+    """What one page needs on `dst`: the points to (re)write and a vector per content hash."""
+
+    todo: list[IndexedChunk]
+    texts: dict[str, str]  # content hash -> text, for every hash of `todo`
+    vectors: dict[str, list[float]]  # reused from `dst` so far; encoded ones are added
+
+    @property
+    def missing(self) -> list[str]:
+        return [h for h in self.texts if h not in self.vectors]
+
+
+def _plan_page(page: list[IndexedChunk], dst: Side) -> _PagePlan:
+    """Points of `page` that `dst` lacks or holds differently, and the vectors it already has."""
     have = {c.point_id: _comparable(c) for c in dst.vectors.get([c.point_id for c in page])}
     todo = [c for c in page if have.get(c.point_id) != _comparable(c)]
-    if not todo:
-        return 0, len(page)
     texts = {c.content_hash: c.text for c in todo}
-    vectors = dst.vectors.vectors_for_hashes(texts)
-    missing = [h for h in texts if h not in vectors]
+    return _PagePlan(todo, texts, dst.vectors.vectors_for_hashes(texts) if texts else {})
+
+
+def _encode(plan: _PagePlan, dst: Side, batch_size: int) -> int:
+    """Encode what `dst` has no vector for (outside the lock: ingest and queries go on)."""
+    missing = plan.missing
     if missing:
-        matrix = dst.embedder.encode_passages([texts[h] for h in missing], batch_size=batch_size)
+        texts = [plan.texts[h] for h in missing]
+        matrix = dst.embedder.encode_passages(texts, batch_size=batch_size)
         for h, row in zip(missing, np.asarray(matrix), strict=True):
-            vectors[h] = [float(x) for x in row]
-    dst.vectors.upsert(todo, [vectors[c.content_hash] for c in todo])
-    return len(missing), len(page) - len(missing)
+            plan.vectors[h] = [float(x) for x in row]
+    return len(missing)
+
+
+def _write_page(plan: _PagePlan, src: Side, dst: Side) -> None:
+    """Write the planned points as `src` holds them *now* (under the lock): one tombstoned or
+    changed by an index batch while the page was being encoded is not resurrected."""
+    fresh = {c.point_id: c for c in src.vectors.get([c.point_id for c in plan.todo])}
+    write = [
+        fresh[c.point_id]
+        for c in plan.todo
+        if c.point_id in fresh and fresh[c.point_id].status == "live"
+    ]
+    if write:
+        dst.vectors.upsert(write, [plan.vectors[c.content_hash] for c in write])
 
 
 def backfill(
@@ -161,11 +192,14 @@ def backfill(
                 page = next(pages, None)
                 if page is None:
                     break
-                embedded, reused = _copy_page(page, dst, batch_size)
+                plan = _plan_page(page, dst)
+            embedded = _encode(plan, dst, batch_size)
+            with sides.lock:
+                _write_page(plan, src, dst)
             seen.update(c.point_id for c in page)
             run.done += len(page)
             run.embedded += embedded
-            run.reused += reused
+            run.reused += len(page) - embedded
             _report(sides, run, on_progress)
         stale = _retire_stale(sides, src, dst, seen)
         sp.set_attribute("embedded", run.embedded)

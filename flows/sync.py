@@ -7,18 +7,18 @@
 
 The shape, for any number of bytewax workers (threads) and processes:
 
-    folders ──key by doc_id──► parse ─────────────────────────► index ──► outcomes
-    1 partition, on the        stateful_batch keyed by doc_id:   FixedPartitionedSink,
-    store owner: watchers +    every worker parses its share     1 partition, on the
-    catch-up scan              (docling, the CPU-heavy step)     store owner: the writer
+    folders ─► key: bucket(doc_id) ─► parse ───────────────────► index ──► outcomes
+    1 partition on the store         stateful_batch: every       FixedPartitionedSink,
+    owner: watchers + catch-up       worker parses the buckets   1 partition on the store
+    scan                             routed to it (docling)      owner: the single writer
 
 Why: an embedded data dir (Qdrant Edge, tantivy) can be opened by one process only, and the
 catch-up scan needs the stores' fingerprints. So the source and the writer are single
 partitions listed only by the process that holds the data dir's ingest lock (`StoreOwner`);
 bytewax assigns each to a worker of that process, and no other process ever opens a store.
-Keying the parse step by doc_id keeps each document's events in order end to end (one
-source worker → one parse worker per doc → one writer; bytewax channels are FIFO), which a
-plain `redistribute` would not. The flow file only wires steps; they live in
+Keying the parse step by (a bucket of) the doc_id keeps each document's events in order end
+to end (one source worker → one parse worker per doc → one writer; bytewax channels are
+FIFO), which a plain `redistribute` would not. The flow file only wires steps; they live in
 `flows.indexer` and are testable alone.
 """
 
@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, ExitStack, closing, nullcontext
 from datetime import timedelta
@@ -68,6 +69,10 @@ OutcomeHandler = Callable[[DocOutcome], None]
 # overrides it.
 DEFAULT_SNAPSHOT_INTERVAL = timedelta(seconds=10)
 RECOVERY_PARTITIONS = 1  # one writer, one tiny state stream: more partitions buy nothing
+# The parse step is keyed by a stable bucket of the doc_id, not the doc_id itself: a doc's
+# events still share one key (order kept), bytewax still spreads keys over workers, and the
+# recovery DB keeps at most one (empty) row per bucket instead of one per document ever seen.
+PARSE_BUCKETS = 256
 
 
 class StoreOwner:
@@ -163,8 +168,8 @@ def known_docs(rt: Runtime) -> KnownDocs:
 
 
 class _ParseLogic(StatefulBatchLogic[FileEvent, ParsedWork, None]):
-    """Parses one doc's events on whichever worker bytewax routes its doc_id to. Discarded
-    after every batch: it holds no state, so nothing of it is ever snapshotted."""
+    """Parses the events of one parse bucket on whichever worker bytewax routes it to.
+    Discarded after every batch: it holds no state (its snapshot is an empty row)."""
 
     def __init__(self, reader: DocReader) -> None:
         self._reader = reader
@@ -236,14 +241,15 @@ def build_flow(
     reader = DocReader(s.max_file_bytes, s.parse_timeout_s)
     flow = Dataflow("ragstream_sync")
     events = op.input("folders", flow, source)
-    by_doc = op.key_on("by_doc", events, _doc_id)
+    by_doc = op.key_on("by_doc", events, parse_key)
     parsed = op.stateful_batch("parse", by_doc, lambda resume: _ParseLogic(reader))
     op.output("index", parsed, IndexSink(owner, on_outcome))
     return flow, source
 
 
-def _doc_id(event: FileEvent) -> str:
-    return event.doc_id
+def parse_key(event: FileEvent) -> str:
+    """The doc's parse bucket: the same in every process (crc32, never the salted `hash`)."""
+    return f"{zlib.crc32(event.doc_id.encode()) % PARSE_BUCKETS:03d}"
 
 
 def snapshot_interval() -> timedelta:

@@ -54,12 +54,17 @@ def sync(
     allow_mass_delete: bool = False,
     on_outcome: OutcomeHandler | None = None,
     on_scan: ScanHandler | None = None,
+    workers: int = 1,
 ) -> SyncReport:
-    """Catch up once: make the index equal the folders, then return the pass's totals."""
+    """Catch up once: make the index equal the folders, then return the pass's totals.
+
+    `workers` bytewax worker threads share the parsing; one of them writes (`flows.sync`).
+    """
     chosen = _with_paths(settings or load_settings(data_dir), paths)
     return run_sync(
         chosen,
         watch=False,
+        workers=workers,
         allow_mass_delete=allow_mass_delete,
         on_outcome=on_outcome,
         on_scan=on_scan,
@@ -75,11 +80,14 @@ def watch(
     on_outcome: OutcomeHandler | None = None,
     serve: tuple[str, int] | None = None,
     on_serving: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> SyncReport:
-    """Catch up, then follow every change until interrupted.
+    """Catch up, then follow every change until interrupted (bytewax recovery on, under
+    `<data_dir>/recovery/`).
 
     `serve=(host, port)` also answers queries over HTTP from this process's own stores
-    (one process owns an embedded data dir); its URL is recorded for `Client`s.
+    (one process owns an embedded data dir); its URL is recorded for `Client`s. `workers`
+    bytewax worker threads share the parsing; one of them writes.
     """
     chosen = _with_paths(settings or load_settings(data_dir), paths)
     alongside = None
@@ -92,6 +100,7 @@ def watch(
     return run_sync(
         chosen,
         watch=True,
+        workers=workers,
         allow_mass_delete=allow_mass_delete,
         on_outcome=on_outcome,
         alongside=alongside,

@@ -35,6 +35,15 @@ Paths = Annotated[list[Path], typer.Argument(help="folders to keep in sync")]
 AllowMass = Annotated[
     bool, typer.Option("--allow-mass-delete", help="proceed even if most docs vanished")
 ]
+Workers = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        envvar="RAGSTREAM_WORKERS",
+        help="bytewax worker threads (parsing is shared; one writes)",
+    ),
+]
 
 
 def _progress_line(outcome: DocOutcome) -> None:
@@ -71,13 +80,17 @@ def sync(
     data_dir: DataDir = None,
     as_json: AsJson = False,
     allow_mass_delete: AllowMass = False,
+    workers: Workers = 1,
 ) -> None:
     """Catch up once (index == folders), then exit."""
     from connectors.fs import ScanSummary
     from ragstream import api
 
     if as_json:
-        _finish(api.sync(paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete), True)
+        report = api.sync(
+            paths, data_dir=data_dir, allow_mass_delete=allow_mass_delete, workers=workers
+        )
+        _finish(report, True)
         return
     columns = (*Progress.get_default_columns(), MofNCompleteColumn())
     with Progress(*columns, console=err, transient=True) as progress:
@@ -97,6 +110,7 @@ def sync(
             allow_mass_delete=allow_mass_delete,
             on_outcome=done,
             on_scan=scanned,
+            workers=workers,
         )
     _finish(report, False)
 
@@ -112,6 +126,7 @@ def watch(
     ] = False,
     host: Annotated[str | None, typer.Option(help="with --serve: bind address")] = None,
     port: Annotated[int | None, typer.Option(help="with --serve: port (0 = any free)")] = None,
+    workers: Workers = 1,
 ) -> None:
     """Catch up, then follow every change until Ctrl-C (optionally serving queries)."""
     from ragstream import api
@@ -135,6 +150,7 @@ def watch(
             on_outcome=emit,
             serve=address,
             on_serving=lambda url: err.print(f"serving queries at {url}"),
+            workers=workers,
         )
     except KeyboardInterrupt:
         err.print("stopped")

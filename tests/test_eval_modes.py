@@ -123,7 +123,8 @@ def test_gate_refusal_with_relevant_context_is_refused_wrongly(
 ) -> None:
     settings, queries, qrels = indexed
     strict = with_query(settings, dense_floor=0.99)  # the gate refuses every question
-    _, _, details = evaluate_retrieval(strict, queries, qrels, depth=100, answers=True)
+    one = [fused_config("rrf")]
+    _, _, details = evaluate_retrieval(strict, queries, qrels, depth=100, answers=True, configs=one)
     answered = [d for d in details if d.refusal is not None]
     assert answered, "no query reached the answer stage"
     for d in answered:
@@ -217,7 +218,10 @@ def test_answers_flag_adds_the_answer_classes(
     indexed: tuple[Settings, Queries, Qrels],
 ) -> None:
     settings, queries, qrels = indexed
-    _, _, details = evaluate_retrieval(settings, queries, qrels, depth=100, answers=True)
+    one = [fused_config("rrf")]  # the failure report's subject; the other rows add nothing here
+    _, _, details = evaluate_retrieval(
+        settings, queries, qrels, depth=100, answers=True, configs=one
+    )
     counts = count_failures(details, 100, answers=True)
     assert list(counts) == ["not_retrieved@100", "below_k", "refused_wrongly", "unsupported_answer"]
     assert sum(counts.values()) == len(details) <= QUERIES

@@ -125,7 +125,11 @@ def test_1_backfill_with_changes_then_promote(
     assert status.embedder == load_embedder("static").version and status.collection == new
     assert status.reindex is not None and status.reindex.phase == "promoted"
     names = {sp.name for sp in spans.get_finished_spans()}
-    assert {"reindex.start", "reindex.backfill", "reindex.promote"} <= names
+    assert {
+        "ragstream.reindex.start",
+        "ragstream.reindex.backfill",
+        "ragstream.reindex.promote",
+    } <= names
 
 
 def test_2_rollback_restores_the_old_side_and_its_answers(settings: Settings) -> None:

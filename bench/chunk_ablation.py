@@ -1,0 +1,207 @@
+"""Chunking ablation on BEIR SciFact (issue 4): which chunk settings retrieve best while an
+edit still re-embeds about one chunk.
+
+Each config `NAME=MAX/MIN/MODULUS` (chunk.max_tokens / min_tokens / boundary_modulus) indexes
+the whole corpus through the real ingest into its own data dir `<out>/<NAME>/` — a config
+can share nothing with another anyway (the chunker settings are in every content hash), and
+an eval data dir someone else uses is never touched. Then it evaluates the `--split` queries
+(train by default: choices are made on train, never on test) with the harness's four rows,
+and runs bench/incremental.py's edit benchmark with the same chunk settings, because bigger
+chunks could make an edit re-cut (and re-embed) more than the chunk it is in.
+
+One Markdown table comes out, one line per config, and `<out>/ablation.json`. With `--test`,
+the best config (highest hybrid-rrf nDCG@10 among those whose re-embed ratio is within the
+issue's 1.1) and the first config (the baseline) are also evaluated on the test split, on
+the same data dirs (nothing is re-embedded). Re-runs are incremental: a data dir that already
+holds its config's index embeds nothing; `--reuse` skips a config whose result is saved.
+
+    nice -n 10 .venv/bin/python bench/chunk_ablation.py [NAME=MAX/MIN/MOD ...] [--split train]
+        [--test] [--edits 50] [--out bench/out/chunk-ablation] [--reuse]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench._scifact import SCIFACT
+from core.settings import ChunkSettings
+from ragstream import api
+from ragstream.evaluation import (
+    Row,
+    evaluate_dataset,
+    index_corpus,
+    load_beir,
+    markdown_table,
+)
+
+OUT = Path(__file__).resolve().parent / "out" / "chunk-ablation"
+DEFAULT_SPECS = ("current=256/32/8", "min128=256/128/8", "min200=256/200/8", "mod32=256/32/32")
+MAX_RATIO = 1.1  # issue 4: re-embedded chunks per changed chunk must stay at most this
+PIPELINE_ROW = "hybrid-rrf"  # what `ragstream query` runs: the row a config is chosen by
+ROW_NAMES = ("bm25", "dense", "hybrid-rrf", "hybrid-dbsf")
+_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)=(?P<max>\d+)/(?P<min>\d+)/(?P<mod>\d+)$")
+
+
+class ConfigResult(BaseModel):
+    """Everything measured for one chunk config (saved as `<out>/<name>/ablation.json`)."""
+
+    name: str
+    chunk: ChunkSettings
+    split: str
+    queries: int
+    docs: int
+    chunks: int
+    index_s: float  # first run: the whole corpus embedded; a re-run: only the scan
+    rows: list[Row]
+    edits: int
+    changed: int
+    re_embedded: int
+    test_rows: list[Row] = Field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return self.re_embedded / max(self.changed, 1)
+
+    def row(self, name: str, test: bool = False) -> Row:
+        return next(r for r in (self.test_rows if test else self.rows) if r.name == name)
+
+
+def parse_spec(spec: str) -> tuple[str, ChunkSettings]:
+    """`NAME=MAX/MIN/MODULUS` -> (name, validated ChunkSettings); the name is a folder name."""
+    m = _SPEC.match(spec)
+    if m is None:
+        raise ValueError(f"config {spec!r} is not NAME=MAX_TOKENS/MIN_TOKENS/BOUNDARY_MODULUS")
+    chunk = ChunkSettings(
+        max_tokens=int(m["max"]), min_tokens=int(m["min"]), boundary_modulus=int(m["mod"])
+    )
+    return m["name"], chunk
+
+
+def pick_best(results: Sequence[ConfigResult], max_ratio: float = MAX_RATIO) -> ConfigResult:
+    """The config with the best pipeline-row nDCG@10 among those that keep edits cheap."""
+    cheap = [r for r in results if r.ratio <= max_ratio]
+    if not cheap:
+        raise ValueError(f"no config keeps the re-embed ratio within {max_ratio}")
+    return max(cheap, key=lambda r: r.row(PIPELINE_ROW).ndcg_10)
+
+
+def markdown_ablation(results: Sequence[ConfigResult]) -> str:
+    """One line per config: size of the index, nDCG@10 per row kind, hybrid recall@100,
+    and the edit benchmark's re-embed ratio."""
+    ndcg = " | ".join(f"{n} nDCG@10" for n in ROW_NAMES)
+    lines = [
+        f"| config | max/min/mod | chunks | per abstract | {ndcg} | rrf R@100 | dbsf R@100 "
+        "| re-embed ratio | index s |",
+        "|---|---|---|---|" + "---|" * len(ROW_NAMES) + "---|---|---|---|",
+    ]
+    for r in results:
+        c = r.chunk
+        scores = " | ".join(f"{r.row(n).ndcg_10:.4f}" for n in ROW_NAMES)
+        lines.append(
+            f"| {r.name} | {c.max_tokens}/{c.min_tokens}/{c.boundary_modulus} | {r.chunks} | "
+            f"{r.chunks / max(r.docs, 1):.2f} | {scores} | "
+            f"{r.row('hybrid-rrf').recall_100:.4f} | {r.row('hybrid-dbsf').recall_100:.4f} | "
+            f"{r.ratio:.3f} ({r.re_embedded}/{r.changed}) | {r.index_s:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def run_config(
+    name: str, chunk: ChunkSettings, dataset: Path, out: Path, split: str, edits: int
+) -> ConfigResult:
+    """Index, evaluate `split`, and run the edit benchmark for one chunk config."""
+    from bench.incremental import measure  # the script's own imports need bench/ on the path
+
+    data_dir = out / name
+    overrides = {"chunk": chunk.model_dump()}
+    corpus, _, _ = load_beir(dataset, split)
+    t0 = time.perf_counter()
+    settings = index_corpus(corpus, data_dir, overrides)
+    index_s = time.perf_counter() - t0
+    status = api.status(settings=settings)
+    print(f"[{name}] {status.chunks_live} chunks, indexed in {index_s:.0f} s", flush=True)
+    report = evaluate_dataset(dataset, data_dir, split, settings_overrides=overrides)
+    print(f"[{name}] {split}: {markdown_table(report.rows)}", flush=True)
+    inc = measure(edits, chunk=chunk)
+    print(f"[{name}] edits: {inc.re_embedded} re-embedded / {inc.changed} changed", flush=True)
+    return ConfigResult(
+        name=name,
+        chunk=chunk,
+        split=split,
+        queries=report.queries,
+        docs=status.docs,
+        chunks=status.chunks_live,
+        index_s=index_s,
+        rows=report.rows,
+        edits=inc.edits,
+        changed=inc.changed,
+        re_embedded=inc.re_embedded,
+    )
+
+
+def _save(result: ConfigResult, out: Path) -> None:
+    path = out / result.name / "ablation.json"
+    path.write_text(result.model_dump_json(by_alias=True, indent=2) + "\n", encoding="utf-8")
+
+
+def _saved(name: str, chunk: ChunkSettings, split: str, out: Path) -> ConfigResult | None:
+    path = out / name / "ablation.json"
+    if not path.is_file():
+        return None
+    saved = ConfigResult.model_validate_json(path.read_text(encoding="utf-8"))
+    return saved if saved.chunk == chunk and saved.split == split else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("configs", nargs="*", default=list(DEFAULT_SPECS), help="NAME=MAX/MIN/MOD")
+    ap.add_argument("--dataset", type=Path, default=SCIFACT)
+    ap.add_argument("--split", default="train")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--edits", type=int, default=50, help="edits of the re-embed benchmark")
+    ap.add_argument("--test", action="store_true", help="test split for best + baseline")
+    ap.add_argument("--reuse", action="store_true", help="keep a config's saved result")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("ragstream.evaluation").setLevel(logging.INFO)
+    specs = [parse_spec(s) for s in args.configs]
+    if len({n for n, _ in specs}) != len(specs):
+        raise SystemExit("config names must be distinct (each is a data dir)")
+    results: list[ConfigResult] = []
+    for name, chunk in specs:
+        saved = _saved(name, chunk, args.split, args.out) if args.reuse else None
+        result = saved or run_config(name, chunk, args.dataset, args.out, args.split, args.edits)
+        _save(result, args.out)
+        results.append(result)
+    print(
+        f"\n### Chunking ablation: {args.dataset.name} {args.split}, {results[0].queries} queries"
+    )
+    print(markdown_ablation(results))
+    if args.test and args.split != "test":
+        best = pick_best(results)
+        for result in [results[0]] + ([best] if best is not results[0] else []):
+            if not result.test_rows:
+                overrides = {"chunk": result.chunk.model_dump()}
+                report = evaluate_dataset(
+                    args.dataset, args.out / result.name, "test", settings_overrides=overrides
+                )
+                result.test_rows = report.rows
+                _save(result, args.out)
+            print(f"\n### {result.name} on the test split\n\n{markdown_table(result.test_rows)}")
+        print(f"\nbest on {args.split} (re-embed ratio <= {MAX_RATIO}): {best.name}")
+    summary = [r.model_dump(mode="json", by_alias=True) for r in results]
+    (args.out / "ablation.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
