@@ -31,3 +31,9 @@ def write_markdown(docs: list[dict[str, str]], folder: Path) -> list[Path]:
         path.write_text(f"# {d['title']}\n\n{d['text']}\n")
         paths.append(path)
     return paths
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) of `values` by nearest rank (no interpolation)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus, write_markdown
+from _scifact import corpus, pct, write_markdown
 
 from core.answers import Answer, QueryFilters, QueryRequest
 from core.settings import Settings
@@ -57,11 +57,6 @@ from ragstream.client import Client
 OUT = Path(__file__).resolve().parent / "out"
 FOLDER = "scifact"  # the source name, so doc ids are `scifact:<id>.md`
 TIMEOUT_S = 30.0
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def cached_index(docs: list[dict[str, str]], settings: Settings) -> tuple[Path, dict[str, int]]:

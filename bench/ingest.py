@@ -10,9 +10,9 @@ the model is loaded (interpreter + libraries + model) and the peak RSS during th
 /proc/self/status (the peak is reset after the model load through /proc/self/clear_refs, so
 loading the model never counts as ingest). Most of the difference is fixed (docling,
 bytewax, encode activations, store buffers), so the peak is also sampled after every
-document and printed after each flow batch; the 100k figure extrapolates the growth after
-the first batch. It is an extrapolation: measured growth per chunk falls with size (the
-curve is printed so a reader can judge), only an ingest of 100k chunks measures it.
+document and printed after each flow batch; the 100k figure extrapolates the growth per
+chunk over the second half of the run. It is an extrapolation: growth per chunk falls with
+size (the curve is printed so a reader can judge); only an ingest of 100k chunks measures it.
 
     .venv/bin/python bench/ingest.py [--docs 2000]
 """
@@ -75,17 +75,17 @@ class PeakSampler:
             f"ingest beyond the model: {peak - rss_model:.0f} MiB peak for {chunks} chunks",
             f"peak beyond the model after each flow batch (chunks: MiB): {series}",
         ]
-        if not ends or chunks <= ends[0][1]:
+        _, c_half, p_half = self.samples[len(self.samples) // 2]
+        if chunks <= c_half or not ends:
             return [*lines, f"(per 100k chunks: needs more than {batch_docs} docs)"]
-        _, c1, p1 = ends[0]
-        slope = (peak - p1) / (chunks - c1)  # MiB per chunk once the first batch is paid
-        at_100k = p1 - rss_model + slope * max(100_000 - c1, 0)
+        slope = (peak - p_half) / (chunks - c_half)  # MiB per chunk, second half of the run
+        at_100k = peak - rss_model + slope * max(100_000 - chunks, 0)
         linear = (peak - rss_model) * 100_000 / chunks
         return [
             *lines,
             f"extrapolated to 100k chunks: {at_100k / 1024:.2f} GiB beyond the model "
-            f"(first-batch peak + {slope * 1024:.1f} KiB per chunk after it; scaling the "
-            f"whole peak linearly would say {linear / 1024:.1f} GiB)",
+            f"(this peak + {slope * 1024:.1f} KiB per further chunk, the growth over the "
+            f"second half of this run; scaling the whole peak linearly: {linear / 1024:.1f} GiB)",
         ]
 
 

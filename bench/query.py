@@ -21,17 +21,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import SCIFACT, corpus, write_markdown
+from _scifact import SCIFACT, corpus, pct, write_markdown
 
 from core.answers import QueryRequest
 from core.settings import Settings
 from query.engine import QueryEngine
 from ragstream import api
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def measure(settings: Settings, queries: list[str]) -> dict[str, tuple[float, float]]:

@@ -20,10 +20,8 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus, write_markdown
+from _scifact import corpus, pct, write_markdown
 
 from core.answers import QueryRequest
 from core.settings import Settings
@@ -51,8 +49,8 @@ def timed_queries(
         i += 1
 
 
-def pct(ms: list[float]) -> str:
-    return f"p50 {np.percentile(ms, 50):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms (n={len(ms)})"
+def p50_p95(ms: list[float]) -> str:
+    return f"p50 {pct(ms, 0.5):.1f} ms, p95 {pct(ms, 0.95):.1f} ms (n={len(ms)})"
 
 
 def main() -> None:
@@ -113,8 +111,8 @@ def main() -> None:
         f"= {backfill_rate:.1f}/s"
     )
     print(f"backfill / raw encode throughput: {backfill_rate / raw_rate:.3f} (target >= 0.85)")
-    print(f"queries idle:            {pct(idle)}")
-    print(f"queries during backfill: {pct(during)}")
+    print(f"queries idle:            {p50_p95(idle)}")
+    print(f"queries during backfill: {p50_p95(during)}")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
+from core.models import DocOutcome  # noqa: E402
 from core.settings import SUPPORTED_SUFFIXES  # noqa: E402
 from core.telemetry import install_exporter  # noqa: E402
 from ragstream import api  # noqa: E402
@@ -85,7 +86,10 @@ def threads(folder: Path, work: Path, counts: Sequence[int]) -> None:
     for n in counts:
         spans.clear()
         started = time.perf_counter()
-        report = api.sync([folder], data_dir=work / f"threads-{n}", workers=n)
+        outcomes: list[DocOutcome] = []
+        report = api.sync(
+            [folder], data_dir=work / f"threads-{n}", workers=n, on_outcome=outcomes.append
+        )
         seconds = time.perf_counter() - started
         busy: dict[str, float] = defaultdict(float)
         for s in spans.get_finished_spans():
@@ -97,9 +101,7 @@ def threads(folder: Path, work: Path, counts: Sequence[int]) -> None:
         extra = (
             f"parse {busy['parse']:.1f}s (summed), writer {writer:.1f}s, parse share {share:.0%}"
         )
-        print(
-            row("threads", n, report.docs_changed, report.chunks_live, seconds, extra), flush=True
-        )
+        print(row("threads", n, len(outcomes), report.chunks_live, seconds, extra), flush=True)
 
 
 def free_ports(n: int) -> list[int]:
