@@ -11,11 +11,14 @@ from bench.chunk_ablation import (
     MAX_RATIO,
     ROW_NAMES,
     ConfigResult,
+    effective_chunk,
     markdown_ablation,
     parse_spec,
     pick_best,
 )
+from core.models import EmbedderVersion
 from core.settings import ChunkSettings
+from operators.embed import Embedder
 from ragstream.evaluation import Row
 
 
@@ -86,3 +89,24 @@ def test_markdown_ablation_has_one_line_per_config_with_its_figures() -> None:
         assert f"{r.row('hybrid-rrf').ndcg_10:.4f}" in cells
         assert f"{r.ratio:.3f} ({r.re_embedded}/{r.changed})" in cells
         assert f"{r.chunks / r.docs:.2f}" in cells
+
+
+def test_effective_chunk_shows_the_caps_that_make_two_configs_chunk_alike() -> None:
+    # only the sequence length matters to the caps; the model itself is never called
+    embedder = Embedder(
+        EmbedderVersion(name="seq-128", fingerprint="0", dimension=4),
+        max_seq_length=128,
+        tokenizer_name="seq-128",
+        _count=lambda texts: [len(t.split()) for t in texts],
+        _encode=lambda texts, batch: [],
+    )
+    big = effective_chunk(
+        ChunkSettings(max_tokens=256, min_tokens=100, boundary_modulus=8), embedder
+    )
+    huge = effective_chunk(
+        ChunkSettings(max_tokens=512, min_tokens=90, boundary_modulus=8), embedder
+    )
+    assert big == huge
+    assert (big.max_tokens, big.min_tokens, big.boundary_modulus) == (126, 63, 8)
+    small = ChunkSettings(max_tokens=100, min_tokens=20, boundary_modulus=4)
+    assert effective_chunk(small, embedder) == small
