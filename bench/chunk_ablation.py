@@ -43,13 +43,8 @@ from core.settings import ChunkSettings, Settings
 from flows.runtime import chunker_for
 from operators.embed import Embedder, load_embedder
 from ragstream import api
-from ragstream.evaluation import (
-    Row,
-    evaluate_dataset,
-    index_corpus,
-    load_beir,
-    markdown_table,
-)
+from ragstream.beir import index_corpus, load_beir
+from ragstream.evaluation import Row, evaluate_dataset, markdown_table
 
 OUT = Path(__file__).resolve().parent / "out" / "chunk-ablation"
 DEFAULT_SPECS = ("current=256/32/8", "min128=256/128/8", "min200=256/200/8", "mod32=256/32/32")

@@ -253,8 +253,8 @@ class Indexer:
                 self.lexical.commit()
             _apply(live.vectors, changes, vectors)
             others = self.sides.others  # dual-write during a reindex, each with its own vectors
+            needed = {c.content_hash: (c.doc_id, c.text) for c in adds} if others else {}
             for other in others:
-                needed = {c.content_hash: (c.doc_id, c.text) for c in adds}
                 _apply(other.vectors, changes, self._embed(other, needed)[0])
             if tombstones or orphans:  # last, in every store
                 self.lexical.tombstone(tombstones + orphans, changes.at)

@@ -30,6 +30,7 @@ from core.answers import Answer, QueryRequest
 from core.settings import Settings
 from query.engine import QueryEngine
 from query.retrieve import Retriever
+from ragstream.beir import beir_doc_id
 
 # Far outside any scientific corpus; the gate's floor was calibrated on questions like these.
 OFF_TOPIC = (
@@ -57,12 +58,6 @@ def latency(ms: Sequence[float]) -> tuple[float, float]:
     if not ms:
         return 0.0, 0.0
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
-
-
-def beir_doc_id(settings: Settings, key: str) -> str:
-    """The index's doc id of BEIR document `key` (`evaluation.index_corpus` writes
-    `<source>/<key>.md` into the single source it indexes)."""
-    return f"{settings.sources[0].name}:{key}.md"
 
 
 def eval_engine(settings: Settings, retriever: Retriever) -> QueryEngine:

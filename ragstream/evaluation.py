@@ -24,20 +24,18 @@ OpenAI-compatible endpoint is configured: without one there is nothing to write 
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import pytrec_eval
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.answers import DEFAULT_RRF_K, Answer, QueryRequest
+from core.answers import DEFAULT_RRF_K, QueryRequest
 from core.settings import Settings
-from query.engine import QueryEngine
 from query.rerank import load_reranker, rerank
 from query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
 from query.transforms import (
@@ -47,25 +45,34 @@ from query.transforms import (
     enabled_transforms,
     retrieve_transformed,
 )
-from ragstream import api
 from ragstream.answer_eval import (
     OFF_TOPIC,
     AbstainReport,
     GoldReport,
     abstain_group,
-    beir_doc_id,
     eval_engine,
     gold_eval,
     latency,
     markdown_abstain,
     markdown_gold,
 )
+from ragstream.beir import (
+    Qrels,
+    Queries,
+    beir_doc_id,
+    doc_key,
+    index_corpus,
+    load_beir,
+)
+from ragstream.failures import (
+    FailureDetail,
+    classify_failures,
+    count_failures,
+    markdown_failures,
+)
 
 log = logging.getLogger(__name__)
 
-Corpus = dict[str, dict[str, str]]  # doc id -> {"title", "text"}
-Queries = dict[str, str]  # query id -> text
-Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded relevance
 DEFAULT_DEPTH = 500  # chunks per leg: abstracts split into ~4-5 chunks, recall@100 needs 100 docs
 RERANK_DEPTH = 100  # fused chunks the cross-encoder re-scores (the rest keep fused order)
 DEFAULT_K = QueryRequest.model_fields["k"].default  # chunks an answer is generated from
@@ -99,19 +106,6 @@ class Row(BaseModel):
     mrr_10: float = Field(alias="mrr@10")
     p50_ms: float
     p95_ms: float
-
-
-class FailureDetail(BaseModel):
-    """One failing query: the first stage that broke, and the evidence for that verdict."""
-
-    qid: str
-    query: str
-    failure: str  # not_retrieved@N | below_k | refused_wrongly | unsupported_answer
-    relevant: list[str]
-    first_relevant_rank: int | None  # 1-based chunk rank in the pipeline config's ranking
-    refusal: str | None = None
-    grounding: float | None = None
-    answer: str | None = None
 
 
 class EvalReport(BaseModel):
@@ -179,83 +173,6 @@ def default_configs(settings: Settings) -> list[EvalConfig]:
     if pipeline.name not in {c.name for c in configs}:
         configs.append(pipeline)
     return configs
-
-
-def load_beir(dataset_dir: str | Path, split: str = "test") -> tuple[Corpus, Queries, Qrels]:
-    """corpus.jsonl, queries.jsonl and qrels/<split>.tsv (with header) of a BEIR dataset."""
-    root = Path(dataset_dir)
-    corpus: Corpus = {}
-    with (root / "corpus.jsonl").open(encoding="utf-8") as fh:
-        for line in filter(str.strip, fh):
-            d = json.loads(line)
-            corpus[str(d["_id"])] = {"title": d.get("title") or "", "text": d.get("text") or ""}
-    queries: Queries = {}
-    with (root / "queries.jsonl").open(encoding="utf-8") as fh:
-        for line in filter(str.strip, fh):
-            q = json.loads(line)
-            queries[str(q["_id"])] = q["text"]
-    qrels: Qrels = {}
-    with (root / "qrels" / f"{split}.tsv").open(encoding="utf-8", newline="") as fh:
-        rows = csv.reader(fh, delimiter="\t")
-        next(rows, None)  # header: query-id, corpus-id, score
-        for row in rows:
-            if row:
-                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
-    return corpus, queries, qrels
-
-
-def beir_subset(
-    corpus: Corpus, queries: Queries, qrels: Qrels, n_queries: int, n_distractors: int
-) -> tuple[Corpus, Queries, Qrels]:
-    """A small fixed slice for tests and quick runs: the first `n_queries` judged queries,
-    every document they judge, and the first `n_distractors` other documents of the corpus
-    (so retrieval still has to pick the relevant ones out)."""
-    qids = [q for q in queries if q in qrels][:n_queries]
-    judged = {d for q in qids for d in qrels[q]}
-    others = set([d for d in corpus if d not in judged][:n_distractors])
-    sub = {d: doc for d, doc in corpus.items() if d in judged or d in others}
-    return sub, {q: queries[q] for q in qids}, {q: qrels[q] for q in qids}
-
-
-def markdown_doc(doc: Mapping[str, str]) -> str:
-    """A BEIR document as the Markdown a user would keep: the title as the heading."""
-    title, text = doc.get("title", "").strip(), doc.get("text", "").strip()
-    return f"# {title}\n\n{text}\n" if title else f"{text}\n"
-
-
-def index_corpus(
-    corpus: Corpus, data_dir: str | Path, settings_overrides: Mapping[str, Any] | None = None
-) -> Settings:
-    """Write `<data_dir>/corpus/<id>.md` and run the real ingest over that folder.
-
-    Unchanged files are not rewritten (their mtime is the ingest's change signal), files of
-    ids no longer in the corpus are removed, so the index always equals this corpus."""
-    data = Path(data_dir)
-    folder = data / "corpus"
-    folder.mkdir(parents=True, exist_ok=True)
-    wanted = set()
-    for doc_id, doc in corpus.items():
-        if not doc_id or "/" in doc_id or "\\" in doc_id or doc_id.startswith("."):
-            raise ValueError(f"document id {doc_id!r} cannot be a file name")
-        path = folder / f"{doc_id}.md"
-        wanted.add(path.name)
-        text = markdown_doc(doc)
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-    for stale in folder.glob("*.md"):
-        if stale.name not in wanted:
-            stale.unlink()
-    settings = Settings(**{**(settings_overrides or {}), "data_dir": data}).with_paths([folder])
-    report = api.sync([folder], settings=settings, allow_mass_delete=True)
-    log.info("indexed %d docs (%d chunks embedded)", report.docs_seen, report.chunks_embedded)
-    if report.dead_letters:
-        log.warning("%d documents could not be indexed", len(report.dead_letters))
-    return settings
-
-
-def doc_key(doc_id: str) -> str:
-    """The BEIR id of a chunk's document: the file stem of `<source>:<path>`."""
-    return PurePosixPath(doc_id.split(":", 1)[-1]).stem
 
 
 def aggregate(ranked: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
@@ -366,87 +283,6 @@ def _run(
     return rows, kept
 
 
-def failure_classes(depth: int, answers: bool) -> list[str]:
-    """The classes a run can report, in pipeline order (answer classes only with answers)."""
-    names = [f"not_retrieved@{depth}", "below_k"]
-    return names + (["refused_wrongly", "unsupported_answer"] if answers else [])
-
-
-def classify_retrieval(
-    ranked_docs: Sequence[str], relevant: Collection[str], k: int, depth: int
-) -> tuple[str | None, int | None]:
-    """(failure or None, 1-based chunk rank of the first relevant chunk or None)."""
-    rank = next((i for i, d in enumerate(ranked_docs, 1) if d in relevant), None)
-    if rank is None:
-        return f"not_retrieved@{depth}", None
-    return ("below_k" if rank > k else None), rank
-
-
-def classify_answer(answer: Answer, relevant: Collection[str], min_grounding: float) -> str | None:
-    """The answer-level failure of an answer whose retrieval passed, or None.
-
-    A refusal by the verifier, or an answer kept but flagged below `min_grounding`
-    (`on_low_grounding=flag`), is `unsupported_answer`. Any other refusal is
-    `refused_wrongly` when a relevant document was in what the generator saw (its sources;
-    the top-k candidates when the gate refused before assembly), else `below_k`: the
-    token budget left every relevant chunk out of the context."""
-    if answer.refusal is not None and answer.refusal.reason == "unsupported_answer":
-        return "unsupported_answer"
-    if answer.refusal is None:
-        return "unsupported_answer" if answer.grounding < min_grounding else None
-    seen = [s.doc_id for s in answer.sources] or [c.doc_id for c in answer.candidates]
-    return "refused_wrongly" if {doc_key(d) for d in seen} & set(relevant) else "below_k"
-
-
-def classify_failures(
-    queries: Queries,
-    qrels: Qrels,
-    ranked: Mapping[str, Sequence[str]],
-    *,
-    k: int,
-    depth: int,
-    engine: QueryEngine | None = None,
-    config: EvalConfig | None = None,
-) -> list[FailureDetail]:
-    """The first failing stage of every query in `ranked` (chunk rankings as BEIR doc ids);
-    with an `engine`, queries whose retrieval passed are answered (with `config`'s fusion)
-    and their answer classified. Passing queries are left out."""
-    out: list[FailureDetail] = []
-    for qid, docs in ranked.items():
-        relevant = [d for d, rel in qrels[qid].items() if rel > 0]
-        failure, rank = classify_retrieval(docs, relevant, k, depth)
-        detail = FailureDetail(
-            qid=qid,
-            query=queries[qid],
-            failure=failure or "",
-            relevant=relevant,
-            first_relevant_rank=rank,
-        )
-        if failure is None and engine is not None:
-            c = config or fused_config()
-            request = QueryRequest(query=queries[qid], k=k, n=depth, fusion=c.fusion, rrf_k=c.rrf_k)
-            answer = engine.answer(request)
-            failure = classify_answer(answer, relevant, engine.settings.query.min_grounding)
-            detail = detail.model_copy(
-                update={
-                    "failure": failure or "",
-                    "refusal": answer.refusal.reason if answer.refusal else None,
-                    "grounding": answer.grounding,
-                    "answer": answer.text,
-                }
-            )
-        if failure is not None:
-            out.append(detail)
-    return out
-
-
-def count_failures(details: Sequence[FailureDetail], depth: int, answers: bool) -> dict[str, int]:
-    counts = dict.fromkeys(failure_classes(depth, answers), 0)
-    for d in details:
-        counts[d.failure] = counts.get(d.failure, 0) + 1
-    return counts
-
-
 def evaluate_retrieval(
     settings: Settings,
     queries: Queries,
@@ -513,23 +349,6 @@ def markdown_table(rows: Sequence[Row]) -> str:
             f"| {r.name} | {r.ndcg_10:.4f} | {r.recall_10:.4f} | {r.recall_100:.4f} | "
             f"{r.mrr_10:.4f} | {r.p50_ms:.1f} | {r.p95_ms:.1f} |"
         )
-    return "\n".join(lines)
-
-
-def markdown_failures(
-    counts: Mapping[str, int], queries: int, config: str, k: int, depth: int, answers: bool
-) -> str:
-    """The "which stage broke?" table: each query counted at its first failing stage."""
-    lines = [
-        f"which stage broke? ({config}: top {k} chunks of {depth} per leg, {queries} queries)",
-        "",
-        "| first failure | queries |",
-        "|---|---|",
-    ]
-    lines += [f"| {name} | {n} |" for name, n in counts.items()]
-    if not answers:
-        lines.append("| refused_wrongly, unsupported_answer | not measured (run with --answers) |")
-    lines.append(f"| passed | {queries - sum(counts.values())} |")
     return "\n".join(lines)
 
 

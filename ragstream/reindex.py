@@ -141,7 +141,8 @@ class Maintainer:
         return self.status("promoted: queries now use the new embedder")
 
     def _ndcg(self, side: Side, dataset: Path, split: str, limit: int | None) -> float:
-        from ragstream.evaluation import EvalConfig, load_beir, run_eval
+        from ragstream.beir import load_beir
+        from ragstream.evaluation import EvalConfig, run_eval
 
         _, queries, qrels = load_beir(dataset, split)
         judged = [q for q in queries if q in qrels][:limit]

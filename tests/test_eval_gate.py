@@ -21,14 +21,13 @@ from typer.testing import CliRunner
 from core.models import IndexedChunk
 from core.settings import Settings
 from query.retrieve import Candidate, RetrievalResult
+from ragstream.beir import index_corpus, load_beir
 from ragstream.cli import app
 from ragstream.evaluation import (
     EvalConfig,
     Row,
     aggregate,
     default_configs,
-    index_corpus,
-    load_beir,
     markdown_table,
     ranked_chunks,
     run_eval,

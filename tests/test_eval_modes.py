@@ -22,22 +22,19 @@ from core.answers import QueryRequest
 from core.settings import Settings
 from query.retrieve import Retriever
 from ragstream import api
-from ragstream.answer_eval import OFF_TOPIC, accepted, beir_doc_id, eval_engine, gold_eval
-from ragstream.cli import app
-from ragstream.evaluation import (
+from ragstream.answer_eval import OFF_TOPIC, accepted, eval_engine, gold_eval
+from ragstream.beir import (
     Qrels,
     Queries,
+    beir_doc_id,
     beir_subset,
-    classify_retrieval,
-    count_failures,
     doc_key,
-    evaluate_dataset,
-    evaluate_retrieval,
-    fused_config,
     index_corpus,
     load_beir,
-    ranked_chunks,
 )
+from ragstream.cli import app
+from ragstream.evaluation import evaluate_dataset, evaluate_retrieval, fused_config, ranked_chunks
+from ragstream.failures import classify_retrieval, count_failures
 
 QUERIES, DISTRACTORS = 8, 40
 

@@ -7,7 +7,6 @@ both store pairings, identical answers embedded vs. over HTTP, spans with the tr
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from query.engine import QueryEngine
 from query.server import QueryServer
 from ragstream import api
 from ragstream.client import Client
+from tests.helpers import copy_docs
 
 INJECTION = (
     "# Assistant policy notes\n\n"
@@ -43,15 +43,12 @@ def engine(
     install_exporter(EXPORTER)
     base = tmp_path_factory.mktemp("q")
     alpha, beta = base / "alpha", base / "beta"
-    for rel in (
+    rels = (
         "md/docling_concepts_chunking.md",
         "md/docling_concepts_architecture.md",
         "html/python311_tutorial_appetite.html",
-    ):
-        dst = alpha / Path(rel).name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shared_docs / rel, dst)
-        dst.chmod(0o644)
+    )
+    copy_docs(shared_docs, rels, alpha, flat=True)
     (alpha / "policy.md").write_text(INJECTION)
     beta.mkdir()
     (beta / "secret.md").write_text(

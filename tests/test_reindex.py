@@ -22,6 +22,7 @@ from flows.runtime import open_runtime
 from operators.embed import load_embedder
 from ragstream import api
 from ragstream.client import Client
+from tests.helpers import copy_docs
 
 FILES = [
     "md/docling_concepts_chunking.md",
@@ -41,12 +42,7 @@ def settings(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, shared_docs: Path
 ) -> Settings:
     vector, lexical = request.param
-    root = tmp_path_factory.mktemp("rx") / "docs"
-    for rel in FILES:
-        dst = root / Path(rel).name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shared_docs / rel, dst)
-        dst.chmod(0o644)
+    root = copy_docs(shared_docs, FILES, tmp_path_factory.mktemp("rx") / "docs", flat=True)
     s = Settings(
         data_dir=tmp_path_factory.mktemp("data"), vector_backend=vector, lexical_backend=lexical
     ).with_paths([root])

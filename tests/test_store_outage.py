@@ -33,6 +33,7 @@ from connectors.vector_stores import RetryPolicy, open_vector_store
 from core.settings import Settings
 from flows.runtime import open_runtime
 from ragstream import api
+from tests.helpers import copy_docs
 from tests.test_vector_stores import EMB, make_corpus
 
 FILES = [
@@ -126,12 +127,7 @@ def faults(monkeypatch: pytest.MonkeyPatch) -> Faults:
 
 
 def make_folder(root: Path, shared_docs: Path) -> Path:
-    for rel in FILES:
-        dst = root / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shared_docs / rel, dst)
-        dst.chmod(0o644)
-    return root
+    return copy_docs(shared_docs, FILES, root)
 
 
 def settings_for(data_dir: Path, **extra: Any) -> Settings:

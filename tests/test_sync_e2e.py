@@ -19,6 +19,7 @@ from core.models import SyncReport
 from core.settings import Settings
 from flows.runtime import Runtime, open_runtime
 from ragstream import api
+from tests.helpers import copy_docs
 
 LONG_MD = "md/docling_concepts_OCR.md"
 FILES = [
@@ -43,13 +44,7 @@ def backends(request: pytest.FixtureRequest) -> tuple[str, str]:
 def folder(
     tmp_path_factory: pytest.TempPathFactory, shared_docs: Path, backends: tuple[str, str]
 ) -> Path:
-    root = tmp_path_factory.mktemp("docs") / "docs"
-    for rel in FILES:
-        dst = root / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shared_docs / rel, dst)
-        dst.chmod(0o644)
-    return root
+    return copy_docs(shared_docs, FILES, tmp_path_factory.mktemp("docs") / "docs")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench._chaos import IndexView, index_mismatches, read_index, reference_view
+from bench.workers import free_ports
 from connectors.vector_stores import StoreBusyError
 from core.models import FileEvent
 from core.settings import Settings
@@ -144,21 +144,11 @@ def test_bytewax_run_with_two_workers_builds_the_same_index(
     _equal(data, folder, reference)
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_two_processes_build_the_same_index_with_one_writer(
     folder: Path, reference: IndexView, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    addresses = ";".join(f"127.0.0.1:{p}" for p in _free_ports(2))
+    addresses = ";".join(f"127.0.0.1:{p}" for p in free_ports(2))
     procs = [
         subprocess.Popen(
             [
