@@ -171,7 +171,7 @@ def test_abstain_mode_removes_the_answers_then_restores_the_index(
 ) -> None:
     settings, _, qrels = indexed
     before = api.status(settings=settings)
-    with caplog.at_level(logging.INFO, logger="ragstream.evaluation"):
+    with caplog.at_level(logging.INFO, logger="ragstream.beir"):
         report = evaluate_dataset(dataset, settings.data_dir, mode="abstain")
     a = report.abstain
     assert a is not None and report.rows == [] and report.failures is None
