@@ -1,7 +1,8 @@
 """Chunking ablation on BEIR SciFact (issue 4): which chunk settings retrieve best while an
 edit still re-embeds about one chunk.
 
-Each config `NAME=MAX/MIN/MODULUS` (chunk.max_tokens / min_tokens / boundary_modulus) indexes
+Each config `NAME=MAX/MIN/MODULUS[/hN]` (chunk.max_tokens / min_tokens / boundary_modulus, and
+an optional contextual header of N tokens embedded with each chunk, issue 8) indexes
 the whole corpus through the real ingest into its own data dir `<out>/<NAME>/` — a config
 can share nothing with another anyway (the chunker settings are in every content hash), and
 an eval data dir someone else uses is never touched. Then it evaluates the `--split` queries
@@ -51,7 +52,9 @@ DEFAULT_SPECS = ("current=256/32/8", "min128=256/128/8", "min200=256/200/8", "mo
 MAX_RATIO = 1.1  # issue 4: re-embedded chunks per changed chunk must stay at most this
 PIPELINE_ROW = "hybrid-rrf"  # what `ragstream query` runs: the row a config is chosen by
 ROW_NAMES = ("bm25", "dense", "hybrid-rrf", "hybrid-dbsf")
-_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)=(?P<max>\d+)/(?P<min>\d+)/(?P<mod>\d+)$")
+_SPEC = re.compile(
+    r"^(?P<name>[A-Za-z0-9_.-]+)=(?P<max>\d+)/(?P<min>\d+)/(?P<mod>\d+)(?:/h(?P<header>\d+))?$"
+)
 
 
 class ConfigResult(BaseModel):
@@ -80,12 +83,17 @@ class ConfigResult(BaseModel):
 
 
 def parse_spec(spec: str) -> tuple[str, ChunkSettings]:
-    """`NAME=MAX/MIN/MODULUS` -> (name, validated ChunkSettings); the name is a folder name."""
+    """`NAME=MAX/MIN/MODULUS[/hN]` -> (name, validated ChunkSettings); the name is a folder."""
     m = _SPEC.match(spec)
     if m is None:
-        raise ValueError(f"config {spec!r} is not NAME=MAX_TOKENS/MIN_TOKENS/BOUNDARY_MODULUS")
+        raise ValueError(
+            f"config {spec!r} is not NAME=MAX_TOKENS/MIN_TOKENS/BOUNDARY_MODULUS[/hHEADER_TOKENS]"
+        )
     chunk = ChunkSettings(
-        max_tokens=int(m["max"]), min_tokens=int(m["min"]), boundary_modulus=int(m["mod"])
+        max_tokens=int(m["max"]),
+        min_tokens=int(m["min"]),
+        boundary_modulus=int(m["mod"]),
+        header_tokens=int(m["header"] or 0),
     )
     return m["name"], chunk
 
@@ -96,7 +104,10 @@ def effective_chunk(chunk: ChunkSettings, embedder: Embedder) -> ChunkSettings:
     differently can chunk identically (then only the first is measured)."""
     cfg = chunker_for(Settings(chunk=chunk), embedder)
     return ChunkSettings(
-        max_tokens=cfg.max_tokens, min_tokens=cfg.min_tokens, boundary_modulus=cfg.boundary_modulus
+        max_tokens=cfg.max_tokens,
+        min_tokens=cfg.min_tokens,
+        boundary_modulus=cfg.boundary_modulus,
+        header_tokens=cfg.header_tokens,
     )
 
 
@@ -163,7 +174,8 @@ def run_config(
 
 
 def _triple(c: ChunkSettings) -> str:
-    return f"{c.max_tokens}/{c.min_tokens}/{c.boundary_modulus}"
+    header = f"/h{c.header_tokens}" if c.header_tokens else ""
+    return f"{c.max_tokens}/{c.min_tokens}/{c.boundary_modulus}{header}"
 
 
 def _save(result: ConfigResult, out: Path) -> None:

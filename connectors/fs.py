@@ -169,22 +169,30 @@ def plan_catch_up(
 
 @dataclass
 class _Debouncer:
-    """Paths touched by watchdog, released once quiet for `quiet_s` (thread-safe)."""
+    """Paths touched by watchdog, each released once its due time has passed (thread-safe).
+
+    A plain change is due after `quiet_s` without further events (a save in bursts is read
+    once). A *completed* write — the writer closed the file, or renamed a finished temp file
+    over it — is due after the much shorter `settle_s`: the bytes are final, and waiting the
+    full quiet period would only add latency. Any later plain event pushes it back again.
+    """
 
     quiet_s: float
-    _pending: dict[str, float] = field(default_factory=dict)
+    settle_s: float = 0.05
+    _due: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def touch(self, path: str) -> None:
+    def touch(self, path: str, *, completed: bool = False) -> None:
+        wait = min(self.settle_s, self.quiet_s) if completed else self.quiet_s
         with self._lock:
-            self._pending[path] = time.monotonic()
+            self._due[path] = time.monotonic() + wait
 
     def ready(self) -> list[str]:
         now = time.monotonic()
         with self._lock:
-            due = [p for p, t in self._pending.items() if now - t >= self.quiet_s]
+            due = [p for p, t in self._due.items() if t <= now]
             for p in due:
-                del self._pending[p]
+                del self._due[p]
         return sorted(due)
 
 
@@ -207,6 +215,7 @@ class FolderSourceConfig:
     path_filter: PathFilter
     watch: bool
     debounce_s: float = 0.3
+    settle_s: float = 0.05
     batch_size: int = 32
     max_delete_fraction: float = 0.5
     min_docs_for_guard: int = 10
@@ -235,22 +244,31 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
         self._queue: list[FileEvent] = []
         self._known: dict[str, tuple[int, int] | None] = {}
         self._planned = False
-        self._debouncer = _Debouncer(cfg.debounce_s)
+        self._debouncer = _Debouncer(cfg.debounce_s, cfg.settle_s)
         self._observer = self._start_observer() if cfg.watch else None
 
     def _start_observer(self) -> object:
-        from watchdog.events import DirModifiedEvent, FileSystemEvent, FileSystemEventHandler
+        from watchdog.events import (
+            EVENT_TYPE_CLOSED,
+            EVENT_TYPE_CLOSED_NO_WRITE,
+            EVENT_TYPE_OPENED,
+            DirModifiedEvent,
+            FileSystemEvent,
+            FileSystemEventHandler,
+        )
         from watchdog.observers import Observer
 
         debouncer = self._debouncer
+        ignored = (EVENT_TYPE_OPENED, EVENT_TYPE_CLOSED_NO_WRITE)  # reads (ours too) change nothing
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: FileSystemEvent) -> None:
-                if isinstance(event, DirModifiedEvent) or event.event_type == "opened":
+                if isinstance(event, DirModifiedEvent) or event.event_type in ignored:
                     return
-                debouncer.touch(os.fsdecode(event.src_path))
-                if getattr(event, "dest_path", ""):
-                    debouncer.touch(os.fsdecode(event.dest_path))
+                closed = event.event_type == EVENT_TYPE_CLOSED  # a writer closed the file
+                debouncer.touch(os.fsdecode(event.src_path), completed=closed)
+                if getattr(event, "dest_path", ""):  # a rename's target is complete
+                    debouncer.touch(os.fsdecode(event.dest_path), completed=True)
 
         observer = Observer()
         for source in self._cfg.sources:

@@ -66,6 +66,7 @@ class Chunk(Frozen):
     occurrence: int
     content_hash: str
     text: str
+    context: str = ""  # contextual header: embedded with `text`, never shown or cited
     section_path: tuple[str, ...] = ()
     page: int | None = None
     char_start: int
@@ -100,6 +101,7 @@ class IndexedChunk(Frozen):
     ordinal: int
     content_hash: str
     text: str
+    context: str = ""  # the contextual header embedded with `text` (empty when off)
     section_path: tuple[str, ...] = ()
     page: int | None = None
     char_start: int

@@ -54,6 +54,16 @@ class ChunkSettings(BaseModel):
     max_tokens: int = Field(default=256, ge=16)
     min_tokens: int = Field(default=32, ge=0)
     boundary_modulus: int = Field(default=8, ge=1)  # content-defined cut: ~1 in N small units
+    # contextual header (title > section path) embedded with each chunk, at most this many
+    # tokens taken from the text budget; 0 = off. Never in the shown/cited text.
+    header_tokens: int = Field(default=0, ge=0, le=64)
+    # an LLM-written sentence situating each chunk in its document (needs generator.base_url),
+    # embedded and BM25-indexed with the chunk, never shown or cited; paid once per content
+    # hash (cached in the state dir). The model (default: generator.model), the prompt
+    # version and the cap are in the chunker key; the cap comes out of the text budget.
+    situate: bool = False
+    situate_model: str | None = None
+    situate_tokens: int = Field(default=48, ge=8, le=128)
 
 
 class QuerySettings(BaseModel):
@@ -102,7 +112,8 @@ class Settings(BaseSettings):
     include: list[str] = Field(default_factory=lambda: [f"**/*{s}" for s in SUPPORTED_SUFFIXES])
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDES))
     max_file_bytes: int = 50 * 1024 * 1024
-    debounce_ms: int = 300
+    debounce_ms: int = 300  # quiet time before a changed file is read
+    settle_ms: int = 50  # … after a completed write (closed by its writer, or renamed in)
     parse_timeout_s: float = 120.0
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     embed_batch_size: int = 64

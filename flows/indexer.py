@@ -36,7 +36,7 @@ from core.models import (
     Redaction,
 )
 from core.telemetry import span
-from operators.chunk import ChunkerConfig, chunk_document
+from operators.chunk import ChunkerConfig, chunk_document, embedding_text
 from operators.diff import DocDiff, diff_document
 from operators.embed import Embedder
 from operators.parse import ParseError, parse_file
@@ -44,6 +44,7 @@ from operators.secrets import redact_document
 
 if TYPE_CHECKING:
     from flows.sides import Side
+    from flows.situate import SituateStep
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class Indexer:
     parse_timeout_s: float | None = None
     batch_size: int = 64
     lock: AbstractContextManager[object] = field(default_factory=nullcontext)
+    situate: SituateStep | None = None  # `chunk.situate`: LLM sentence into each context
 
     # ---- step 1: read + parse -------------------------------------------------------
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
@@ -170,6 +172,8 @@ class Indexer:
                     settled = {c.point_id for c in plan.chunks} | set(plan.diff.tombstone)
                     plan.lexical_orphans = sorted(self.lexical.live_ids(doc_id) - settled)
             _diff_attributes(sp, plans)
+        if self.situate is not None:
+            self._situate(self.situate, plans, live.embedder)
         needed = _needed([p for p in plans if p.diff is not None])
         vectors, encoded = self._embed(live, needed)
         encoded_by = {h: needed[h][0] for h in encoded}
@@ -177,6 +181,26 @@ class Indexer:
         self.dead_letters.save()
         self.redactions.save()
         return outcomes
+
+    @staticmethod
+    def _situate(step: SituateStep, plans: Sequence[_DocPlan], embedder: Embedder) -> None:
+        """Header + LLM sentence into the context of every chunk of the batch (issue 8,
+        `flows.situate`). A document that cannot get all its sentences is dead-lettered for
+        this pass, unfingerprinted so the next sync retries it: its indexed version stays."""
+        docs = [p for p in plans if p.diff is not None and p.work.doc is not None]
+        jobs = [(p.work.doc, p.chunks, p.stored) for p in docs if p.work.doc is not None]
+        for plan, result in zip(docs, step.apply(jobs, embedder.count_tokens), strict=True):
+            if isinstance(result, str):
+                event = plan.work.event
+                at = time.time()
+                dead = DeadLetter(
+                    doc_id=event.doc_id, path=event.path, stage="embed", reason=result, at=at
+                )
+                plan.work, plan.chunks, plan.diff = ParsedWork(event, dead=dead), [], None
+                plan.lexical_orphans = []
+            else:
+                plan.chunks = result
+                plan.diff = diff_document(result, plan.stored)  # same ids: only contexts differ
 
     def _embed(
         self, side: Side, needed: dict[str, tuple[str, str]]
@@ -208,6 +232,7 @@ class Indexer:
             ordinal=chunk.ordinal,
             content_hash=chunk.content_hash,
             text=chunk.text,
+            context=chunk.context,
             section_path=chunk.section_path,
             page=chunk.page,
             char_start=chunk.char_start,
@@ -253,7 +278,8 @@ class Indexer:
                 self.lexical.commit()
             _apply(live.vectors, changes, vectors)
             others = self.sides.others  # dual-write during a reindex, each with its own vectors
-            needed = {c.content_hash: (c.doc_id, c.text) for c in adds} if others else {}
+            needed = {c.content_hash: (c.doc_id, embedding_text(c.context, c.text)) for c in adds}
+            needed = needed if others else {}
             for other in others:
                 _apply(other.vectors, changes, self._embed(other, needed)[0])
             if tombstones or orphans:  # last, in every store
@@ -334,12 +360,15 @@ def _apply(store: VectorStore, changes: _Changes, vectors: dict[str, list[float]
 
 
 def _needed(plans: Sequence[_DocPlan]) -> dict[str, tuple[str, str]]:
-    """content hash -> (doc that first needs it, text) over every chunk a batch adds."""
+    """content hash -> (doc that first needs it, embedded text) over every chunk a batch adds."""
     needed: dict[str, tuple[str, str]] = {}
     for plan in plans:
         assert plan.diff is not None
         for chunk in plan.diff.add:
-            needed.setdefault(chunk.content_hash, (plan.work.event.doc_id, chunk.text))
+            needed.setdefault(
+                chunk.content_hash,
+                (plan.work.event.doc_id, embedding_text(chunk.context, chunk.text)),
+            )
     return needed
 
 

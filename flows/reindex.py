@@ -35,6 +35,7 @@ from core.models import (
 )
 from core.telemetry import span
 from flows.sides import IndexSides, Side
+from operators.chunk import embedding_text
 from operators.embed import load_embedder
 
 PAGE = 1024  # live chunks per backfill step: one encode call (sorted by length inside it)
@@ -122,7 +123,7 @@ class _PagePlan:
     """What one page needs on `dst`: the points to (re)write and a vector per content hash."""
 
     todo: list[IndexedChunk]
-    texts: dict[str, str]  # content hash -> text, for every hash of `todo`
+    texts: dict[str, str]  # content hash -> embedded text, for every hash of `todo`
     vectors: dict[str, list[float]]  # reused from `dst` so far; encoded ones are added
 
     @property
@@ -134,7 +135,7 @@ def _plan_page(page: list[IndexedChunk], dst: Side) -> _PagePlan:
     """Points of `page` that `dst` lacks or holds differently, and the vectors it already has."""
     have = {c.point_id: _comparable(c) for c in dst.vectors.get([c.point_id for c in page])}
     todo = [c for c in page if have.get(c.point_id) != _comparable(c)]
-    texts = {c.content_hash: c.text for c in todo}
+    texts = {c.content_hash: embedding_text(c.context, c.text) for c in todo}
     return _PagePlan(todo, texts, dst.vectors.vectors_for_hashes(texts) if texts else {})
 
 

@@ -18,8 +18,10 @@ from connectors.state import DeadLetterBook, RedactionBook, SyncState
 from core.settings import Settings
 from core.telemetry import configure
 from flows.sides import IndexSides, open_sides
+from flows.situate import SituateStep, open_situate, situate_model
 from operators.chunk import ChunkerConfig
 from operators.embed import Embedder
+from operators.situate import situate_identity
 
 if TYPE_CHECKING:
     from flows.reindex import BackgroundBackfill
@@ -34,6 +36,7 @@ class Runtime:
     redactions: RedactionBook
     sync_state: SyncState
     backfill: BackgroundBackfill | None = None  # in `watch`: where a reindex backfill runs
+    situate: SituateStep | None = None  # `chunk.situate`: the LLM sentence step and its cache
 
     @property
     def lock(self) -> threading.RLock:
@@ -58,12 +61,17 @@ def chunker_for(settings: Settings, embedder: Embedder) -> ChunkerConfig:
     """The chunker of the live embedder: chunks never exceed its max sequence length. Every
     side of a reindex gets the very same chunks (one chunking, several embeddings)."""
     cfg = settings.chunk
-    budget = min(cfg.max_tokens, embedder.max_seq_length - 2)
+    # the contextual header and sentence are embedded with the text: they come out of its budget
+    context_tokens = cfg.header_tokens + (cfg.situate_tokens if cfg.situate else 0)
+    budget = min(cfg.max_tokens, embedder.max_seq_length - 2) - context_tokens
+    situate = situate_identity(situate_model(settings), cfg.situate_tokens) if cfg.situate else ""
     return ChunkerConfig(
         max_tokens=budget,
         min_tokens=min(cfg.min_tokens, budget // 2),
         boundary_modulus=cfg.boundary_modulus,
         tokenizer=embedder.tokenizer_name,
+        header_tokens=cfg.header_tokens,
+        situate=situate,
     )
 
 
@@ -71,16 +79,22 @@ def chunker_for(settings: Settings, embedder: Embedder) -> ChunkerConfig:
 def open_runtime(settings: Settings) -> Iterator[Runtime]:
     configure(settings.telemetry_exporter, settings.otlp_endpoint)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    with open_sides(settings) as sides:
-        lexical = open_lexical_index(settings.lexical_backend, settings.lexical_dir)
-        try:
-            yield Runtime(
-                settings,
-                sides,
-                lexical,
-                DeadLetterBook(settings.state_dir),
-                RedactionBook(settings.state_dir),
-                SyncState(settings.state_dir),
-            )
-        finally:
-            lexical.close()
+    situate = open_situate(settings)  # first: a misconfiguration fails before any store opens
+    try:
+        with open_sides(settings) as sides:
+            lexical = open_lexical_index(settings.lexical_backend, settings.lexical_dir)
+            try:
+                yield Runtime(
+                    settings,
+                    sides,
+                    lexical,
+                    DeadLetterBook(settings.state_dir),
+                    RedactionBook(settings.state_dir),
+                    SyncState(settings.state_dir),
+                    situate=situate,
+                )
+            finally:
+                lexical.close()
+    finally:
+        if situate is not None:
+            situate.close()

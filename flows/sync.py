@@ -155,6 +155,7 @@ def make_indexer(rt: Runtime) -> Indexer:
         parse_timeout_s=s.parse_timeout_s,
         batch_size=s.embed_batch_size,
         lock=rt.lock,
+        situate=rt.situate,
     )
 
 
@@ -232,6 +233,7 @@ def build_flow(
         path_filter=PathFilter(tuple(s.include), tuple(s.exclude)),
         watch=watch,
         debounce_s=s.debounce_ms / 1000,
+        settle_s=s.settle_ms / 1000,
         batch_size=s.ingest_batch_docs,
         max_delete_fraction=s.mass_delete_fraction,
         min_docs_for_guard=s.mass_delete_min_docs,

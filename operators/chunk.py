@@ -11,6 +11,13 @@ side — usually one chunk — instead of shifting every later boundary.
 A block too large for one chunk enters the grouping as its sentences (a single over-long
 sentence as token windows), so its pieces group with their neighbours like blocks do.
 
+With `header_tokens > 0` each chunk also carries a contextual header (document title and
+section path, at most that many tokens) that is embedded with the chunk but never shown or
+cited: a chunk from the middle of a long section rarely names its subject, and the header
+gives the dense leg the topic words the chunk itself lacks. The content hash covers the
+embedded text (header included), so a retitle re-embeds, and the text budget shrinks by the
+header budget so header + text still fit the model.
+
 >>> groups = group_units(["a b", "c d e", "f"], [2, 3, 1], max_tokens=5, min_tokens=2,
 ...                      modulus=1, cut_before=frozenset())
 >>> groups
@@ -44,12 +51,47 @@ class ChunkerConfig:
     min_tokens: int
     boundary_modulus: int
     tokenizer: str
+    header_tokens: int = 0  # 0: no contextual header; max_tokens is the text budget
+    situate: str = ""  # `operators.situate.situate_identity` when on; "" = off
 
     @property
     def key(self) -> str:
-        return config_key(
-            CHUNKER_VERSION, self.max_tokens, self.min_tokens, self.boundary_modulus, self.tokenizer
-        )
+        parts: list[object] = [
+            CHUNKER_VERSION,
+            self.max_tokens,
+            self.min_tokens,
+            self.boundary_modulus,
+            self.tokenizer,
+        ]
+        if self.header_tokens:  # absent when off, so indexes built before it keep their hashes
+            parts.append(f"header{self.header_tokens}")
+        if self.situate:  # likewise: the sentence's model and prompt re-situate everything
+            parts.append(f"situate:{self.situate}")
+        return config_key(*parts)
+
+
+def context_header(
+    title: str, section_path: Sequence[str], text: str, budget: int, count: TokenCounter
+) -> str:
+    """Title and section path as one line of at most `budget` tokens (pure).
+
+    Parts repeated, or already at the start of the chunk text (the first chunk usually opens
+    with its heading), are left out; an over-long header keeps its leading words.
+    """
+    parts: list[str] = []
+    for part in (title, *section_path):
+        part = " ".join(part.split())
+        if part and part not in parts and not text.startswith(part):
+            parts.append(part)
+    header = " > ".join(parts)
+    if not header or budget <= 0:
+        return ""
+    return _windows(header, budget, count)[0]
+
+
+def embedding_text(context: str, text: str) -> str:
+    """What the dense side embeds (and the content hash covers): header, blank line, text."""
+    return f"{context}{BLOCK_SEPARATOR}{text}" if context else text
 
 
 def _content_selected(text: str, modulus: int) -> bool:
@@ -178,11 +220,12 @@ def chunk_document(doc: ParsedDocument, cfg: ChunkerConfig, count: TokenCounter)
     seen: Counter[str] = Counter()
     for ordinal, pieces in enumerate(_pieces(blocks, cfg, count)):
         text = _join(pieces)
-        chash = content_hash(text, cfg.key)
+        body = next((p.block for p in pieces if p.block.kind != "heading"), pieces[0].block)
+        context = context_header(doc.title, body.section_path, text, cfg.header_tokens, count)
+        chash = content_hash(embedding_text(context, text), cfg.key)
         occurrence = seen[chash]
         seen[chash] += 1
         last = pieces[-1]
-        body = next((p.block for p in pieces if p.block.kind != "heading"), pieces[0].block)
         chunks.append(
             Chunk(
                 point_id=point_id(doc.doc_id, chash, occurrence),
@@ -191,6 +234,7 @@ def chunk_document(doc: ParsedDocument, cfg: ChunkerConfig, count: TokenCounter)
                 occurrence=occurrence,
                 content_hash=chash,
                 text=text,
+                context=context,
                 section_path=body.section_path,
                 page=pieces[0].block.page,
                 char_start=pieces[0].start,

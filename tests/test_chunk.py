@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.models import Block, FileFingerprint, ParsedDocument
-from operators.chunk import ChunkerConfig, chunk_document, group_units
+from operators.chunk import ChunkerConfig, chunk_document, embedding_text, group_units
 
 CFG = ChunkerConfig(max_tokens=40, min_tokens=12, boundary_modulus=4, tokenizer="words")
 
@@ -118,3 +118,54 @@ def test_headings_start_a_new_chunk() -> None:
     chunks = chunk_document(doc(blocks), CFG, count_words)
     assert [c.text for c in chunks] == ["intro words here", "Section\n\nbody words"]
     assert chunks[1].section_path == ("Section",)
+
+
+HEADED = ChunkerConfig(
+    max_tokens=40, min_tokens=12, boundary_modulus=4, tokenizer="words", header_tokens=6
+)
+
+
+def _sectioned(title: str, heading: str) -> ParsedDocument:
+    rng = random.Random(3)
+    blocks = [
+        Block(kind="heading", text=heading, section_path=(heading,)),
+        *(
+            Block(kind="paragraph", text=paragraph(rng, 30), section_path=(heading,))
+            for _ in range(4)
+        ),
+    ]
+    return doc(blocks).model_copy(update={"title": title})
+
+
+def test_header_is_title_and_section_not_in_the_cited_text() -> None:
+    chunks = chunk_document(_sectioned("Report", "Methods"), HEADED, count_words)
+    assert len(chunks) > 2
+    first, rest = chunks[0], chunks[1:]
+    assert first.text.startswith("Methods") and first.context == "Report"  # no repeat
+    for c in rest:
+        assert c.context == "Report > Methods"
+        assert "Report" not in c.text
+    plain = chunk_document(_sectioned("Report", "Methods"), CFG, count_words)
+    assert all(c.context == "" for c in plain)
+
+
+def test_header_is_in_the_hash_so_a_retitle_changes_every_point() -> None:
+    before = chunk_document(_sectioned("Report", "Methods"), HEADED, count_words)
+    after = chunk_document(_sectioned("Final report", "Methods"), HEADED, count_words)
+    assert [c.text for c in before] == [c.text for c in after]  # same cited text
+    assert not {c.content_hash for c in before} & {c.content_hash for c in after}
+    # without a header the title is not part of the identity (a retitle re-embeds nothing)
+    plain_before = chunk_document(_sectioned("Report", "Methods"), CFG, count_words)
+    plain_after = chunk_document(_sectioned("Final report", "Methods"), CFG, count_words)
+    assert [c.point_id for c in plain_before] == [c.point_id for c in plain_after]
+
+
+def test_header_respects_its_budget_and_header_plus_text_fits() -> None:
+    long_title = " ".join(f"word{i}" for i in range(30))
+    chunks = chunk_document(_sectioned(long_title, "Methods"), HEADED, count_words)
+    for c in chunks:
+        assert len(c.context.split()) <= HEADED.header_tokens
+        assert len(embedding_text(c.context, c.text).split()) <= (
+            HEADED.max_tokens + HEADED.header_tokens
+        )
+    assert chunks[1].context.startswith("word0 word1")

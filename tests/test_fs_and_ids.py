@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors.fs import PathFilter, glob_match, plan_catch_up
+from connectors.fs import PathFilter, _Debouncer, glob_match, plan_catch_up
 from core.ids import content_hash, doc_id, normalize_text, point_id
 from core.models import FileFingerprint
 from core.settings import DEFAULT_EXCLUDES, Settings, SourceConfig
@@ -78,3 +78,17 @@ def test_mass_delete_guard(tmp_path: Path) -> None:
     assert guard is not None and guard.would_delete == 20 and events == []
     events, guard = plan_catch_up(src, [], known, 0.5, 10, True)
     assert guard is None and len(events) == 20
+
+
+def test_debouncer_releases_completed_writes_after_settle_and_plain_ones_after_quiet() -> None:
+    bouncer = _Debouncer(quiet_s=60.0, settle_s=0.0)
+    bouncer.touch("/r/plain.md")
+    bouncer.touch("/r/closed.md", completed=True)
+    assert bouncer.ready() == ["/r/closed.md"]  # the writer closed it: its bytes are final
+    assert bouncer.ready() == []  # released once
+    bouncer.touch("/r/again.md", completed=True)
+    bouncer.touch("/r/again.md")  # … but written to again: back to the full quiet time
+    assert bouncer.ready() == []
+    fast = _Debouncer(quiet_s=0.0, settle_s=1.0)  # settle never exceeds the quiet time
+    fast.touch("/r/x.md", completed=True)
+    assert fast.ready() == ["/r/x.md"]

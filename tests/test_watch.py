@@ -40,7 +40,7 @@ def test_watch_sees_saves_atomic_renames_and_deletes(tmp_path: Path) -> None:
     (root / "sub").mkdir(parents=True)
     (root / "a.md").write_text("# Alpha\n\nThe first note talks about apples and pears.\n")
     data = tmp_path / "data"
-    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="150")
+    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="150", RAGSTREAM_SETTLE_MS="100")
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -1,0 +1,90 @@
+"""The contextual header (issue 8) through the real ingest: title + section path are embedded
+with every chunk, never shown or cited, and covered by the content hash (a retitle
+re-embeds every chunk; the same edit re-embeds only the edited chunk without the header)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from core.answers import QueryRequest
+from core.models import IndexedChunk, SyncReport
+from core.settings import ChunkSettings, Settings
+from flows.runtime import open_runtime
+from operators.chunk import embedding_text
+from query.engine import QueryEngine
+from ragstream import api
+from tests.helpers import copy_docs
+
+DOC = "md/docling_concepts_chunking.md"
+
+
+def _setup(tmp_path: Path, shared_docs: Path, header_tokens: int) -> tuple[Settings, Path]:
+    folder = copy_docs(shared_docs, [DOC], tmp_path / "docs", flat=True)
+    settings = Settings(
+        data_dir=tmp_path / "data", chunk=ChunkSettings(header_tokens=header_tokens)
+    ).with_paths([folder])
+    return settings, folder / Path(DOC).name
+
+
+def _sync(settings: Settings) -> SyncReport:
+    return api.sync([s.root for s in settings.sources], settings=settings)
+
+
+def _live(settings: Settings) -> list[IndexedChunk]:
+    with open_runtime(settings) as rt:
+        return sorted(
+            (c for page in rt.vectors.live_pages() for c in page), key=lambda c: c.ordinal
+        )
+
+
+def _retitle(path: Path) -> None:
+    text = path.read_text()
+    assert text.startswith("## Introduction")
+    path.write_text(text.replace("## Introduction", "## Overview of chunkers", 1))
+
+
+def test_header_is_embedded_but_never_cited(tmp_path: Path, shared_docs: Path) -> None:
+    settings, _ = _setup(tmp_path, shared_docs, header_tokens=32)
+    assert _sync(settings).chunks_embedded > 3
+    chunks = _live(settings)
+    headed = [c for c in chunks if c.context]
+    assert len(headed) >= len(chunks) - 1  # only a chunk opening with its heading may lack one
+    assert all(c.context.startswith("Introduction") for c in headed)
+    assert any(" > " in c.context for c in headed)  # title > section of a later section
+    with open_runtime(settings) as rt:
+        stored = rt.vectors.vectors_for_hashes([c.content_hash for c in headed])
+        embedder = rt.embedder
+        sample = headed[:4]
+        with_header = embedder.encode_passages([embedding_text(c.context, c.text) for c in sample])
+        bare = embedder.encode_passages([c.text for c in sample])
+    for c, wh, b in zip(sample, np.asarray(with_header), np.asarray(bare), strict=True):
+        v = np.asarray(stored[c.content_hash])
+        assert float(v @ wh) > 0.999  # the stored vector is the header + text embedding
+        assert float(v @ b) < 0.995  # … and not the bare text's
+    with QueryEngine.open(settings) as engine:
+        answer = engine.answer(QueryRequest(query="What does the BaseChunker API define?"))
+    assert answer.sources
+    by_id = {c.point_id: c for c in chunks}
+    for source in answer.sources:  # cited text is the chunk text, header-free
+        assert source.text == by_id[source.point_id].text
+        assert not source.text.startswith(by_id[source.point_id].context or "\x00")
+
+
+def test_retitle_reembeds_every_chunk_only_with_the_header(
+    tmp_path: Path, shared_docs: Path
+) -> None:
+    for header_tokens in (32, 0):
+        settings, path = _setup(tmp_path / f"h{header_tokens}", shared_docs, header_tokens)
+        first = _sync(settings)
+        _retitle(path)
+        second = _sync(settings)
+        after = _live(settings)
+        assert second.chunks_live == len(after) == first.chunks_live
+        if header_tokens:
+            assert second.chunks_embedded == len(after)  # the title is in every header
+            assert all(c.context.startswith("Overview of chunkers") for c in after if c.context)
+        else:
+            assert second.chunks_embedded == 1  # only the chunk holding the edited heading
+        assert all(c.title == "Overview of chunkers" for c in after)
