@@ -14,6 +14,16 @@ The ingest caps max_tokens at the embedder's sequence length - 2 and min_tokens 
 that (all-MiniLM-L6-v2: 254 / 127), so the table shows each config as given and as chunked,
 and a config that chunks exactly like an earlier one is skipped, not re-measured.
 
+A config ending in `/s` also writes an LLM situating sentence into each chunk's context
+(`chunk.situate`, issue 8). It needs an OpenAI-compatible endpoint, `--generator-url` (and
+`--generator-model`): without one the bench refuses to start rather than report a row it did
+not measure. Its cost is its own columns: LLM calls and the seconds of the situate step
+while indexing (sentences are cached by content hash, so a re-run pays nothing), and the
+calls its edits made in the edit benchmark. With the endpoint the eval harness also runs
+its query-transform rows for that config (query-time calls, not counted here). SciFact has
+5,183 abstracts, one call per chunk: `--slice Q/D` runs every config on the first Q judged
+queries of the split, their documents and D distractors instead.
+
 One Markdown table comes out, one line per config, and `<out>/ablation.json`. With `--test`,
 the first config (the baseline), the best one (highest hybrid-rrf nDCG@10 among those whose
 re-embed ratio is within the issue's 1.1) and the best one whatever its ratio (the trade-off
@@ -21,8 +31,9 @@ the lead decides) are also evaluated on the test split, on the same data dirs (n
 re-embedded). Re-runs are incremental: a data dir that already
 holds its config's index embeds nothing; `--reuse` skips a config whose result is saved.
 
-    nice -n 10 .venv/bin/python bench/chunk_ablation.py [NAME=MAX/MIN/MOD ...] [--split train]
-        [--test] [--edits 50] [--out bench/out/chunk-ablation] [--reuse]
+    nice -n 10 .venv/bin/python bench/chunk_ablation.py [NAME=MAX/MIN/MOD[/hN][/s] ...]
+        [--split train] [--test] [--edits 50] [--out bench/out/chunk-ablation] [--reuse]
+        [--generator-url URL --generator-model M] [--slice 50/500]
 """
 
 from __future__ import annotations
@@ -30,21 +41,27 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._scifact import SCIFACT
 from core.settings import ChunkSettings, Settings
+from core.telemetry import install_exporter
 from flows.runtime import chunker_for
 from operators.embed import Embedder, load_embedder
 from ragstream import api
-from ragstream.beir import index_corpus, load_beir
+from ragstream.beir import beir_subset, index_corpus, load_beir
 from ragstream.evaluation import Row, evaluate_dataset, markdown_table
 
 OUT = Path(__file__).resolve().parent / "out" / "chunk-ablation"
@@ -53,7 +70,8 @@ MAX_RATIO = 1.1  # issue 4: re-embedded chunks per changed chunk must stay at mo
 PIPELINE_ROW = "hybrid-rrf"  # what `ragstream query` runs: the row a config is chosen by
 ROW_NAMES = ("bm25", "dense", "hybrid-rrf", "hybrid-dbsf")
 _SPEC = re.compile(
-    r"^(?P<name>[A-Za-z0-9_.-]+)=(?P<max>\d+)/(?P<min>\d+)/(?P<mod>\d+)(?:/h(?P<header>\d+))?$"
+    r"^(?P<name>[A-Za-z0-9_.-]+)=(?P<max>\d+)/(?P<min>\d+)/(?P<mod>\d+)(?:/h(?P<header>\d+))?"
+    r"(?P<situate>/s)?$"
 )
 
 
@@ -72,6 +90,9 @@ class ConfigResult(BaseModel):
     edits: int
     changed: int
     re_embedded: int
+    llm_calls: int = 0  # situating sentences asked for while indexing (0 when off)
+    llm_s: float = 0.0  # … and the seconds spent in the situate step
+    edit_llm_calls: int = 0  # … and during the edit benchmark
     test_rows: list[Row] = Field(default_factory=list)
 
     @property
@@ -87,13 +108,15 @@ def parse_spec(spec: str) -> tuple[str, ChunkSettings]:
     m = _SPEC.match(spec)
     if m is None:
         raise ValueError(
-            f"config {spec!r} is not NAME=MAX_TOKENS/MIN_TOKENS/BOUNDARY_MODULUS[/hHEADER_TOKENS]"
+            f"config {spec!r} is not "
+            "NAME=MAX_TOKENS/MIN_TOKENS/BOUNDARY_MODULUS[/hHEADER_TOKENS][/s]"
         )
     chunk = ChunkSettings(
         max_tokens=int(m["max"]),
         min_tokens=int(m["min"]),
         boundary_modulus=int(m["mod"]),
         header_tokens=int(m["header"] or 0),
+        situate=bool(m["situate"]),
     )
     return m["name"], chunk
 
@@ -108,6 +131,8 @@ def effective_chunk(chunk: ChunkSettings, embedder: Embedder) -> ChunkSettings:
         min_tokens=cfg.min_tokens,
         boundary_modulus=cfg.boundary_modulus,
         header_tokens=cfg.header_tokens,
+        situate=chunk.situate,
+        situate_tokens=chunk.situate_tokens,
     )
 
 
@@ -125,8 +150,8 @@ def markdown_ablation(results: Sequence[ConfigResult]) -> str:
     ndcg = " | ".join(f"{n} nDCG@10" for n in ROW_NAMES)
     lines = [
         f"| config | max/min/mod (effective) | chunks | per abstract | {ndcg} | rrf R@100 "
-        "| dbsf R@100 | re-embed ratio | index s |",
-        "|---|---|---|---|" + "---|" * len(ROW_NAMES) + "---|---|---|---|",
+        "| dbsf R@100 | re-embed ratio | index s | LLM calls (s) | edit LLM calls |",
+        "|---|---|---|---|" + "---|" * len(ROW_NAMES) + "---|---|---|---|---|---|",
     ]
     for r in results:
         c = r.effective or r.chunk
@@ -135,9 +160,38 @@ def markdown_ablation(results: Sequence[ConfigResult]) -> str:
             f"| {r.name} | {_triple(r.chunk)} ({_triple(c)}) | {r.chunks} | "
             f"{r.chunks / max(r.docs, 1):.2f} | {scores} | "
             f"{r.row('hybrid-rrf').recall_100:.4f} | {r.row('hybrid-dbsf').recall_100:.4f} | "
-            f"{r.ratio:.3f} ({r.re_embedded}/{r.changed}) | {r.index_s:.0f} |"
+            f"{r.ratio:.3f} ({r.re_embedded}/{r.changed}) | {r.index_s:.0f} | "
+            f"{_llm(r.chunk, f'{r.llm_calls} ({r.llm_s:.0f})')} | "
+            f"{_llm(r.chunk, str(r.edit_llm_calls))} |"
         )
     return "\n".join(lines)
+
+
+class SituateMeter(SpanExporter):
+    """Tallies the `ingest.situate` spans: LLM calls (sentences generated or failed) and the
+    seconds the step took. Installed once; `take` returns and resets the tally."""
+
+    def __init__(self) -> None:
+        self.calls, self.seconds = 0, 0.0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for sp in spans:
+            if sp.name == "ragstream.ingest.situate":
+                attrs = sp.attributes or {}
+                self.calls += sum(_count(attrs.get(k)) for k in ("generated", "failed"))
+                self.seconds += ((sp.end_time or 0) - (sp.start_time or 0)) / 1e9
+        return SpanExportResult.SUCCESS
+
+    def take(self) -> tuple[int, float]:
+        out, (self.calls, self.seconds) = (self.calls, self.seconds), (0, 0.0)
+        return out
+
+
+METER = SituateMeter()
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def run_config(
@@ -147,16 +201,21 @@ def run_config(
     from bench.incremental import measure  # the script's own imports need bench/ on the path
 
     data_dir = out / name
-    overrides = {"chunk": chunk.model_dump()}
+    overrides = settings_overrides(chunk)
     corpus, _, _ = load_beir(dataset, split)
     t0 = time.perf_counter()
+    METER.take()
     settings = index_corpus(corpus, data_dir, overrides)
     index_s = time.perf_counter() - t0
+    llm_calls, llm_s = METER.take()
     status = api.status(settings=settings)
     print(f"[{name}] {status.chunks_live} chunks, indexed in {index_s:.0f} s", flush=True)
     report = evaluate_dataset(dataset, data_dir, split, settings_overrides=overrides)
     print(f"[{name}] {split}: {markdown_table(report.rows)}", flush=True)
-    inc = measure(edits, chunk=chunk)
+    with _generator_env(chunk):
+        inc = measure(edits, chunk=chunk)
+    # its first index is a fresh data dir: one call per chunk it embeds, then the edits'
+    edit_llm_calls = METER.take()[0] - (inc.initial_embedded if chunk.situate else 0)
     print(f"[{name}] edits: {inc.re_embedded} re-embedded / {inc.changed} changed", flush=True)
     return ConfigResult(
         name=name,
@@ -170,12 +229,72 @@ def run_config(
         edits=inc.edits,
         changed=inc.changed,
         re_embedded=inc.re_embedded,
+        llm_calls=llm_calls,
+        llm_s=llm_s,
+        edit_llm_calls=edit_llm_calls,
     )
+
+
+def _llm(chunk: ChunkSettings, figure: str) -> str:
+    return figure if chunk.situate else "-"
+
+
+GENERATOR: dict[str, str] = {}  # generator settings of `--generator-*`, for /s configs only
+
+
+def use_generator(url: str, model: str | None, api_key: str | None) -> None:
+    """The endpoint of the /s configs; from now on the situate step's calls are counted."""
+    GENERATOR.update(base_url=url, **({"model": model} if model else {}))
+    GENERATOR.update({"api_key": api_key} if api_key else {})
+    install_exporter(METER)
+
+
+def settings_overrides(chunk: ChunkSettings) -> dict[str, Any]:
+    """A config's settings. Only a situate config gets the endpoint: with one configured, the
+    eval harness also runs its query-transform rows (extra LLM calls, at query time)."""
+    return {"chunk": chunk.model_dump()} | ({"generator": GENERATOR} if chunk.situate else {})
+
+
+@contextmanager
+def _generator_env(chunk: ChunkSettings) -> Iterator[None]:
+    """The edit benchmark builds its own `Settings()`: it sees the endpoint through the
+    environment, and only while a situate config runs it."""
+    names = {f"RAGSTREAM_GENERATOR__{k.upper()}": v for k, v in GENERATOR.items()}
+    saved = {n: os.environ.get(n) for n in names}
+    if chunk.situate:
+        os.environ.update(names)
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            if v is None:
+                os.environ.pop(n, None)
+            else:
+                os.environ[n] = v
+
+
+def write_slice(dataset: Path, split: str, n_queries: int, n_distractors: int, root: Path) -> Path:
+    """The first `n_queries` judged queries of `split`, their documents and `n_distractors`
+    others, as a BEIR folder under `root` (`ragstream.beir.beir_subset`): a situate run's LLM
+    bill is one call per chunk, so it is measured on a slice, every config on the same one."""
+    corpus, queries, qrels = beir_subset(*load_beir(dataset, split), n_queries, n_distractors)
+    root = root / "dataset"
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    docs = [{"_id": d, **doc} for d, doc in corpus.items()]
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    rows = [{"_id": q, "text": t} for q, t in queries.items()]
+    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = [f"{q}\t{d}\t{rel}" for q, ds in qrels.items() for d, rel in ds.items()]
+    (root / "qrels" / f"{split}.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "\n".join(lines) + "\n"
+    )
+    return root
 
 
 def _triple(c: ChunkSettings) -> str:
     header = f"/h{c.header_tokens}" if c.header_tokens else ""
-    return f"{c.max_tokens}/{c.min_tokens}/{c.boundary_modulus}{header}"
+    situate = "/s" if c.situate else ""
+    return f"{c.max_tokens}/{c.min_tokens}/{c.boundary_modulus}{header}{situate}"
 
 
 def _save(result: ConfigResult, out: Path) -> None:
@@ -200,12 +319,31 @@ def main() -> None:
     ap.add_argument("--edits", type=int, default=50, help="edits of the re-embed benchmark")
     ap.add_argument("--test", action="store_true", help="test split for best + baseline")
     ap.add_argument("--reuse", action="store_true", help="keep a config's saved result")
+    ap.add_argument("--generator-url", help="OpenAI-compatible endpoint (needed by /s configs)")
+    ap.add_argument("--generator-model", help="its model (default: generator.model)")
+    ap.add_argument("--generator-key", help="its API key, if it wants one")
+    ap.add_argument("--slice", help="Q/D: Q judged queries, their docs + D distractors")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("ragstream.evaluation").setLevel(logging.INFO)
     specs = [parse_spec(s) for s in args.configs]
     if len({n for n, _ in specs}) != len(specs):
         raise SystemExit("config names must be distinct (each is a data dir)")
+    situated = [n for n, c in specs if c.situate]
+    if situated and not args.generator_url:
+        raise SystemExit(
+            f"configs {situated} write an LLM situating sentence per chunk: give "
+            "--generator-url (an OpenAI-compatible endpoint), or leave them out (not measured)"
+        )
+    if args.generator_url:
+        use_generator(args.generator_url, args.generator_model, args.generator_key)
+    if args.slice:  # its own out dir: the full corpus' data dirs are never shrunk to it
+        if args.test:
+            raise SystemExit("--slice slices one split: run --split test --slice Q/D instead")
+        q, d = (int(x) for x in args.slice.split("/"))
+        args.out = args.out / f"slice-{args.dataset.name}-{args.split}-{q}-{d}"
+        args.dataset = write_slice(args.dataset, args.split, q, d, args.out)
+        print(f"slice of {q} queries, their documents and {d} others: {args.dataset}")
     embedder = load_embedder(Settings().embedder)  # what a fresh data dir is built with
     results: list[ConfigResult] = []
     for name, chunk in specs:
@@ -227,7 +365,7 @@ def main() -> None:
         best, unbounded = pick_best(results), pick_best(results, max_ratio=float("inf"))
         for result in {r.name: r for r in (results[0], best, unbounded)}.values():
             if not result.test_rows:
-                overrides = {"chunk": result.chunk.model_dump()}
+                overrides = settings_overrides(result.chunk)
                 report = evaluate_dataset(
                     args.dataset, args.out / result.name, "test", settings_overrides=overrides
                 )

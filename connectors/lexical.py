@@ -53,18 +53,23 @@ def tokenize(text: str) -> list[str]:
 
 
 def lexical_text(chunk: IndexedChunk) -> str:
-    """What BM25 indexes: the document title and section path, then the chunk text.
+    """What BM25 indexes: the document title and section path, the chunk's situating
+    sentence if it has one, then the chunk text.
 
     A chunk of a long paragraph rarely repeats its document's title; indexing the title and
     headings with every chunk (not in the displayed or cited text, and never in a vector,
     so moving text between files still reuses its vectors) lets the lexical leg match a
-    query on the topic words that only the title carries.
+    query on the topic words that only the title carries. The LLM-written situating
+    sentence (`chunk.situate`, issue 8) does the same with the words of the whole document;
+    in `context` it follows the header line (`operators.situate`), and the header itself is
+    not indexed again: its words are the title and section path above.
     """
     parts: list[str] = []
     for header in (chunk.title, *chunk.section_path):
         if header and header not in parts and not chunk.text.startswith(header):
             parts.append(header)
-    return "\n".join([*parts, chunk.text])
+    situation = chunk.context.partition("\n")[2]  # `operators.situate.situation_of`
+    return "\n".join([*parts, *([situation] if situation else []), chunk.text])
 
 
 def chunk_terms(chunk: IndexedChunk) -> dict[str, tuple[str, ...]]:

@@ -57,6 +57,9 @@ class Runtime:
         return chunker_for(self.settings, self.embedder)
 
 
+MIN_TEXT_TOKENS = 16  # what is left for chunk text after header + sentence (ChunkSettings' floor)
+
+
 def chunker_for(settings: Settings, embedder: Embedder) -> ChunkerConfig:
     """The chunker of the live embedder: chunks never exceed its max sequence length. Every
     side of a reindex gets the very same chunks (one chunking, several embeddings)."""
@@ -64,6 +67,12 @@ def chunker_for(settings: Settings, embedder: Embedder) -> ChunkerConfig:
     # the contextual header and sentence are embedded with the text: they come out of its budget
     context_tokens = cfg.header_tokens + (cfg.situate_tokens if cfg.situate else 0)
     budget = min(cfg.max_tokens, embedder.max_seq_length - 2) - context_tokens
+    if budget < MIN_TEXT_TOKENS:
+        raise ValueError(
+            f"chunk.header_tokens + chunk.situate_tokens ({context_tokens}) leave {budget} "
+            f"tokens of chunk text within {embedder.version.name}'s max sequence length "
+            f"({embedder.max_seq_length}); at least {MIN_TEXT_TOKENS} are needed"
+        )
     situate = situate_identity(situate_model(settings), cfg.situate_tokens) if cfg.situate else ""
     return ChunkerConfig(
         max_tokens=budget,
