@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict
 
 from core.models import EmbedderVersion, IndexedChunk
 
+# what a point cut by another chunker config reports as its file fingerprint: matches no file
+STALE_FINGERPRINT = (-1, -1)
+
 
 class SearchFilter(BaseModel):
     """Store-side filter. `status="live"` is always applied; the rest narrows further."""
@@ -57,8 +60,11 @@ class VectorStore(Protocol):
     def live_chunks(self, doc_id: str) -> list[IndexedChunk]:
         """Every live point of one document (the diff's view of 'what the index holds')."""
 
-    def live_doc_fingerprints(self) -> dict[str, set[tuple[int, int]]]:
-        """doc_id -> set of (file_size, file_mtime_ns) over its live points (catch-up scan)."""
+    def live_doc_fingerprints(self, chunker: str = "") -> dict[str, set[tuple[int, int]]]:
+        """doc_id -> set of (file_size, file_mtime_ns) over its live points (catch-up scan).
+
+        With `chunker`, a point cut by another chunker config counts as `STALE_FINGERPRINT`,
+        which no file matches, so a settings change re-reads the documents it affects."""
 
     def live_pages(self, size: int = ...) -> Iterator[list[IndexedChunk]]:
         """Every live point, a page at a time (a blue/green backfill reads the old side so)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from connectors.protocols import Hit, SearchFilter, VectorStore
+from connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter, VectorStore
 from core.ids import doc_prefixes, prefix_key
 from core.models import EmbedderVersion, IndexedChunk
 from core.settings import Settings
@@ -231,12 +231,15 @@ class BaseQdrantStore(ABC):
         chunks = [payload_chunk(r.id, r.payload) for r in recs]
         return sorted(chunks, key=lambda c: (c.ordinal, c.point_id))
 
-    def live_doc_fingerprints(self) -> dict[str, set[tuple[int, int]]]:
+    def live_doc_fingerprints(self, chunker: str = "") -> dict[str, set[tuple[int, int]]]:
         out: dict[str, set[tuple[int, int]]] = {}
-        fields = ["doc_id", "file_size", "file_mtime_ns"]
+        fields = ["doc_id", "file_size", "file_mtime_ns", "chunker"]
         for r in self._scroll_all([LIVE], fields, False):
             p = r.payload
-            out.setdefault(p["doc_id"], set()).add((int(p["file_size"]), int(p["file_mtime_ns"])))
+            held = p.get("chunker") or ""
+            stale = bool(chunker and held and held != chunker)
+            fp = STALE_FINGERPRINT if stale else (int(p["file_size"]), int(p["file_mtime_ns"]))
+            out.setdefault(p["doc_id"], set()).add(fp)
         return out
 
     def live_pages(self, size: int = PAGE) -> Iterator[list[IndexedChunk]]:

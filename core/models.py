@@ -106,6 +106,7 @@ class IndexedChunk(Frozen):
     page: int | None = None
     char_start: int
     char_end: int
+    chunker: str = ""  # ChunkerConfig.key that cut it (empty: indexed before it was recorded)
     embedder: str = ""  # EmbedderVersion.slug; empty in the lexical index (embedder-free)
     status: PointStatus = "live"
     deleted_at: float | None = None

@@ -64,6 +64,7 @@ class _DocPlan:
     diff: DocDiff | None = None
     stored: list[IndexedChunk] = field(default_factory=list)
     lexical_orphans: list[str] = field(default_factory=list)  # live in BM25 only (a crash)
+    chunker_key: str = ""  # the ChunkerConfig.key its chunks were cut with
 
 
 class Sides(Protocol):
@@ -162,6 +163,7 @@ class Indexer:
             for plan in docs:
                 assert plan.work.doc is not None
                 plan.chunks = chunk_document(plan.work.doc, chunker, live.embedder.count_tokens)
+                plan.chunker_key = chunker.key
             sp.set_attribute("chunks_out", sum(len(p.chunks) for p in docs))
         with span("ingest.diff", docs=len(plans)) as sp:
             for plan in plans:
@@ -221,7 +223,7 @@ class Indexer:
             sp.set_attribute("reused", len(needed) - len(todo))
         return vectors, todo
 
-    def _record(self, chunk: Chunk, doc: ParsedDocument) -> IndexedChunk:
+    def _record(self, chunk: Chunk, doc: ParsedDocument, chunker_key: str) -> IndexedChunk:
         return IndexedChunk(
             point_id=chunk.point_id,
             doc_id=chunk.doc_id,
@@ -237,6 +239,7 @@ class Indexer:
             page=chunk.page,
             char_start=chunk.char_start,
             char_end=chunk.char_end,
+            chunker=chunker_key,
             embedder="",  # stamped by each store with its own embedder
             file_size=doc.fingerprint.size,
             file_mtime_ns=doc.fingerprint.mtime_ns,
@@ -332,8 +335,8 @@ class Indexer:
         refresh = [*diff.move, *(diff.keep if retitled else ())]
         return (
             outcome,
-            [self._record(c, doc) for c in diff.add],
-            [self._record(c, doc) for c in refresh],
+            [self._record(c, doc, plan.chunker_key) for c in diff.add],
+            [self._record(c, doc, plan.chunker_key) for c in refresh],
         )
 
 

@@ -162,7 +162,8 @@ def make_indexer(rt: Runtime) -> Indexer:
 def known_docs(rt: Runtime) -> KnownDocs:
     """What the index holds per doc (file fingerprints), dead-lettered files included."""
     with rt.lock:  # the writer, a backfill or a served query may be on another thread
-        known = dict(rt.vectors.live_doc_fingerprints())
+        # a doc cut by another chunker config (settings changed) is re-read and re-cut
+        known = dict(rt.vectors.live_doc_fingerprints(rt.chunker.key))
         for did, fps in rt.dead_letters.fingerprints().items():
             known.setdefault(did, fps)
     return known

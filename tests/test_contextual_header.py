@@ -88,3 +88,18 @@ def test_retitle_reembeds_every_chunk_only_with_the_header(
         else:
             assert second.chunks_embedded == 1  # only the chunk holding the edited heading
         assert all(c.title == "Overview of chunkers" for c in after)
+
+
+def test_turning_the_header_on_recuts_unchanged_files(tmp_path: Path, shared_docs: Path) -> None:
+    """A chunker setting change reaches files that did not change: their points carry the
+    key of the chunker that cut them, and the catch-up scan re-reads a doc cut by another."""
+    settings, _ = _setup(tmp_path, shared_docs, header_tokens=0)
+    first = _sync(settings)
+    assert _sync(settings).chunks_embedded == 0  # nothing changed: nothing re-read
+    headed = settings.model_copy(update={"chunk": ChunkSettings(header_tokens=32)})
+    second = _sync(headed)
+    after = _live(headed)
+    assert second.docs_changed == 1 and second.chunks_embedded == len(after) == first.chunks_live
+    assert sum(bool(c.context) for c in after) >= len(after) - 1
+    assert len({c.chunker for c in after}) == 1
+    assert _sync(headed).docs_changed == 0  # and only once
