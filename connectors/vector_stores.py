@@ -64,7 +64,8 @@ def check_embedder(collection: str, stored: EmbedderVersion, wanted: EmbedderVer
 
 
 def chunk_payload(chunk: IndexedChunk) -> dict[str, Any]:
-    payload = chunk.model_dump(mode="json", exclude={"point_id"})
+    # the BM25-only neighbour text stays out of the vector store (it is the lexical index's)
+    payload = chunk.model_dump(mode="json", exclude={"point_id", "lexical_context"})
     payload["doc_prefixes"] = doc_prefixes(chunk.doc_id)
     return payload
 

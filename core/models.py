@@ -107,6 +107,9 @@ class IndexedChunk(Frozen):
     char_start: int
     char_end: int
     chunker: str = ""  # ChunkerConfig.key that cut it (empty: indexed before it was recorded)
+    # BM25 only (never in a vector payload): its section neighbours' text, see
+    # connectors.lexical.section_contexts
+    lexical_context: str = ""
     embedder: str = ""  # EmbedderVersion.slug; empty in the lexical index (embedder-free)
     status: PointStatus = "live"
     deleted_at: float | None = None

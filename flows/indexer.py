@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from connectors.fs import link_problem
+from connectors.lexical import section_contexts
 from connectors.protocols import LexicalIndex, VectorStore
 from connectors.state import DeadLetterBook, RedactionBook
 from core.models import (
@@ -223,7 +224,9 @@ class Indexer:
             sp.set_attribute("reused", len(needed) - len(todo))
         return vectors, todo
 
-    def _record(self, chunk: Chunk, doc: ParsedDocument, chunker_key: str) -> IndexedChunk:
+    def _record(
+        self, chunk: Chunk, doc: ParsedDocument, chunker_key: str, lexical_context: str
+    ) -> IndexedChunk:
         return IndexedChunk(
             point_id=chunk.point_id,
             doc_id=chunk.doc_id,
@@ -240,6 +243,7 @@ class Indexer:
             char_start=chunk.char_start,
             char_end=chunk.char_end,
             chunker=chunker_key,
+            lexical_context=lexical_context,
             embedder="",  # stamped by each store with its own embedder
             file_size=doc.fingerprint.size,
             file_mtime_ns=doc.fingerprint.mtime_ns,
@@ -255,15 +259,17 @@ class Indexer:
     ) -> list[DocOutcome]:
         adds: list[IndexedChunk] = []
         moves: list[IndexedChunk] = []
+        bm25_only: list[IndexedChunk] = []  # kept points whose section neighbours changed
         keep_fps: list[tuple[list[str], int, int]] = []
         tombstones: list[str] = []
         orphans: list[str] = []
         outcomes = []
         for plan in plans:
-            outcome, doc_adds, doc_moves = self._plan_writes(plan, encoded_by)
+            outcome, doc_adds, doc_moves, doc_bm25 = self._plan_writes(plan, encoded_by)
             outcomes.append(outcome)
             adds += doc_adds
             moves += doc_moves
+            bm25_only += doc_bm25
             if plan.diff is None:
                 continue
             tombstones += plan.diff.tombstone
@@ -276,8 +282,8 @@ class Indexer:
                     keep_fps.append((stale, fp.size, fp.mtime_ns))
         changes = _Changes(adds, moves, keep_fps, tombstones, time.time())
         with span("ingest.write", upserts=len(adds), moves=len(moves), tombstones=len(tombstones)):
-            if adds or moves:
-                self.lexical.upsert(adds + moves)
+            if adds or moves or bm25_only:
+                self.lexical.upsert(adds + moves + bm25_only)
                 self.lexical.commit()
             _apply(live.vectors, changes, vectors)
             others = self.sides.others  # dual-write during a reindex, each with its own vectors
@@ -294,11 +300,13 @@ class Indexer:
 
     def _plan_writes(
         self, plan: _DocPlan, encoded_by: dict[str, str]
-    ) -> tuple[DocOutcome, list[IndexedChunk], list[IndexedChunk]]:
+    ) -> tuple[DocOutcome, list[IndexedChunk], list[IndexedChunk], list[IndexedChunk]]:
+        """The doc's outcome, its adds, its moves (both stores), and the kept points whose
+        BM25 text changed because a section neighbour did (lexical index only)."""
         event = plan.work.event
         if plan.work.dead is not None:
             self.dead_letters.put(plan.work.dead)
-            return DocOutcome(doc_id=event.doc_id, dead_letter=plan.work.dead), [], []
+            return DocOutcome(doc_id=event.doc_id, dead_letter=plan.work.dead), [], [], []
         self.dead_letters.clear(event.doc_id)
         kinds = plan.work.redactions
         if kinds:
@@ -317,6 +325,7 @@ class Indexer:
                 ),
                 [],
                 [],
+                [],
             )
         embedded = sum(1 for c in diff.add if encoded_by.pop(c.content_hash, None) == event.doc_id)
         outcome = DocOutcome(
@@ -333,10 +342,26 @@ class Indexer:
         # title is on every point and in the BM25 text
         retitled = any(c.title != doc.title for c in plan.stored)
         refresh = [*diff.move, *(diff.keep if retitled else ())]
+        new_ctx = dict(
+            zip((c.point_id for c in plan.chunks), section_contexts(plan.chunks), strict=True)
+        )
+        old = sorted(plan.stored, key=lambda c: c.ordinal)
+        old_ctx = dict(zip((c.point_id for c in old), section_contexts(old), strict=True))
+        refreshed = {c.point_id for c in refresh}
+        bm25 = [
+            c
+            for c in diff.keep
+            if c.point_id not in refreshed and old_ctx.get(c.point_id) != new_ctx[c.point_id]
+        ]
+
+        def record(c: Chunk) -> IndexedChunk:
+            return self._record(c, doc, plan.chunker_key, new_ctx[c.point_id])
+
         return (
             outcome,
-            [self._record(c, doc, plan.chunker_key) for c in diff.add],
-            [self._record(c, doc, plan.chunker_key) for c in refresh],
+            [record(c) for c in diff.add],
+            [record(c) for c in refresh],
+            [record(c) for c in bm25],
         )
 
 

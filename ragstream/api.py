@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors.fs import ScanHandler
-from connectors.lexical import open_lexical_index
+from connectors.lexical import open_lexical_index, section_contexts
 from connectors.protocols import VectorStore
 from connectors.retrieval_log import RetrievalLog
 from connectors.state import DeadLetterBook, RedactionBook, ReindexBook, SyncState
@@ -236,8 +236,14 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
         with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
             total = pending = 0
             for doc in sorted(vectors.live_doc_fingerprints()):
-                chunks = vectors.live_chunks(doc)
-                lexical.upsert(chunks)
+                chunks = sorted(vectors.live_chunks(doc), key=lambda c: c.ordinal)
+                contexts = section_contexts(chunks)  # BM25-only text, not in the vector store
+                lexical.upsert(
+                    [
+                        c.model_copy(update={"lexical_context": x})
+                        for c, x in zip(chunks, contexts, strict=True)
+                    ]
+                )
                 total, pending = total + len(chunks), pending + len(chunks)
                 if pending >= 2000:  # bounded memory: commit in slices
                     lexical.commit()
