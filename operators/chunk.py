@@ -11,12 +11,12 @@ side — usually one chunk — instead of shifting every later boundary.
 A block too large for one chunk enters the grouping as its sentences (a single over-long
 sentence as token windows), so its pieces group with their neighbours like blocks do.
 
-With `header_tokens > 0` each chunk also carries a contextual header (document title and
-section path, at most that many tokens) that is embedded with the chunk but never shown or
-cited: a chunk from the middle of a long section rarely names its subject, and the header
-gives the dense leg the topic words the chunk itself lacks. The content hash covers the
-embedded text (header included), so a retitle re-embeds, and the text budget shrinks by the
-header budget so header + text still fit the model.
+With `header_tokens > 0` each chunk also carries a contextual header (its heading path, at
+most that many tokens) that is embedded with the chunk but never shown or cited: a chunk
+from the middle of a long section rarely names its subject, and the header gives the dense
+leg the topic words the chunk itself lacks. The content hash covers the embedded text
+(header included), so editing a heading re-embeds the chunks under it, and the text budget
+shrinks by the header budget so header + text still fit the model.
 
 >>> groups = group_units(["a b", "c d e", "f"], [2, 3, 1], max_tokens=5, min_tokens=2,
 ...                      modulus=1, cut_before=frozenset())
@@ -70,16 +70,17 @@ class ChunkerConfig:
         return config_key(*parts)
 
 
-def context_header(
-    title: str, section_path: Sequence[str], text: str, budget: int, count: TokenCounter
-) -> str:
-    """Title and section path as one line of at most `budget` tokens (pure).
+def context_header(section_path: Sequence[str], text: str, budget: int, count: TokenCounter) -> str:
+    """The chunk's heading path as one line of at most `budget` tokens (pure).
 
-    Parts repeated, or already at the start of the chunk text (the first chunk usually opens
-    with its heading), are left out; an over-long header keeps its leading words.
+    Headings only, never the `title` field: a document without headings is titled by its
+    file name, so a title in the header would make a rename re-embed every chunk, and text
+    moved to another file under the same headings keeps its header (and its vectors).
+    Headings already at the start of the chunk text (a section's first chunk opens with
+    its heading) are left out; an over-long header keeps its leading words.
     """
     parts: list[str] = []
-    for part in (title, *section_path):
+    for part in section_path:
         part = " ".join(part.split())
         if part and part not in parts and not text.startswith(part):
             parts.append(part)
@@ -221,7 +222,7 @@ def chunk_document(doc: ParsedDocument, cfg: ChunkerConfig, count: TokenCounter)
     for ordinal, pieces in enumerate(_pieces(blocks, cfg, count)):
         text = _join(pieces)
         body = next((p.block for p in pieces if p.block.kind != "heading"), pieces[0].block)
-        context = context_header(doc.title, body.section_path, text, cfg.header_tokens, count)
+        context = context_header(body.section_path, text, cfg.header_tokens, count)
         chash = content_hash(embedding_text(context, text), cfg.key)
         occurrence = seen[chash]
         seen[chash] += 1

@@ -149,8 +149,10 @@ def test_3b_rename_and_move_section_embed_nothing(settings: Settings, folder: Pa
     with stores(settings, folder) as rt:
         assert rt.vectors.live_chunks("docs:md/docling_concepts_chunking.md") == []
         assert rt.vectors.live_chunks("docs:md/renamed/chunking.md")
-    # move the second half of the long doc's sections into a new file
-    path = folder / LONG_MD
+    # move the second half of a doc's sections into a new file, under the same headings
+    # (the contextual header is the heading path: text moved under other headings is
+    # re-embedded, test_contextual_header.py)
+    path = dst
     text = path.read_text()
     cut = text.index("\n## ", len(text) // 2)
     path.write_text(text[:cut])
@@ -167,7 +169,9 @@ def test_5_shrink_tombstones_stale_tail(settings: Settings, folder: Path) -> Non
     with stores(settings, folder) as rt:
         live_before = len(rt.vectors.live_chunks(f"docs:{LONG_MD}"))
     report = sync(settings, folder)
-    assert report.chunks_tombstoned > 0 and report.chunks_embedded <= 1
+    # the cut falls mid-paragraph: the chunk it lands in changes, and the shortened last
+    # group may merge with the one before it (rarely two new chunks)
+    assert report.chunks_tombstoned > 0 and report.chunks_embedded <= 2
     with stores(settings, folder) as rt:
         after = rt.vectors.live_chunks(f"docs:{LONG_MD}")
         assert 0 < len(after) < live_before
