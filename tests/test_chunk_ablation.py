@@ -101,12 +101,18 @@ def test_effective_chunk_shows_the_caps_that_make_two_configs_chunk_alike() -> N
         _encode=lambda texts, batch: [],
     )
     big = effective_chunk(
-        ChunkSettings(max_tokens=256, min_tokens=100, boundary_modulus=8), embedder
+        ChunkSettings(max_tokens=256, min_tokens=100, boundary_modulus=8, header_tokens=0),
+        embedder,
     )
     huge = effective_chunk(
-        ChunkSettings(max_tokens=512, min_tokens=90, boundary_modulus=8), embedder
+        ChunkSettings(max_tokens=512, min_tokens=90, boundary_modulus=8, header_tokens=0),
+        embedder,
     )
     assert big == huge
     assert (big.max_tokens, big.min_tokens, big.boundary_modulus) == (126, 63, 8)
-    small = ChunkSettings(max_tokens=100, min_tokens=20, boundary_modulus=4)
+    small = ChunkSettings(max_tokens=100, min_tokens=20, boundary_modulus=4, header_tokens=0)
     assert effective_chunk(small, embedder) == small
+    # the contextual header's tokens come out of the text budget
+    headed = effective_chunk(ChunkSettings(max_tokens=256, min_tokens=100), embedder)
+    assert headed.header_tokens == 32
+    assert (headed.max_tokens, headed.min_tokens) == (126 - 32, (126 - 32) // 2)
