@@ -1,20 +1,37 @@
-"""Ingest throughput vs raw encode throughput, measured side by side in one run.
+"""Ingest throughput vs raw encode throughput, and peak RSS per 100k chunks, in one run.
 
-Writes N SciFact abstracts as Markdown files, runs the real sync flow into a fresh data
-dir (bytewax + docling + chunker + MiniLM + Qdrant Edge + tantivy), then encodes the very
-same chunk texts with the bare SentenceTransformer, and prints chunks/s of both and the
-ratio (target >= 0.85).
+Writes N SciFact abstracts as Markdown files (K times with `--copies K`), runs the real sync
+flow into a fresh data dir (bytewax + docling + chunker + embedder + Qdrant Edge + tantivy),
+then encodes the very same chunk texts with the bare embedder, and prints chunks/s of both
+and the ratio (target >= 0.85; `--skip-encode` leaves that half out).
 
-Memory (target: < 1 GiB beyond the model per 100k chunks): resident set size right after
-the model is loaded (interpreter + libraries + model) and the peak RSS during the sync, from
-/proc/self/status (the peak is reset after the model load through /proc/self/clear_refs, so
-loading the model never counts as ingest). Most of the difference is fixed (docling,
-bytewax, encode activations, store buffers), so the peak is also sampled after every
-document and printed after each flow batch; the 100k figure extrapolates the growth per
-chunk over the second half of the run. It is an extrapolation: growth per chunk falls with
-size (the curve is printed so a reader can judge); only an ingest of 100k chunks measures it.
+Memory (target: < 1 GiB beyond the model per 100k chunks). The baseline is the resident set
+right after the embedder is loaded and torch/transformers are imported (interpreter +
+libraries + model: docling imports torch anyway; with minilm-l6 it is part of the model, with
+the ONNX minilm-l3 it would otherwise count as ingest). The peak (VmHWM) is reset there
+through /proc/self/clear_refs, so loading never counts. After every document the bench reads
+VmHWM and the current RssAnon/RssFile; it prints them every `--checkpoint` chunks and at the
+end. When the run reaches 100k chunks, the per-100k figure is the peak measured at the
+first document past 100k chunks, not an extrapolation; a shorter run prints an
+extrapolation, labelled as such.
 
-    .venv/bin/python bench/ingest.py [--docs 2000]
+A real 100k-chunk ingest: SciFact has 5,183 abstracts (~23.7k chunks with minilm-l6), so
+`--copies K` writes the corpus K times under `copy_<i>/` (distinct paths, so distinct doc
+ids). Copy 0 is the corpus as is; in copy i >= 1 every sentence ends with a marker ` (ci).`,
+so every chunk of every copy is new text that must be encoded (identical copies, as in
+bench/query.py, would reuse every vector, and a single marker sentence per document would
+change only its first chunk: the chunker is edit-stable). `--embedder minilm-l3` (ONNX, ~2x
+faster on CPU) makes a 100k run affordable on 2 cores: its vectors are the same 384-d floats,
+so each stored point costs the same, but its 128-token limit caps the chunk budget at 126
+tokens instead of 254, so the same corpus gives ~25 % more, shorter chunks, and its encode
+activations are smaller than MiniLM-L6's (torch, up to 256 tokens).
+
+`--no-trim` turns off the writer's release of free heap memory after each large batch
+(`flows.sync.TRIM_MIN_CHUNKS`), to measure what it buys.
+
+    .venv/bin/python bench/ingest.py [--docs 2000] [--no-trim]
+    nice -n 10 .venv/bin/python bench/ingest.py --docs 5183 --copies 5 \
+        --embedder minilm-l3 --skip-encode          # ~110k chunks, memory only
 """
 
 from __future__ import annotations
@@ -25,24 +42,31 @@ import resource
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _scifact import corpus, write_markdown
 
+import flows.sync
 from core.models import DocOutcome
 from core.settings import Settings
 from flows.runtime import open_runtime
 from operators.embed import load_embedder
 from ragstream import api
 
+PER = 100_000  # chunks the memory target is stated for
+_SENTENCE_END = re.compile(r"(?=[.!?](?:\s|$))")
 
-def rss_mib(field: str) -> float:
-    """`VmRSS` (now) or `VmHWM` (peak) of this process, MiB; ru_maxrss if /proc is absent."""
+
+def proc_status_mib(field: str) -> float:
+    """A `VmRSS`/`VmHWM`/`RssAnon`/`RssFile` line of /proc/self/status, MiB (ru_maxrss for
+    the peak where /proc is absent, NaN for the others)."""
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return peak if field == "VmHWM" else float("nan")
     found = re.search(rf"^{field}:\s+(\d+) kB", status, re.MULTILINE)
     return int(found.group(1)) / 1024 if found else float("nan")
 
@@ -56,78 +80,168 @@ def reset_peak_rss() -> bool:
     return True
 
 
-class PeakSampler:
-    """Peak RSS after each document's outcome, against the chunks written so far."""
+def marked(text: str, copy: int) -> str:
+    """Copy 0 as is; copy i ends every sentence with ` (ci).`, so each chunk is new text."""
+    return text if copy == 0 else _SENTENCE_END.sub(f" (c{copy})", text)
 
-    def __init__(self) -> None:
+
+def write_copies(docs: list[dict[str, str]], root: Path, copies: int) -> None:
+    """The corpus `copies` times, as `root/copy_<i>/<id>.md` (see the module docstring)."""
+    for i in range(copies):
+        write_markdown([{**d, "text": marked(d["text"], i)} for d in docs], root / f"copy_{i}")
+
+
+@dataclass(frozen=True)
+class Sample:
+    docs: int
+    chunks: int
+    peak: float  # VmHWM, MiB
+    anon: float  # RssAnon now, MiB
+    file: float  # RssFile now (mapped files: libraries, model, store mmaps), MiB
+
+
+class MemorySampler:
+    """Peak and current RSS after each document's outcome, against the chunks written so far."""
+
+    def __init__(self, base: Sample, every: int) -> None:
+        self.base, self.every = base, every
         self.chunks = 0
-        self.samples: list[tuple[int, int, float]] = []  # (docs, chunks, peak MiB)
+        self.samples: list[Sample] = []
+        self.started = time.perf_counter()
 
     def __call__(self, outcome: DocOutcome) -> None:
         self.chunks += outcome.chunks_live
-        self.samples.append((len(self.samples) + 1, self.chunks, rss_mib("VmHWM")))
+        sample = Sample(
+            len(self.samples) + 1,
+            self.chunks,
+            proc_status_mib("VmHWM"),
+            proc_status_mib("RssAnon"),
+            proc_status_mib("RssFile"),
+        )
+        before = self.samples[-1].chunks if self.samples else 0
+        self.samples.append(sample)
+        if sample.chunks // self.every > before // self.every:  # progress, for long runs
+            print(
+                f"[{time.perf_counter() - self.started:.0f} s] {self.row(sample)}",
+                file=sys.stderr,
+                flush=True,
+            )
 
-    def memory_lines(self, rss_model: float, batch_docs: int) -> list[str]:
-        docs, chunks, peak = self.samples[-1]
-        ends = [x for x in self.samples if x[0] % batch_docs == 0 and x[0] < docs]
-        series = ", ".join(f"{c}: {p - rss_model:.0f}" for _, c, p in [*ends, self.samples[-1]])
+    def row(self, s: Sample) -> str:
+        b = self.base
+        return (
+            f"| {s.chunks} | {s.docs} | {s.peak - b.peak:.0f} MiB "
+            f"| {s.anon - b.anon:.0f} + {s.file - b.file:.0f} MiB |"
+        )
+
+    def checkpoints(self, every: int) -> list[Sample]:
+        """The first sample at or past each multiple of `every` chunks, and the last one."""
+        out: list[Sample] = []
+        mark = every
+        for s in self.samples:
+            if s.chunks >= mark:
+                out.append(s)
+                mark = (s.chunks // every + 1) * every
+        if self.samples and (not out or out[-1] is not self.samples[-1]):
+            out.append(self.samples[-1])
+        return out
+
+    def memory_lines(self) -> list[str]:
+        if not self.samples:
+            return ["no documents were indexed"]
+        base = self.base
         lines = [
-            f"ingest beyond the model: {peak - rss_model:.0f} MiB peak for {chunks} chunks",
-            f"peak beyond the model after each flow batch (chunks: MiB): {series}",
+            "| chunks | docs | peak RSS beyond the model | RSS now beyond it: anon + file |",
+            "|---|---|---|---|",
+            *(self.row(s) for s in self.checkpoints(self.every)),
         ]
-        _, c_half, p_half = self.samples[len(self.samples) // 2]
-        if chunks <= c_half or not ends:
-            return [*lines, f"(per 100k chunks: needs more than {batch_docs} docs)"]
-        slope = (peak - p_half) / (chunks - c_half)  # MiB per chunk, second half of the run
-        at_100k = peak - rss_model + slope * max(100_000 - chunks, 0)
-        linear = (peak - rss_model) * 100_000 / chunks
-        return [
-            *lines,
-            f"extrapolated to 100k chunks: {at_100k / 1024:.2f} GiB beyond the model "
-            f"(this peak + {slope * 1024:.1f} KiB per further chunk, the growth over the "
-            f"second half of this run; scaling the whole peak linearly: {linear / 1024:.1f} GiB)",
-        ]
+        last = self.samples[-1]
+        at = next((s for s in self.samples if s.chunks >= PER), None)
+        if at is not None:
+            lines.append(
+                f"peak RSS beyond the model per {PER:,} chunks (measured: peak when the "
+                f"index first held >= {PER:,}, {at.chunks} chunks): "
+                f"{at.peak - base.peak:.0f} MiB = {(at.peak - base.peak) / 1024:.2f} GiB"
+            )
+            return lines
+        half = self.samples[len(self.samples) // 2]
+        if last.chunks <= half.chunks:
+            return [*lines, f"(per {PER:,} chunks: the run is too short to say)"]
+        slope = (last.peak - half.peak) / (last.chunks - half.chunks)  # MiB/chunk, 2nd half
+        extrapolated = last.peak - base.peak + slope * (PER - last.chunks)
+        lines.append(
+            f"EXTRAPOLATED (the run reached only {last.chunks} chunks) to {PER:,}: "
+            f"{extrapolated / 1024:.2f} GiB beyond the model (this peak + "
+            f"{slope * 1024:.1f} KiB per further chunk, the growth over the second half)"
+        )
+        return lines
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--docs", type=int, default=2000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--docs", type=int, default=2000, help="SciFact abstracts per copy")
+    ap.add_argument("--copies", type=int, default=1, help="write the corpus this many times")
+    ap.add_argument("--embedder", default=None, help="preset (default: the settings' default)")
+    ap.add_argument("--checkpoint", type=int, default=20_000, help="chunks between lines")
+    ap.add_argument("--skip-encode", action="store_true", help="memory only: no raw encode")
+    ap.add_argument(
+        "--no-trim", action="store_true", help="never release the free heap (the code before)"
+    )
     args = ap.parse_args()
+    if args.no_trim:  # A/B of the writer's heap release (flows/sync.py, core/memory.py)
+        flows.sync.TRIM_MIN_CHUNKS = sys.maxsize
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "scifact"
-        write_markdown(corpus(args.docs), folder)
-        settings = Settings(data_dir=Path(tmp) / "data").with_paths([folder])
+        root = Path(tmp) / "scifact"
+        write_copies(corpus(args.docs), root, args.copies)
+        settings = Settings(data_dir=Path(tmp) / "data").with_paths([root])
+        if args.embedder:
+            settings = settings.model_copy(update={"embedder": args.embedder})
         embedder = load_embedder(settings.embedder)  # loaded once, outside both timings
-        rss_model = rss_mib("VmRSS")
+        import torch  # noqa: F401  (part of the baseline: see the module docstring)
+        import transformers  # noqa: F401
+
+        base = Sample(
+            0, 0, proc_status_mib("VmRSS"), proc_status_mib("RssAnon"), proc_status_mib("RssFile")
+        )
         peak_reset = reset_peak_rss()
-        sampler = PeakSampler()
+        sampler = MemorySampler(base, args.checkpoint)
         t0 = time.perf_counter()
-        report = api.sync([folder], settings=settings, on_outcome=sampler)
+        report = api.sync([root], settings=settings, on_outcome=sampler)
         ingest_s = time.perf_counter() - t0
-        rss_peak = rss_mib("VmHWM")
-        with open_runtime(settings) as rt:
-            texts = [
-                c.text
-                for d in rt.vectors.live_doc_fingerprints()
-                for c in rt.vectors.live_chunks(d)
-            ]
-        t0 = time.perf_counter()
-        embedder.encode_passages(texts, batch_size=settings.embed_batch_size)
-        encode_s = time.perf_counter() - t0
+        rss_peak = proc_status_mib("VmHWM")
+        texts: list[str] = []
+        if not args.skip_encode:
+            with open_runtime(settings) as rt:
+                texts = [
+                    c.text
+                    for d in rt.vectors.live_doc_fingerprints()
+                    for c in rt.vectors.live_chunks(d)
+                ]
+            t0 = time.perf_counter()
+            embedder.encode_passages(texts, batch_size=settings.embed_batch_size)
+            encode_s = time.perf_counter() - t0
     n = report.chunks_embedded
     print(
-        f"docs={report.docs_seen} chunks={len(texts)} embedded={n} "
-        f"dead_letters={len(report.dead_letters)}"
+        f"embedder={settings.embedder} ({embedder.version.name}, max {embedder.max_seq_length} "
+        f"tokens) embed_batch_size={settings.embed_batch_size} "
+        f"ingest_batch_docs={settings.ingest_batch_docs}"
+        f"{' heap release OFF (--no-trim)' if args.no_trim else ''}"
+    )
+    print(
+        f"docs={report.docs_seen} chunks={report.chunks_live} embedded={n} "
+        f"reused={report.chunks_reused} dead_letters={len(report.dead_letters)}"
     )
     print("| path | seconds | chunks/s |\n|---|---|---|")
     print(f"| ragstream sync (parse+chunk+embed+write) | {ingest_s:.1f} | {n / ingest_s:.1f} |")
-    print(f"| SentenceTransformer.encode only | {encode_s:.1f} | {len(texts) / encode_s:.1f} |")
-    print(f"ratio ingest/encode throughput: {(n / ingest_s) / (len(texts) / encode_s):.3f}")
+    if texts:
+        print(f"| encode only (same texts) | {encode_s:.1f} | {len(texts) / encode_s:.1f} |")
+        print(f"ratio ingest/encode throughput: {(n / ingest_s) / (len(texts) / encode_s):.3f}")
     print(
-        f"RSS after model load: {rss_model:.0f} MiB; peak RSS during ingest: {rss_peak:.0f} MiB"
+        f"RSS after model load: {base.peak:.0f} MiB (anon {base.anon:.0f} + file "
+        f"{base.file:.0f}); peak RSS during ingest: {rss_peak:.0f} MiB"
         f"{'' if peak_reset else ' (peak since process start: clear_refs unavailable)'}"
     )
-    for line in sampler.memory_lines(rss_model, settings.ingest_batch_docs):
+    for line in sampler.memory_lines():
         print(line)
 
 

@@ -54,6 +54,7 @@ from connectors.fs import (
     ScanSummary,
 )
 from connectors.vector_stores import StoreBusyError
+from core.memory import release_free_heap
 from core.models import DocOutcome, FileEvent, SyncReport
 from core.settings import Settings
 from core.telemetry import configure
@@ -73,6 +74,12 @@ RECOVERY_PARTITIONS = 1  # one writer, one tiny state stream: more partitions bu
 # events still share one key (order kept), bytewax still spreads keys over workers, and the
 # recovery DB keeps at most one (empty) row per bucket instead of one per document ever seen.
 PARSE_BUCKETS = 256
+# After a write batch that embedded or copied at least this many chunks (one encode
+# mini-batch), the writer hands the C heap's free pages back to the OS (`release_free_heap`):
+# encode activations leave the heap fragmented, and without this the resident set grew with
+# every batch. Smaller batches (a watched edit) skip it: their garbage is small and the trim
+# would only add milliseconds to their freshness.
+TRIM_MIN_CHUNKS = 64
 
 
 class StoreOwner:
@@ -188,7 +195,10 @@ class _IndexPartition(StatefulSinkPartition[ParsedWork, None]):
         self._rt, self._indexer, self._handler = rt, make_indexer(rt), handler
 
     def write_batch(self, values: list[ParsedWork]) -> None:
-        for outcome in self._indexer.index_batch(values):
+        outcomes = self._indexer.index_batch(values)
+        if sum(o.chunks_embedded + o.chunks_reused for o in outcomes) >= TRIM_MIN_CHUNKS:
+            release_free_heap()  # the batch's garbage is gone before anyone looks
+        for outcome in outcomes:
             self._handler(outcome)
 
     def snapshot(self) -> None:
