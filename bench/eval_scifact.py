@@ -5,10 +5,11 @@ everything, ~5 min on 2 cores; later runs embed nothing), runs every test query 
 real retriever per config, prints the Markdown table and the "which stage broke?" failure
 counts, and saves `<data-dir>/eval/test.json`. Compare with Qdrant's own SciFact run
 (DESIGN §8): dense 0.654, BM25 0.683, RRF 0.723. `--answers` also runs the answer path per
-query (refused / unsupported answers); `--mode gold|abstain` runs the answer-level checks.
+query (refused / unsupported answers); `--mode gold|abstain` runs the answer-level checks,
+`--mode answers` the context-assembly ablation scored on answers (`ragstream.answer_ablation`).
 
     .venv/bin/python bench/eval_scifact.py [--data-dir bench/out/scifact-data] [--depth 500]
-        [--mode retrieval|gold|abstain] [--answers] [--k 8]
+        [--mode retrieval|gold|abstain|answers] [--answers] [--k 8] [--split train]
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("ragstream.evaluation").setLevel(logging.INFO)
+    logging.getLogger("ragstream.answer_ablation").setLevel(logging.INFO)  # progress
     t = time.perf_counter()
     report = evaluate_dataset(
         SCIFACT,

@@ -315,7 +315,9 @@ def eval_(
         str,
         typer.Option(
             help="retrieval: ablation rows + failure report; gold: answer from the gold "
-            "passages; abstain: questions with no answer in the index must be refused"
+            "passages; abstain: questions with no answer in the index must be refused; "
+            "answers: context-assembly ablation (document order, parent expansion) scored "
+            "on the answers"
         ),
     ] = "retrieval",
     answers: Annotated[
@@ -331,7 +333,7 @@ def eval_(
     """Index a BEIR dataset through the real ingest, then evaluate it.
 
     retrieval (default): the ablation table and the "which stage broke?" failure counts,
-    saved to DATA_DIR/eval/SPLIT.json; gold / abstain: the answer-level checks, saved to
+    saved to DATA_DIR/eval/SPLIT.json; gold / abstain / answers: answer-level checks, saved to
     DATA_DIR/eval/SPLIT.MODE.json. Per-query details go to DATA_DIR/eval/SPLIT.MODE.details.json.
     Reruns embed nothing.
     """

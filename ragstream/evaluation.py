@@ -19,7 +19,8 @@ default), `refused_wrongly` (refused though a relevant document was in the conte
 `unsupported_answer` (answered, but verification found the citations do not support it).
 Query-transform rows (`hybrid-rrf+keywords`, `+hyde`, `+decompose`) exist only when an
 OpenAI-compatible endpoint is configured: without one there is nothing to write them.
-`--mode gold|abstain` runs the answer-level checks of `ragstream.answer_eval` instead.
+`--mode gold|abstain` runs the answer-level checks of `ragstream.answer_eval` instead, and
+`--mode answers` the assembly ablation of `ragstream.answer_ablation` (measured on answers).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from query.transforms import (
     enabled_transforms,
     retrieve_transformed,
 )
+from ragstream.answer_ablation import AnswerAblation, answer_ablation, markdown_answers
 from ragstream.answer_eval import (
     OFF_TOPIC,
     AbstainReport,
@@ -76,8 +78,8 @@ log = logging.getLogger(__name__)
 DEFAULT_DEPTH = 500  # chunks per leg: abstracts split into ~4-5 chunks, recall@100 needs 100 docs
 RERANK_DEPTH = 100  # fused chunks the cross-encoder re-scores (the rest keep fused order)
 DEFAULT_K = QueryRequest.model_fields["k"].default  # chunks an answer is generated from
-Mode = Literal["retrieval", "gold", "abstain"]
-MODES: tuple[Mode, ...] = ("retrieval", "gold", "abstain")
+Mode = Literal["retrieval", "gold", "abstain", "answers"]
+MODES: tuple[Mode, ...] = ("retrieval", "gold", "abstain", "answers")
 _MEASURES = {"ndcg_cut.10", "recall.10", "recall.100"}
 
 
@@ -112,8 +114,9 @@ class EvalReport(BaseModel):
     """What `ragstream eval --json` prints and saves to `<data_dir>/eval/<split>[.<mode>].json`.
 
     `rows` (retrieval mode) are the ablation rows; `failures` maps each failure class to its
-    count for the `failure_config` row; `gold` / `abstain` hold the answer-level modes;
-    `details_file` names the per-query JSON (failing queries, not accepted or not refused)."""
+    count for the `failure_config` row; `gold` / `abstain` hold the answer-level modes and
+    `assembly` the `answers` mode's ablation; `details_file` names the per-query JSON (failing
+    queries, not accepted, not refused, or where the assembly rows disagree)."""
 
     dataset: str
     split: str
@@ -127,6 +130,7 @@ class EvalReport(BaseModel):
     failures: dict[str, int] | None = None
     gold: GoldReport | None = None
     abstain: AbstainReport | None = None
+    assembly: AnswerAblation | None = None
     details_file: str | None = None
 
     def to_json(self, indent: int | None = None) -> str:
@@ -358,6 +362,8 @@ def markdown_report(report: EvalReport) -> str:
         body = markdown_gold(report.gold)
     elif report.abstain is not None:
         body = markdown_abstain(report.abstain)
+    elif report.assembly is not None:
+        body = markdown_answers(report.assembly)
     else:
         body = markdown_table(report.rows)
         if report.failures is not None and report.failure_config is not None:
@@ -428,6 +434,11 @@ def evaluate_dataset(
         with Retriever.open(settings) as retriever:
             gold, details = gold_eval(eval_engine(settings, retriever), asked, qrels)
         report = EvalReport(**base, gold=gold)
+    elif mode == "answers":
+        settings = index_corpus(corpus, data_dir, settings_overrides)
+        with Retriever.open(settings) as retriever:
+            assembly, details = answer_ablation(settings, retriever, asked, qrels, k)
+        report = EvalReport(**base, assembly=assembly)
     else:
         settings = index_corpus(corpus, data_dir, settings_overrides)
         rows, pipeline, failing = evaluate_retrieval(

@@ -1,0 +1,241 @@
+"""Assembly ablation measured on answers (`ragstream eval --mode answers`, issue 8).
+
+Parent-section expansion ("retrieve small, serve large") and document order both claim to
+make *answers* better, so they are judged on what the whole answer path returns, not on
+retrieval metrics (neither changes the ranking). Every judged question is asked once per
+row through the real `QueryEngine.answer` (retrieve → rerank → gate → assemble → generate →
+verify), all rows on one open index in one run, interleaved per question so that machine
+load hits every row alike. A row differs from the others only in the real settings
+`query.order` and `query.expand_parent`, validated as `QuerySettings`; both are set on every
+row, so the baseline stays "score order, no expansion" whatever the defaults become.
+
+Metrics, per row, over the judged questions (R = the question's documents with qrels > 0):
+
+- `answered`: share not refused (by the gate, the generator or the grounding rule).
+- `gold_in_context`: share whose assembled sources include a document of R: the evidence
+  reached the generator (expansion can lose it: whole sections fill the budget sooner).
+- `gold_cited`: share answered *and* citing a document of R. With the offline extractive
+  generator every claim is a verbatim source sentence, so this reads "the answer was taken
+  from a relevant abstract"; whether it is the *right* sentence, or says SUPPORT/CONTRADICT,
+  is not judged (BEIR qrels carry no rationale sentences), hence the name, not "correct".
+- `citation_precision`: over answers citing anything, the mean share of distinct cited
+  documents that are in R (documents, not sources: an expanded source is a whole section).
+- `grounding`: over answers with claims (including ones refused as unsupported), the mean
+  verifier grounding (supported ÷ claims); ~1.0 by construction for the extractive generator,
+  informative only with an LLM endpoint.
+- `sources`, `context_docs`, `context_tokens`: means over questions that reached assembly;
+  tokens are the rendered source blocks counted with the embedder's tokenizer, exactly what
+  `query.budget_tokens` bounds (the prompt-size cost of expansion).
+- `changed`: share of answers whose text differs from the first row's (what a row changes at
+  all; document order can only reorder the extractive generator's sentences, since their
+  scores do not depend on position — its claimed benefit, an LLM losing the middle of a long
+  context, cannot be measured offline).
+- `p50_ms` / `p95_ms`: wall time of `QueryEngine.answer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from core.answers import Answer, QueryRequest
+from core.settings import QuerySettings, Settings
+from query.assemble import render
+from query.engine import QueryEngine
+from query.retrieve import Retriever
+from ragstream.answer_eval import eval_engine, latency
+from ragstream.beir import Qrels, Queries, doc_key
+
+log = logging.getLogger(__name__)
+
+# row name -> the query settings it runs with; the first row is the baseline of `changed`
+ASSEMBLY_ROWS: dict[str, dict[str, Any]] = {
+    "score order": {"order": "score", "expand_parent": False},
+    "+document order": {"order": "document", "expand_parent": False},
+    "+parent expansion": {"order": "score", "expand_parent": True},
+    "+both": {"order": "document", "expand_parent": True},
+}
+
+
+class AnswerRow(BaseModel):
+    """One assembly configuration's answer-quality figures (see the module docstring)."""
+
+    name: str
+    order: str
+    expand_parent: bool
+    answered: float
+    gold_in_context: float
+    gold_cited: float
+    citation_precision: float
+    grounding: float
+    sources: float
+    context_docs: float
+    context_tokens: float
+    changed: float
+    p50_ms: float
+    p95_ms: float
+
+
+class AnswerAblation(BaseModel):
+    """The `answers` mode's report: one row per assembly configuration, same questions."""
+
+    questions: int
+    generator: str
+    k: int  # chunks after rerank, what assembly chooses from
+    n: int  # candidates per retrieval leg (the query default, not the eval's depth)
+    budget_tokens: int
+    rows: list[AnswerRow]
+
+
+class Scored(BaseModel):
+    """One answer judged against its question's relevant documents."""
+
+    answered: bool
+    gold_in_context: bool
+    gold_cited: bool
+    precision: float | None  # None: nothing cited
+    grounding: float | None  # None: no claims
+    sources: int | None  # None: refused before assembly (the gate)
+    context_docs: int | None
+    tokens: int | None
+    text: str
+    cited: list[str]
+    ms: float
+
+
+def row_settings(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
+    """`settings` with these `query.*` fields, validated like any configured value."""
+    query = QuerySettings.model_validate({**settings.query.model_dump(), **overrides})
+    return settings.model_copy(update={"query": query})
+
+
+def score_answer(
+    answer: Answer,
+    relevant: set[str],
+    count_tokens: Callable[[Sequence[str]], list[int]],
+    ms: float,
+) -> Scored:
+    """Judge one answer; context tokens are counted as `assemble` counts its budget (each
+    rendered source block, with the embedder's `count_tokens`)."""
+    context = {doc_key(s.doc_id) for s in answer.sources}
+    cited = sorted({doc_key(c.doc_id) for c in answer.citations})
+    answered = answer.refusal is None
+    assembled = "assemble" in answer.timings_ms  # not refused by the gate before it
+    tokens = count_tokens([render(s) for s in answer.sources])
+    return Scored(
+        answered=answered,
+        gold_in_context=bool(context & relevant),
+        gold_cited=answered and bool(set(cited) & relevant),
+        precision=len(set(cited) & relevant) / len(cited) if cited else None,
+        grounding=answer.grounding if answer.claims else None,
+        sources=len(answer.sources) if assembled else None,
+        context_docs=len(context) if assembled else None,
+        tokens=sum(tokens) if assembled else None,
+        text=answer.text,
+        cited=cited,
+        ms=ms,
+    )
+
+
+def _mean(values: Sequence[float | int | bool | None]) -> float:
+    """Mean over the defined values (None = not applicable to that question); 0 for none."""
+    kept = [float(v) for v in values if v is not None]
+    return float(np.mean(kept)) if kept else 0.0
+
+
+def summarize(name: str, scored: Sequence[Scored], baseline: Sequence[Scored]) -> AnswerRow:
+    """A row from its questions' scores (`baseline`: the first row's, same question order)."""
+    p50, p95 = latency([s.ms for s in scored])
+    return AnswerRow(
+        name=name,
+        order=ASSEMBLY_ROWS[name]["order"],
+        expand_parent=ASSEMBLY_ROWS[name]["expand_parent"],
+        answered=_mean([s.answered for s in scored]),
+        gold_in_context=_mean([s.gold_in_context for s in scored]),
+        gold_cited=_mean([s.gold_cited for s in scored]),
+        citation_precision=_mean([s.precision for s in scored]),
+        grounding=_mean([s.grounding for s in scored]),
+        sources=_mean([s.sources for s in scored]),
+        context_docs=_mean([s.context_docs for s in scored]),
+        context_tokens=_mean([s.tokens for s in scored]),
+        changed=_mean([s.text != b.text for s, b in zip(scored, baseline, strict=True)]),
+        p50_ms=p50,
+        p95_ms=p95,
+    )
+
+
+def answer_ablation(
+    settings: Settings, retriever: Retriever, queries: Queries, qrels: Qrels, k: int
+) -> tuple[AnswerAblation, list[dict[str, Any]]]:
+    """Every question through every row's engine; the report, and one detail per question
+    on which the rows disagree about `answered` or `gold_cited` (where a row made a
+    difference worth reading)."""
+    engines = {
+        name: eval_engine(row_settings(settings, overrides), retriever)
+        for name, overrides in ASSEMBLY_ROWS.items()
+    }
+    # one-off model / store costs stay out of the latencies (the engines share the retriever)
+    next(iter(engines.values())).answer(QueryRequest(query=next(iter(queries.values())), k=k))
+    scored: dict[str, list[Scored]] = {name: [] for name in engines}
+    details: list[dict[str, Any]] = []
+    for i, (qid, text) in enumerate(queries.items(), 1):
+        relevant = {d for d, rel in qrels[qid].items() if rel > 0}
+        mine = {name: _ask(engine, text, k, relevant) for name, engine in engines.items()}
+        for name, s in mine.items():
+            scored[name].append(s)
+        if len({(s.answered, s.gold_cited) for s in mine.values()}) > 1:
+            details.append(_detail(qid, text, relevant, mine))
+        if i % 25 == 0:
+            log.info("answers: %d/%d questions", i, len(queries))
+    baseline = scored[next(iter(scored))]
+    report = AnswerAblation(
+        questions=len(queries),
+        generator=next(iter(engines.values())).generator.name,
+        k=k,
+        n=QueryRequest.model_fields["n"].default,
+        budget_tokens=settings.query.budget_tokens,
+        rows=[summarize(name, s, baseline) for name, s in scored.items()],
+    )
+    return report, details
+
+
+def _ask(engine: QueryEngine, text: str, k: int, relevant: set[str]) -> Scored:
+    start = time.perf_counter()
+    answer = engine.answer(QueryRequest(query=text, k=k))
+    ms = (time.perf_counter() - start) * 1000.0
+    return score_answer(answer, relevant, engine.retriever.embedder.count_tokens, ms)
+
+
+def _detail(qid: str, text: str, relevant: set[str], rows: Mapping[str, Scored]) -> dict[str, Any]:
+    keep = {"answered", "gold_cited", "cited", "tokens", "text"}
+    return {
+        "qid": qid,
+        "query": text,
+        "relevant": sorted(relevant),
+        "rows": {name: s.model_dump(include=keep) for name, s in rows.items()},
+    }
+
+
+def markdown_answers(report: AnswerAblation) -> str:
+    """The ablation as GitHub Markdown: rates as percentages, sizes as means."""
+    lines = [
+        f"answer-quality ablation: {report.questions} questions, generator {report.generator}, "
+        f"k={report.k} of n={report.n} per leg, budget {report.budget_tokens} tokens",
+        "",
+        "| assembly | answered | gold in context | gold cited | citation precision | "
+        "grounding | sources | docs | context tokens | answer changed | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report.rows:
+        lines.append(
+            f"| {r.name} | {r.answered:.1%} | {r.gold_in_context:.1%} | {r.gold_cited:.1%} | "
+            f"{r.citation_precision:.3f} | {r.grounding:.3f} | {r.sources:.2f} | "
+            f"{r.context_docs:.2f} | {r.context_tokens:.0f} | {r.changed:.1%} | "
+            f"{r.p50_ms:.0f} | {r.p95_ms:.0f} |"
+        )
+    return "\n".join(lines)
