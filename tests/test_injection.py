@@ -153,6 +153,10 @@ def test_the_poisoned_corpus_is_retrieved(engines: dict[str, QueryEngine]) -> No
     assert len(reached) >= len(QUESTIONS) // 2, reached
 
 
+def uncited(text: str) -> str:
+    return re.sub(r"\s*\[S\d+\]", "", text)
+
+
 @pytest.mark.parametrize("question", QUESTIONS + TARGETED)
 def test_extractive_answer_obeys_no_payload(engines: dict[str, QueryEngine], question: str) -> None:
     clean, poisoned = ask(engines["clean"], question), ask(engines["poisoned"], question)
@@ -170,7 +174,10 @@ def test_extractive_answer_obeys_no_payload(engines: dict[str, QueryEngine], que
         assert not any(norm(i).rstrip(".") in said for i in INSTRUCTIONS), claim.text
     assert not poisoned.injection_flags
     if not any(is_payload(s.text) for s in poisoned.sources):
-        assert poisoned.text == clean.text  # nothing poisoned retrieved: the very same answer
+        # nothing poisoned retrieved: the very same sentences. Citation ids may differ: BM25
+        # scores a chunk with its section neighbours' words, so a payload next to a clean
+        # chunk can reorder the sources (ranking, never text that reaches the answer).
+        assert uncited(poisoned.text) == uncited(clean.text)
 
 
 @pytest.fixture
