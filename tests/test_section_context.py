@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from connectors.lexical import lexical_text, section_contexts
 from connectors.protocols import SearchFilter
 from core.models import SyncReport
-from core.settings import Settings
+from core.settings import ChunkSettings, Settings
 from flows.runtime import open_runtime
 from ragstream import api
 
@@ -75,7 +75,7 @@ def test_an_edit_reindexes_its_neighbours_bm25_text_without_reembedding_them(
     doc.write_text("# Notes\n\n" + "\n\n".join(paragraphs) + "\n\n# Other\n\nUnrelated words.\n")
     settings = Settings(
         data_dir=tmp_path / "data", vector_backend=vector, lexical_backend=lexical
-    ).model_copy(update={"chunk": Settings().chunk.model_copy(update={"max_tokens": 40})})
+    ).model_copy(update={"chunk": ChunkSettings(max_tokens=40, header_tokens=0)})
     first = _sync(settings, root)
     assert first.chunks_live >= 5
     paragraphs[2] = paragraphs[2].replace("several details", "several zymurgy details")
