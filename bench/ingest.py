@@ -15,7 +15,7 @@ end. When the run reaches 100k chunks, the per-100k figure is the peak measured 
 first document past 100k chunks, not an extrapolation; a shorter run prints an
 extrapolation, labelled as such.
 
-A real 100k-chunk ingest: SciFact has 5,183 abstracts (~23.7k chunks with minilm-l6), so
+A real 100k-chunk ingest: SciFact has 5,183 abstracts (~25k chunks with minilm-l6), so
 `--copies K` writes the corpus K times under `copy_<i>/` (distinct paths, so distinct doc
 ids). Copy 0 is the corpus as is; in copy i >= 1 every sentence ends with a marker ` (ci).`,
 so every chunk of every copy is new text that must be encoded (identical copies, as in
@@ -30,8 +30,8 @@ activations are smaller than MiniLM-L6's (torch, up to 256 tokens).
 (`flows.sync.TRIM_MIN_CHUNKS`), to measure what it buys.
 
     .venv/bin/python bench/ingest.py [--docs 2000] [--no-trim]
-    nice -n 10 .venv/bin/python bench/ingest.py --docs 5183 --copies 5 \
-        --embedder minilm-l3 --skip-encode          # ~110k chunks, memory only
+    nice -n 10 .venv/bin/python bench/ingest.py --docs 4400 --copies 4 \
+        --embedder minilm-l3 --skip-encode          # 107k chunks, memory only
 """
 
 from __future__ import annotations
@@ -172,7 +172,9 @@ class MemorySampler:
         lines.append(
             f"EXTRAPOLATED (the run reached only {last.chunks} chunks) to {PER:,}: "
             f"{extrapolated / 1024:.2f} GiB beyond the model (this peak + "
-            f"{slope * 1024:.1f} KiB per further chunk, the growth over the second half)"
+            f"{slope * 1024:.1f} KiB per further chunk, the growth over the second half; "
+            "likely an overestimate: a short run's peak still climbs as longer encode batches "
+            "come by, and stores grow fastest while they are small; --copies measures it)"
         )
         return lines
 
