@@ -61,7 +61,7 @@ from core.telemetry import install_exporter
 from flows.runtime import chunker_for
 from operators.embed import Embedder, load_embedder
 from ragstream import api
-from ragstream.beir import beir_subset, index_corpus, load_beir
+from ragstream.beir import beir_subset, index_corpus, load_beir, write_beir
 from ragstream.evaluation import Row, evaluate_dataset, markdown_table
 
 OUT = Path(__file__).resolve().parent / "out" / "chunk-ablation"
@@ -277,18 +277,8 @@ def write_slice(dataset: Path, split: str, n_queries: int, n_distractors: int, r
     """The first `n_queries` judged queries of `split`, their documents and `n_distractors`
     others, as a BEIR folder under `root` (`ragstream.beir.beir_subset`): a situate run's LLM
     bill is one call per chunk, so it is measured on a slice, every config on the same one."""
-    corpus, queries, qrels = beir_subset(*load_beir(dataset, split), n_queries, n_distractors)
-    root = root / "dataset"
-    (root / "qrels").mkdir(parents=True, exist_ok=True)
-    docs = [{"_id": d, **doc} for d, doc in corpus.items()]
-    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    rows = [{"_id": q, "text": t} for q, t in queries.items()]
-    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    lines = [f"{q}\t{d}\t{rel}" for q, ds in qrels.items() for d, rel in ds.items()]
-    (root / "qrels" / f"{split}.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "\n".join(lines) + "\n"
-    )
-    return root
+    subset = beir_subset(*load_beir(dataset, split), n_queries, n_distractors)
+    return write_beir(root / "dataset", *subset, split=split)
 
 
 def _triple(c: ChunkSettings) -> str:

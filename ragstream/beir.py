@@ -59,6 +59,23 @@ def beir_subset(
     return sub, {q: queries[q] for q in qids}, {q: qrels[q] for q in qids}
 
 
+def write_beir(
+    root: str | Path, corpus: Corpus, queries: Queries, qrels: Qrels, split: str = "test"
+) -> Path:
+    """The inverse of `load_beir`: `corpus.jsonl`, `queries.jsonl` and `qrels/<split>.tsv`
+    under `root`, so a slice (`beir_subset`) runs through the same loader, CLI and harness
+    as a full dataset."""
+    root = Path(root)
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    docs = [{"_id": d, **doc} for d, doc in corpus.items()]
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    rows = [{"_id": q, "text": t} for q, t in queries.items()]
+    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = [f"{q}\t{d}\t{rel}\n" for q, ds in qrels.items() for d, rel in ds.items()]
+    (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(lines))
+    return root
+
+
 def markdown_doc(doc: Mapping[str, str]) -> str:
     """A BEIR document as the Markdown a user would keep: the title as the heading."""
     title, text = doc.get("title", "").strip(), doc.get("text", "").strip()

@@ -35,7 +35,7 @@ from ragstream.answer_ablation import (
     score_answer,
 )
 from ragstream.answer_eval import eval_engine
-from ragstream.beir import Qrels, Queries, beir_subset, index_corpus, load_beir
+from ragstream.beir import Qrels, Queries, beir_subset, index_corpus, load_beir, write_beir
 from ragstream.cli import app
 from ragstream.evaluation import DEFAULT_K, EvalReport, markdown_report
 
@@ -45,16 +45,8 @@ RATES = ("answered", "gold_in_context", "gold_cited", "citation_precision", "cha
 
 @pytest.fixture(scope="module")
 def dataset(scifact_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    corpus, queries, qrels = beir_subset(*load_beir(scifact_dir, "test"), QUERIES, DISTRACTORS)
-    root = tmp_path_factory.mktemp("scifact-answers")
-    (root / "qrels").mkdir()
-    docs = [{"_id": d, **doc} for d, doc in corpus.items()]
-    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    rows = [{"_id": q, "text": t} for q, t in queries.items()]
-    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    lines = [f"{q}\t{d}\t{rel}" for q, ds in qrels.items() for d, rel in ds.items()]
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(lines))
-    return root
+    subset = beir_subset(*load_beir(scifact_dir, "test"), QUERIES, DISTRACTORS)
+    return write_beir(tmp_path_factory.mktemp("scifact-answers"), *subset)
 
 
 Run = tuple[Settings, Queries, Qrels, AnswerAblation]

@@ -31,6 +31,7 @@ from ragstream.beir import (
     doc_key,
     index_corpus,
     load_beir,
+    write_beir,
 )
 from ragstream.cli import app
 from ragstream.evaluation import evaluate_dataset, evaluate_retrieval, fused_config, ranked_chunks
@@ -42,16 +43,8 @@ QUERIES, DISTRACTORS = 8, 40
 @pytest.fixture(scope="module")
 def dataset(scifact_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The slice as a BEIR folder, so every mode runs through `evaluate_dataset` / the CLI."""
-    corpus, queries, qrels = beir_subset(*load_beir(scifact_dir, "test"), QUERIES, DISTRACTORS)
-    root = tmp_path_factory.mktemp("scifact-slice")
-    (root / "qrels").mkdir()
-    docs = [{"_id": d, **doc} for d, doc in corpus.items()]
-    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    rows = [{"_id": q, "text": t} for q, t in queries.items()]
-    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    lines = [f"{q}\t{d}\t{rel}" for q, ds in qrels.items() for d, rel in ds.items()]
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(lines))
-    return root
+    subset = beir_subset(*load_beir(scifact_dir, "test"), QUERIES, DISTRACTORS)
+    return write_beir(tmp_path_factory.mktemp("scifact-slice"), *subset)
 
 
 @pytest.fixture(scope="module")
