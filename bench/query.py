@@ -5,6 +5,7 @@ folder under other names: identical text, so the ingest reuses every vector (no 
 and the index grows to ~100k live chunks. At each size it runs Q SciFact test queries
 through the retriever alone (embed + dense + BM25 + RRF, N=100 per leg) and through the
 full offline answer (+ gate, assemble, extractive generate, verify; no reranker installed),
+with the generator/verifier sentence-vector memo off and on (side by side, same queries),
 and prints p50/p95 per stage from the answers' own timings.
 
     .venv/bin/python bench/query.py [--docs 2200] [--queries 100] [--copies 9]
@@ -26,23 +27,37 @@ from _scifact import SCIFACT, corpus, pct, write_markdown
 from core.answers import QueryRequest
 from core.settings import Settings
 from query.engine import QueryEngine
+from query.retrieve import Retriever
 from ragstream import api
 
 
 def measure(settings: Settings, queries: list[str]) -> dict[str, tuple[float, float]]:
+    """Per query: retrieve alone, then the full answer with the sentence-vector memo off and
+    on (two engines over one retriever, same query in turn, so the rows are side by side)."""
     rows: dict[str, list[float]] = {}
-    with QueryEngine.open(settings) as engine:
-        engine.answer(QueryRequest(query="warm-up"))
+    no_memo = settings.model_copy(
+        update={"query": settings.query.model_copy(update={"vector_memo": 0})}
+    )
+    with Retriever.open(settings) as retriever:
+        engines = {
+            "memo off": QueryEngine(no_memo, retriever),
+            "": QueryEngine(settings, retriever),
+        }
+        for engine in engines.values():
+            engine.answer(QueryRequest(query="warm-up"))
         for q in queries:
             t = time.perf_counter()
-            engine.retriever.retrieve(q, n=100)
+            retriever.retrieve(q, n=100)
             rows.setdefault("retrieve (wall)", []).append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
-            answer = engine.answer(QueryRequest(query=q))
-            rows.setdefault("full answer (wall)", []).append((time.perf_counter() - t) * 1000)
-            for stage, ms in answer.timings_ms.items():
-                rows.setdefault(stage, []).append(ms)
-        live = engine.retriever.vectors.count("live")
+            for label, engine in engines.items():
+                suffix = f", {label}" if label else ""
+                t = time.perf_counter()
+                answer = engine.answer(QueryRequest(query=q))
+                wall = (time.perf_counter() - t) * 1000
+                rows.setdefault(f"full answer (wall{suffix})", []).append(wall)
+                for stage, ms in answer.timings_ms.items():
+                    rows.setdefault(f"{stage}{suffix}", []).append(ms)
+        live = retriever.vectors.count("live")
     print(f"\n### {live} live chunks, {len(queries)} queries\n")
     print("| stage | p50 ms | p95 ms |\n|---|---|---|")
     out = {}

@@ -85,6 +85,9 @@ class QuerySettings(BaseModel):
     transform_hyde: bool = False  # the dense leg embeds question + a hypothetical answer
     transform_decompose: bool = False  # a compound question → sub-questions, fused by RRF
     max_subqueries: int = Field(default=3, ge=2, le=8)
+    # texts whose vectors the generator and verifier share (LRU entries, 384-d: ~1.5 KiB
+    # each); 0 turns the memo off
+    vector_memo: int = Field(default=8192, ge=0)
 
 
 class GeneratorSettings(BaseModel):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -79,6 +81,39 @@ class Embedder:
     def encode_query(self, text: str) -> list[float]:
         vec = _normalized(self._encode([self.version.query_prefix + text], 1))[0]
         return [float(x) for x in vec]
+
+
+def with_vector_memo(embedder: Embedder, capacity: int) -> Embedder:
+    """The same embedder, remembering the last `capacity` encoded texts (LRU, thread-safe).
+
+    Why: on the offline answer path the extractive generator encodes every context sentence,
+    then the verifier encodes the cited chunks' sentences and the claims — mostly the same
+    texts — and neighbouring queries share chunks. Keys are the exact model inputs (prefix
+    included) and values the raw vectors, so a hit returns what a fresh encode would. Not for
+    ingest: there every text is new and the memo would only hold memory.
+    """
+    if capacity <= 0:
+        return embedder
+    memo: OrderedDict[str, Matrix] = OrderedDict()
+    lock = threading.Lock()
+    encode = embedder._encode
+
+    def remembered(texts: list[str], batch_size: int) -> Matrix:
+        with lock:
+            found = {t: memo[t] for t in texts if t in memo}
+            for t in found:
+                memo.move_to_end(t)
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            fresh = np.asarray(encode(missing, batch_size), dtype=np.float32)
+            found.update(zip(missing, fresh, strict=True))
+            with lock:
+                memo.update(zip(missing, fresh, strict=True))
+                while len(memo) > capacity:
+                    memo.popitem(last=False)
+        return np.stack([found[t] for t in texts]) if texts else encode(texts, batch_size)
+
+    return replace(embedder, _encode=remembered)
 
 
 def _empty(embedder: Embedder) -> Matrix:

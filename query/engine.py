@@ -29,6 +29,7 @@ from core.answers import (
 from core.models import IndexedChunk
 from core.settings import Settings
 from core.telemetry import configure, span
+from operators.embed import with_vector_memo
 from query.assemble import assemble
 from query.gate import DEFAULT_DENSE_FLOOR, gate
 from query.generate import ExtractiveGenerator, Generator
@@ -51,8 +52,10 @@ class QueryEngine:
             if q.log_queries
             else None
         )
+        # generator and verifier encode mostly the same sentences: one memo serves both
+        self.sentence_embedder = with_vector_memo(retriever.embedder, q.vector_memo)
         self.generator: Generator = endpoint_generator(settings.generator) or ExtractiveGenerator(
-            retriever.embedder
+            self.sentence_embedder
         )
         # query transforms (keywords / HyDE / decompose): None unless switched on in settings
         self.transformer = QueryTransformer.from_settings(settings)
@@ -157,7 +160,7 @@ class QueryEngine:
             lambda: verify(
                 text,
                 context.sources,
-                self.retriever.embedder,
+                self.sentence_embedder,
                 cross_encoder=getattr(self.reranker, "model", None),
             ),
         )

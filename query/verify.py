@@ -240,7 +240,11 @@ def verify(
             cid: sentence_spans(by_cid[cid].text) or [(0, len(by_cid[cid].text))] for cid in cited
         }
         flat = [(cid, s, e) for cid in cited for s, e in sentences[cid]]
-        chunk_vecs = embedder.encode_passages([by_cid[c].text[s:e] for c, s, e in flat])
+        # whitespace-normalized like the generator's sentences, so a vector memo shared with
+        # it hits (word-piece tokenizers split on any whitespace alike: same vectors)
+        chunk_vecs = embedder.encode_passages(
+            [" ".join(by_cid[c].text[s:e].split()) for c, s, e in flat]
+        )
         claim_vecs = embedder.encode_passages([t for t, _ in raw])
         chunk_tokens = {cid: content_tokens(by_cid[cid].text) for cid in cited}
         claims: list[Claim] = []

@@ -8,16 +8,17 @@ without any network.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import Stub
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.answers import SourceChunk
-from operators.embed import Embedder, load_embedder
+from operators.embed import Embedder, load_embedder, with_vector_memo
 from query.generate import (
     ExtractiveGenerator,
     GenerationError,
@@ -90,6 +91,51 @@ def test_extractive_answer_is_cited_and_fully_grounded(embedder, paragraphs) -> 
         assert claim.support_span is not None
         start, end = claim.support_span
         assert " ".join(chunk.text[start:end].split()).rstrip(".") in claim.text
+
+
+def counting(embedder: Embedder) -> tuple[Embedder, list[int]]:
+    """`embedder`, plus a list that receives the number of texts of every real encode call."""
+    calls: list[int] = []
+
+    def encode(texts: list[str], batch_size: int):  # type: ignore[no-untyped-def]
+        calls.append(len(texts))
+        return embedder._encode(texts, batch_size)
+
+    return replace(embedder, _encode=encode), calls
+
+
+def test_vector_memo_serves_verify_from_generate_and_changes_nothing(embedder, paragraphs) -> None:
+    question = "What does a chunker return?"
+    ctx = make_context(paragraphs, question)
+    plain_answer = ExtractiveGenerator(embedder).generate(question, ctx)
+    plain = verify(plain_answer, ctx.sources, embedder)
+    inner, calls = counting(embedder)
+    memo = with_vector_memo(inner, capacity=1000)
+    answer = ExtractiveGenerator(memo).generate(question, ctx)
+    encoded_by_generate = sum(calls)
+    checked = verify(answer, ctx.sources, memo)
+    assert answer == plain_answer
+    assert checked.model_dump() == plain.model_dump()
+    # the verifier re-encodes only what the generator skipped (short sentences), not the
+    # sentences and claims it already has
+    assert sum(calls) - encoded_by_generate < encoded_by_generate
+    again = sum(calls)
+    verify(answer, ctx.sources, memo)
+    assert sum(calls) == again  # everything is remembered now
+
+
+def test_vector_memo_is_exact_and_bounded(embedder) -> None:
+    texts = ["alpha beta gamma", "delta epsilon", "zeta eta theta iota"]
+    inner, calls = counting(embedder)
+    memo = with_vector_memo(inner, capacity=2)
+    first = memo.encode_passages(texts)
+    assert calls == [3]
+    assert np.allclose(first, embedder.encode_passages(texts), atol=1e-6)
+    assert np.array_equal(memo.encode_passages(texts[1:]), first[1:])  # hits: no new call
+    assert calls == [3]
+    memo.encode_passages([texts[0], texts[0]])  # evicted by capacity 2: encoded once
+    assert calls == [3, 1]
+    assert with_vector_memo(embedder, 0) is embedder
 
 
 def test_extractive_never_emits_injected_instructions(embedder, paragraphs) -> None:
