@@ -198,22 +198,33 @@ def _minilm_l3() -> Embedder:
 
     tok = Tokenizer.from_str(tokenizer_json)
     tok.enable_truncation(128)
-    tok.enable_padding()
+    tok.no_padding()  # each length-sorted mini-batch is padded to its own width below
     options = ort.SessionOptions()
     options.intra_op_num_threads = os.cpu_count() or 1
+    # onnxruntime's CPU arena keeps its high-water mark for the life of the session (measured:
+    # +340 MiB resident after a 3.5k-chunk sync); without it each batch's tensors are freed
+    options.enable_cpu_mem_arena = False
     session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
     hidden = next(o.name for o in session.get_outputs() if len(o.shape) == 3)
 
     def encode(texts: list[str], batch_size: int) -> Matrix:
-        out = []
-        for i in range(0, len(texts), batch_size):
-            enc = tok.encode_batch(texts[i : i + batch_size])
-            ids = np.array([e.ids for e in enc], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        """Length-sorted mini-batches (as sentence-transformers does): each pads only to
+        its own longest text, so short texts cost neither time nor activation memory."""
+        encodings = tok.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.zeros((len(texts), 384), np.float32)
+        for i in range(0, len(order), batch_size):
+            rows = order[i : i + batch_size]
+            width = max(len(encodings[r].ids) for r in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for j, r in enumerate(rows):
+                n = len(encodings[r].ids)
+                ids[j, :n], mask[j, :n] = encodings[r].ids, 1
             states = session.run([hidden], {"input_ids": ids, "attention_mask": mask})[0]
             weights = mask[..., None].astype(np.float32)
-            out.append((states * weights).sum(1) / np.maximum(weights.sum(1), 1e-9))
-        return np.concatenate(out) if out else np.zeros((0, 384), np.float32)
+            out[rows] = (states * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
+        return out
 
     version = EmbedderVersion(
         name="sentence-transformers/paraphrase-MiniLM-L3-v2",
