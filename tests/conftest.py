@@ -9,6 +9,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 import json
+import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,14 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from core.telemetry import install_exporter
+
+# The watch/serve tests stop their child process with SIGINT (Ctrl-C). A shell without job
+# control starts background commands (`cmd &`, nohup) with SIGINT *ignored*, children inherit
+# that across exec, and Python then never turns SIGINT into KeyboardInterrupt: the child
+# runs on and the test times out. A handled (not ignored) SIGINT is reset to the default on
+# exec, so every child gets Python's usual Ctrl-C behaviour again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 if not SHARED.exists():  # CI clones the repo elsewhere with shared/ beside it
