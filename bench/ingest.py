@@ -52,6 +52,7 @@ import flows.sync
 from core.models import DocOutcome
 from core.settings import Settings
 from flows.runtime import open_runtime
+from operators.chunk import embedding_text
 from operators.embed import load_embedder
 from ragstream import api
 
@@ -214,8 +215,8 @@ def main() -> None:
         texts: list[str] = []
         if not args.skip_encode:
             with open_runtime(settings) as rt:
-                texts = [
-                    c.text
+                texts = [  # what the sync encoded: contextual header + text
+                    embedding_text(c.context, c.text)
                     for d in rt.vectors.live_doc_fingerprints()
                     for c in rt.vectors.live_chunks(d)
                 ]

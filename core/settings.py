@@ -119,10 +119,11 @@ class Settings(BaseSettings):
     settle_ms: int = 50  # … after a completed write (closed by its writer, or renamed in)
     parse_timeout_s: float = 120.0
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
-    # encode mini-batch (length-sorted). On CPU small is faster *and* smaller: 1,500 SciFact
-    # chunks, 2 cores, MiniLM-L6 83/92/103/107 chunks/s at 64/32/16/8 with +461/309/265/204 MiB
-    # peak (padding and activations grow with the batch's longest text); raise it on a GPU
-    embed_batch_size: int = Field(default=16, ge=1)
+    # encode mini-batch (length-sorted). On CPU small is faster *and* smaller: 1,498 SciFact
+    # chunk texts, 2 cores, MiniLM-L6 63/70/79/82 chunks/s at 64/32/16/8 with +340/220/201/117
+    # MiB peak (bench/encode_batch.py: padding and activations grow with the batch's longest
+    # text); raise it on a GPU
+    embed_batch_size: int = Field(default=8, ge=1)
     # documents per flow batch: all their new chunks are encoded in one length-sorted call
     ingest_batch_docs: int = 256
     gc_retention_s: float = 7 * 24 * 3600.0
