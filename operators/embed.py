@@ -83,8 +83,10 @@ class Embedder:
         return [float(x) for x in vec]
 
 
+@lru_cache(maxsize=8)
 def with_vector_memo(embedder: Embedder, capacity: int) -> Embedder:
     """The same embedder, remembering the last `capacity` encoded texts (LRU, thread-safe).
+    One memo per (embedder, capacity): every caller asking for it shares the same one.
 
     Why: on the offline answer path the extractive generator encodes every context sentence,
     then the verifier encodes the cited chunks' sentences and the claims — mostly the same
@@ -99,6 +101,8 @@ def with_vector_memo(embedder: Embedder, capacity: int) -> Embedder:
     encode = embedder._encode
 
     def remembered(texts: list[str], batch_size: int) -> Matrix:
+        if not texts:
+            return encode(texts, batch_size)
         with lock:
             found = {t: memo[t] for t in texts if t in memo}
             for t in found:
@@ -111,7 +115,7 @@ def with_vector_memo(embedder: Embedder, capacity: int) -> Embedder:
                 memo.update(zip(missing, fresh, strict=True))
                 while len(memo) > capacity:
                     memo.popitem(last=False)
-        return np.stack([found[t] for t in texts]) if texts else encode(texts, batch_size)
+        return np.stack([found[t] for t in texts])
 
     return replace(embedder, _encode=remembered)
 
@@ -206,13 +210,14 @@ def _minilm_l3() -> Embedder:
     options.enable_cpu_mem_arena = False
     session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
     hidden = next(o.name for o in session.get_outputs() if len(o.shape) == 3)
+    dim = 384
 
     def encode(texts: list[str], batch_size: int) -> Matrix:
         """Length-sorted mini-batches (as sentence-transformers does): each pads only to
         its own longest text, so short texts cost neither time nor activation memory."""
         encodings = tok.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.zeros((len(texts), 384), np.float32)
+        out = np.zeros((len(texts), dim), np.float32)
         for i in range(0, len(order), batch_size):
             rows = order[i : i + batch_size]
             width = max(len(encodings[r].ids) for r in rows)
@@ -229,7 +234,7 @@ def _minilm_l3() -> Embedder:
     version = EmbedderVersion(
         name="sentence-transformers/paraphrase-MiniLM-L3-v2",
         fingerprint=weights_fingerprint([onnx_path]),
-        dimension=384,
+        dimension=dim,
     )
     return Embedder(version, 128, version.name, _token_counter(tokenizer_json), encode)
 

@@ -29,7 +29,7 @@ from core.answers import (
 from core.models import IndexedChunk
 from core.settings import Settings
 from core.telemetry import configure, span
-from operators.embed import with_vector_memo
+from operators.embed import Embedder, with_vector_memo
 from query.assemble import assemble
 from query.gate import DEFAULT_DENSE_FLOOR, gate
 from query.generate import ExtractiveGenerator, Generator
@@ -52,10 +52,8 @@ class QueryEngine:
             if q.log_queries
             else None
         )
-        # generator and verifier encode mostly the same sentences: one memo serves both
-        self.sentence_embedder = with_vector_memo(retriever.embedder, q.vector_memo)
         self.generator: Generator = endpoint_generator(settings.generator) or ExtractiveGenerator(
-            self.sentence_embedder
+            lambda: self.sentence_embedder
         )
         # query transforms (keywords / HyDE / decompose): None unless switched on in settings
         self.transformer = QueryTransformer.from_settings(settings)
@@ -66,6 +64,13 @@ class QueryEngine:
         configure(settings.telemetry_exporter, settings.otlp_endpoint)
         with Retriever.open(settings) as retriever:
             yield cls(settings, retriever)
+
+    @property
+    def sentence_embedder(self) -> Embedder:
+        """The live collection's embedder behind the vector memo that the extractive
+        generator and the verifier share (they encode mostly the same sentences). Resolved
+        per answer, so a promote or rollback swaps the model under both."""
+        return with_vector_memo(self.retriever.embedder, self.settings.query.vector_memo)
 
     @property
     def reranker_name(self) -> str:

@@ -9,7 +9,7 @@ and never one that reads like an instruction to the assistant (sources are untru
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -130,12 +130,21 @@ class ExtractiveGenerator:
     """
 
     def __init__(
-        self, embedder: Embedder, max_sentences: int = 3, min_similarity: float = 0.35
+        self,
+        embedder: Embedder | Callable[[], Embedder],
+        max_sentences: int = 3,
+        min_similarity: float = 0.35,
     ) -> None:
-        self.embedder = embedder
+        # a callable is asked per answer: the engine hands the live collection's embedder,
+        # which a blue/green promote or rollback replaces while the generator lives on
+        self._embedder = embedder
         self.max_sentences = max_sentences
         self.min_similarity = min_similarity
         self.name = "extractive"
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder() if callable(self._embedder) else self._embedder
 
     def _candidates(self, sources: Sequence[SourceChunk]) -> list[tuple[int, int, str, str]]:
         seen: set[str] = set()
@@ -161,8 +170,9 @@ class ExtractiveGenerator:
             return answer
 
     def _compose(self, question: str, candidates: list[tuple[int, int, str, str]]) -> str:
-        query = np.asarray(self.embedder.encode_query(question), dtype=np.float32)
-        cosine = self.embedder.encode_passages([c[3] for c in candidates]) @ query
+        embedder = self.embedder
+        query = np.asarray(embedder.encode_query(question), dtype=np.float32)
+        cosine = embedder.encode_passages([c[3] for c in candidates]) @ query
         q_tokens = content_tokens(question)
         scores = [
             float(cos) + 0.2 * len(q_tokens & content_tokens(c[3])) / max(len(q_tokens), 1)
