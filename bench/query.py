@@ -26,6 +26,7 @@ from _scifact import SCIFACT, corpus, pct, write_markdown
 
 from core.answers import QueryRequest
 from core.settings import Settings
+from operators.embed import with_vector_memo
 from query.engine import QueryEngine
 from query.retrieve import Retriever
 from ragstream import api
@@ -35,6 +36,9 @@ def measure(settings: Settings, queries: list[str]) -> dict[str, tuple[float, fl
     """Per query: retrieve alone, then the full answer with the sentence-vector memo off and
     on (two engines over one retriever, same query in turn, so the rows are side by side)."""
     rows: dict[str, list[float]] = {}
+    # the memo is per embedder for the whole process: start each stage cold, or stage 2 would
+    # find stage 1's sentences (same queries, same text) already encoded
+    with_vector_memo.cache_clear()
     no_memo = settings.model_copy(
         update={"query": settings.query.model_copy(update={"vector_memo": 0})}
     )
