@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench._chaos import chaos_run
+from tests._chaos import chaos_run
 
 
 def main() -> None:

@@ -55,14 +55,14 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench._scifact import SCIFACT
-from core.settings import ChunkSettings, Settings
-from core.telemetry import install_exporter
-from flows.runtime import chunker_for
-from operators.embed import Embedder, load_embedder
 from ragstream import api
-from ragstream.beir import beir_subset, index_corpus, load_beir, write_beir
-from ragstream.evaluation import Row, evaluate_dataset, markdown_table
+from ragstream.core.settings import ChunkSettings, Settings
+from ragstream.core.telemetry import install_exporter
+from ragstream.eval.beir import beir_subset, index_corpus, load_beir, write_beir
+from ragstream.eval.evaluation import Row, evaluate_dataset, markdown_table
+from ragstream.flows.runtime import chunker_for
+from ragstream.operators.embed import Embedder, load_embedder
+from tests._scifact import SCIFACT
 
 OUT = Path(__file__).resolve().parent / "out" / "chunk-ablation"
 DEFAULT_SPECS = ("current=256/32/8", "min128=256/128/8", "min200=256/200/8", "mod32=256/32/32")
@@ -275,7 +275,7 @@ def _generator_env(chunk: ChunkSettings) -> Iterator[None]:
 
 def write_slice(dataset: Path, split: str, n_queries: int, n_distractors: int, root: Path) -> Path:
     """The first `n_queries` judged queries of `split`, their documents and `n_distractors`
-    others, as a BEIR folder under `root` (`ragstream.beir.beir_subset`): a situate run's LLM
+    others, as a BEIR folder under `root` (`ragstream.eval.beir.beir_subset`): a situate run's LLM
     bill is one call per chunk, so it is measured on a slice, every config on the same one."""
     subset = beir_subset(*load_beir(dataset, split), n_queries, n_distractors)
     return write_beir(root / "dataset", *subset, split=split)
@@ -315,7 +315,7 @@ def main() -> None:
     ap.add_argument("--slice", help="Q/D: Q judged queries, their docs + D distractors")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("ragstream.evaluation").setLevel(logging.INFO)
+    logging.getLogger("ragstream.eval.evaluation").setLevel(logging.INFO)
     specs = [parse_spec(s) for s in args.configs]
     if len({n for n, _ in specs}) != len(specs):
         raise SystemExit("config names must be distinct (each is a data dir)")

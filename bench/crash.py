@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench._chaos import REPO
-from bench._crash import crash_campaign
+from tests._chaos import REPO
+from tests._crash import crash_campaign
 
 
 def main() -> None:

@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus, write_markdown
 from ingest import proc_status_mib, reset_peak_rss
 
-from core.settings import Settings
-from flows.runtime import open_runtime
-from operators.chunk import embedding_text
-from operators.embed import load_embedder
 from ragstream import api
+from ragstream.core.settings import Settings
+from ragstream.flows.runtime import open_runtime
+from ragstream.operators.chunk import embedding_text
+from ragstream.operators.embed import load_embedder
+from tests._scifact import corpus, write_markdown
 
 
 def chunk_texts(docs: int, folder: Path) -> list[str]:

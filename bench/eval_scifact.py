@@ -6,7 +6,7 @@ real retriever per config, prints the Markdown table and the "which stage broke?
 counts, and saves `<data-dir>/eval/test.json`. Compare with Qdrant's own SciFact run
 (DESIGN §8): dense 0.654, BM25 0.683, RRF 0.723. `--answers` also runs the answer path per
 query (refused / unsupported answers); `--mode gold|abstain` runs the answer-level checks,
-`--mode answers` the context-assembly ablation scored on answers (`ragstream.answer_ablation`).
+`--mode answers` the context-assembly ablation scored on answers (`ragstream.eval.answer_ablation`).
 
     .venv/bin/python bench/eval_scifact.py [--data-dir bench/out/scifact-data] [--depth 500]
         [--mode retrieval|gold|abstain|answers] [--answers] [--k 8] [--split train]
@@ -21,15 +21,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import SCIFACT
-
-from ragstream.evaluation import (
+from ragstream.eval.evaluation import (
     DEFAULT_DEPTH,
     DEFAULT_K,
     MODES,
     evaluate_dataset,
     markdown_report,
 )
+from tests._scifact import SCIFACT
 
 OUT = Path(__file__).resolve().parent / "out" / "scifact-data"
 
@@ -45,8 +44,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=DEFAULT_K, help="chunks an answer is built from")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("ragstream.evaluation").setLevel(logging.INFO)
-    logging.getLogger("ragstream.answer_ablation").setLevel(logging.INFO)  # progress
+    logging.getLogger("ragstream.eval.evaluation").setLevel(logging.INFO)
+    logging.getLogger("ragstream.eval.answer_ablation").setLevel(logging.INFO)  # progress
     t = time.perf_counter()
     report = evaluate_dataset(
         SCIFACT,

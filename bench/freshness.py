@@ -47,12 +47,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus, pct, write_markdown
-
-from core.answers import Answer, QueryFilters, QueryRequest
-from core.settings import Settings
 from ragstream import api
 from ragstream.client import Client
+from ragstream.core.answers import Answer, QueryFilters, QueryRequest
+from ragstream.core.settings import Settings
+from tests._scifact import corpus, pct, write_markdown
 
 OUT = Path(__file__).resolve().parent / "out"
 FOLDER = "scifact"  # the source name, so doc ids are `scifact:<id>.md`

@@ -21,12 +21,11 @@ from itertools import product
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import SCIFACT
-
-from query.fuse import dbsf, rrf
-from query.retrieve import Retriever
-from ragstream.beir import index_corpus, load_beir
-from ragstream.evaluation import DEFAULT_DEPTH, aggregate, score_run
+from ragstream.eval.beir import index_corpus, load_beir
+from ragstream.eval.evaluation import DEFAULT_DEPTH, aggregate, score_run
+from ragstream.query.fuse import dbsf, rrf
+from ragstream.query.retrieve import Retriever
+from tests._scifact import SCIFACT
 
 Leg = list[tuple[str, str, float]]  # (point id, doc id, leg score), best first
 Legs = dict[str, dict[str, Leg]]  # query id -> leg -> ranked list

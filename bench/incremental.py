@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus
-
-from core.ids import normalize_text
-from core.settings import ChunkSettings, Settings
-from flows.runtime import open_runtime
 from ragstream import api
+from ragstream.core.ids import normalize_text
+from ragstream.core.settings import ChunkSettings, Settings
+from ragstream.flows.runtime import open_runtime
+from tests._scifact import corpus
 
 
 @dataclass(frozen=True)

@@ -46,15 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus, write_markdown
-
-import flows.sync
-from core.models import DocOutcome
-from core.settings import Settings
-from flows.runtime import open_runtime
-from operators.chunk import embedding_text
-from operators.embed import load_embedder
 from ragstream import api
+from ragstream.core.models import DocOutcome
+from ragstream.core.settings import Settings
+from ragstream.flows import sync as sync_flow
+from ragstream.flows.runtime import open_runtime
+from ragstream.operators.chunk import embedding_text
+from ragstream.operators.embed import load_embedder
+from tests._scifact import corpus, write_markdown
 
 PER = 100_000  # chunks the memory target is stated for
 _SENTENCE_END = re.compile(r"(?=[.!?](?:\s|$))")
@@ -192,7 +191,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.no_trim:  # A/B of the writer's heap release (flows/sync.py, core/memory.py)
-        flows.sync.TRIM_MIN_CHUNKS = sys.maxsize
+        sync_flow.TRIM_MIN_CHUNKS = sys.maxsize
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "scifact"
         write_copies(corpus(args.docs), root, args.copies)

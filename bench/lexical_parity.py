@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytrec_eval
 
-from connectors.lexical import open_lexical_index
-from connectors.protocols import SearchFilter
-from core.models import IndexedChunk
+from ragstream.connectors.lexical import open_lexical_index
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.core.models import IndexedChunk
 
 KINDS = ("tantivy", "rank-bm25")
 K = 10

@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import SCIFACT
 from fusion_sweep import collect
 
-from core.settings import Settings
-from flows.runtime import open_runtime
-from operators.embed import load_embedder
-from query.fuse import dbsf, rrf
-from ragstream.beir import load_beir
-from ragstream.evaluation import DEFAULT_DEPTH, aggregate, score_run
+from ragstream.core.settings import Settings
+from ragstream.eval.beir import load_beir
+from ragstream.eval.evaluation import DEFAULT_DEPTH, aggregate, score_run
+from ragstream.flows.runtime import open_runtime
+from ragstream.operators.embed import load_embedder
+from ragstream.query.fuse import dbsf, rrf
+from tests._scifact import SCIFACT
 
 Ranked = list[tuple[str, float]]
 

@@ -22,14 +22,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import SCIFACT, corpus, pct, write_markdown
-
-from core.answers import QueryRequest
-from core.settings import Settings
-from operators.embed import with_vector_memo
-from query.engine import QueryEngine
-from query.retrieve import Retriever
 from ragstream import api
+from ragstream.core.answers import QueryRequest
+from ragstream.core.settings import Settings
+from ragstream.operators.embed import with_vector_memo
+from ragstream.query.engine import QueryEngine
+from ragstream.query.retrieve import Retriever
+from tests._scifact import SCIFACT, corpus, pct, write_markdown
 
 
 def measure(settings: Settings, queries: list[str]) -> dict[str, tuple[float, float]]:

@@ -21,13 +21,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _scifact import corpus, pct, write_markdown
-
-from core.answers import QueryRequest
-from core.settings import Settings
-from operators.embed import load_embedder
-from query.engine import QueryEngine
 from ragstream import api
+from ragstream.core.answers import QueryRequest
+from ragstream.core.settings import Settings
+from ragstream.operators.embed import load_embedder
+from ragstream.query.engine import QueryEngine
+from tests._scifact import corpus, pct, write_markdown
 
 OUT = Path(__file__).resolve().parent / "out"
 

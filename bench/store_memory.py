@@ -32,13 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
-from _scifact import SCIFACT
 from ingest import proc_status_mib
 
-from connectors import qdrant_edge
-from connectors.lexical import TantivyIndex
-from core.ids import content_hash, point_id
-from core.models import EmbedderVersion, IndexedChunk
+from ragstream.connectors import qdrant_edge
+from ragstream.connectors.lexical import TantivyIndex
+from ragstream.core.ids import content_hash, point_id
+from ragstream.core.models import EmbedderVersion, IndexedChunk
+from tests._scifact import SCIFACT
 
 BATCH = 1100
 FIELDS = ("VmRSS", "RssAnon", "RssFile")

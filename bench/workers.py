@@ -8,7 +8,7 @@ temp folder and syncs them into a fresh data dir per configuration:
   The stage spans say where the time went: parsing is what the extra workers share (summed
   over workers), the single writer (chunk, embed, write) is not, so the parse share bounds
   the speed-up (Amdahl).
-- processes: `python -m bytewax.run "flows.sync:get_flow(watch=False)" -i I -a ...` with N
+- processes: `python -m bytewax.run "ragstream.flows.sync:get_flow(watch=False)" -i I -a ...` with N
   real processes, wall time from launch to the last exit (interpreter start and model load
   included, in every row alike).
 
@@ -40,10 +40,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
-from core.models import DocOutcome  # noqa: E402
-from core.settings import SUPPORTED_SUFFIXES  # noqa: E402
-from core.telemetry import install_exporter  # noqa: E402
 from ragstream import api  # noqa: E402
+from ragstream.core.models import DocOutcome  # noqa: E402
+from ragstream.core.settings import SUPPORTED_SUFFIXES  # noqa: E402
+from ragstream.core.telemetry import install_exporter  # noqa: E402
 
 DOCS = ROOT.parent / "shared" / "data" / "docs"
 STAGES = ("parse", "chunk", "diff", "embed", "write")
@@ -121,7 +121,7 @@ def processes(folder: Path, work: Path, counts: Sequence[int]) -> None:
             os.environ, RAGSTREAM_DATA_DIR=str(work / f"procs-{n}"), RAGSTREAM_SOURCES=sources
         )
         addresses = ";".join(f"127.0.0.1:{p}" for p in free_ports(n))
-        cmd = [sys.executable, "-m", "bytewax.run", "flows.sync:get_flow(watch=False)"]
+        cmd = [sys.executable, "-m", "bytewax.run", "ragstream.flows.sync:get_flow(watch=False)"]
         started = time.perf_counter()
         procs = [
             subprocess.Popen(

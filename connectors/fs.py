@@ -23,9 +23,9 @@ from pathlib import Path
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
-from core.ids import doc_id as make_doc_id
-from core.models import FileEvent, FileFingerprint, GuardReport
-from core.settings import SourceConfig
+from ragstream.core.ids import doc_id as make_doc_id
+from ragstream.core.models import FileEvent, FileFingerprint, GuardReport
+from ragstream.core.settings import SourceConfig
 
 KnownDocs = Mapping[str, set[tuple[int, int]]]  # doc_id -> fingerprints the index holds
 

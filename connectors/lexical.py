@@ -21,9 +21,9 @@ from typing import Protocol
 import tantivy
 from rank_bm25 import BM25Okapi
 
-from connectors.protocols import Hit, LexicalIndex, SearchFilter
-from core.ids import doc_prefixes, prefix_key
-from core.models import IndexedChunk
+from ragstream.connectors.protocols import Hit, LexicalIndex, SearchFilter
+from ragstream.core.ids import doc_prefixes, prefix_key
+from ragstream.core.models import IndexedChunk
 
 # One analyzer for both backends, built from tantivy's own parts so the tokens are identical
 # by construction (a Python regex disagrees on combining marks, e.g. Devanagari vowel

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.models import EmbedderVersion, IndexedChunk
 
 # what a point cut by another chunker config reports as its file fingerprint: matches no file
 STALE_FINGERPRINT = (-1, -1)

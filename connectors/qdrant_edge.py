@@ -51,8 +51,8 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from connectors.state import write_json_atomic
-from connectors.vector_stores import (
+from ragstream.connectors.state import write_json_atomic
+from ragstream.connectors.vector_stores import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     VECTOR,
@@ -73,7 +73,7 @@ from connectors.vector_stores import (
     embedder_metadata,
     owned_collection,
 )
-from core.models import EmbedderVersion
+from ragstream.core.models import EmbedderVersion
 
 SIDECAR = "collection.json"
 DROPPING = ".dropping"  # suffix of a shard dir being deleted (hidden: `.<collection>.dropping`)

@@ -45,7 +45,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from connectors.vector_stores import (
+from ragstream.connectors.vector_stores import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     VECTOR,
@@ -66,7 +66,7 @@ from connectors.vector_stores import (
     embedder_metadata,
     owned_collection,
 )
-from core.models import EmbedderVersion
+from ragstream.core.models import EmbedderVersion
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

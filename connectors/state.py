@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from core.models import DeadLetter, Redaction, ReindexRecord
+from ragstream.core.models import DeadLetter, Redaction, ReindexRecord
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter, VectorStore
-from core.ids import doc_prefixes, prefix_key
-from core.models import EmbedderVersion, IndexedChunk
-from core.settings import Settings
+from ragstream.connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter, VectorStore
+from ragstream.core.ids import doc_prefixes, prefix_key
+from ragstream.core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.settings import Settings
 
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
 KEYWORD_FIELDS = ("doc_id", "status", "content_hash", "tenant", "file_type", "doc_prefixes")
@@ -370,11 +370,11 @@ def _backend(kind: str) -> Backend:
     """Imported lazily: the edge path never pays for importing qdrant-client, and the backend
     modules import this one."""
     if kind == "edge":
-        from connectors import qdrant_edge
+        from ragstream.connectors import qdrant_edge
 
         return qdrant_edge.BACKEND
     if kind == "qdrant":
-        from connectors import qdrant_server
+        from ragstream.connectors import qdrant_server
 
         return qdrant_server.BACKEND
     raise ValueError(f"unknown vector store kind {kind!r} (expected 'edge' or 'qdrant')")

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from connectors.fs import link_problem
-from connectors.lexical import section_contexts
-from connectors.protocols import LexicalIndex, VectorStore
-from connectors.state import DeadLetterBook, RedactionBook
-from core.models import (
+from ragstream.connectors.fs import link_problem
+from ragstream.connectors.lexical import section_contexts
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.state import DeadLetterBook, RedactionBook
+from ragstream.core.models import (
     Chunk,
     DeadLetter,
     DocOutcome,
@@ -36,16 +36,16 @@ from core.models import (
     ParsedDocument,
     Redaction,
 )
-from core.telemetry import span
-from operators.chunk import ChunkerConfig, chunk_document, embedding_text
-from operators.diff import DocDiff, diff_document
-from operators.embed import Embedder
-from operators.parse import ParseError, parse_file
-from operators.secrets import redact_document
+from ragstream.core.telemetry import span
+from ragstream.operators.chunk import ChunkerConfig, chunk_document, embedding_text
+from ragstream.operators.diff import DocDiff, diff_document
+from ragstream.operators.embed import Embedder
+from ragstream.operators.parse import ParseError, parse_file
+from ragstream.operators.secrets import redact_document
 
 if TYPE_CHECKING:
-    from flows.sides import Side
-    from flows.situate import SituateStep
+    from ragstream.flows.sides import Side
+    from ragstream.flows.situate import SituateStep
 
 
 @dataclass(frozen=True)

@@ -26,17 +26,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.models import (
+from ragstream.core.models import (
     GateResult,
     IndexedChunk,
     ReindexProgress,
     ReindexRecord,
     ReindexSide,
 )
-from core.telemetry import span
-from flows.sides import IndexSides, Side
-from operators.chunk import embedding_text
-from operators.embed import load_embedder
+from ragstream.core.telemetry import span
+from ragstream.flows.sides import IndexSides, Side
+from ragstream.operators.chunk import embedding_text
+from ragstream.operators.embed import load_embedder
 
 PAGE = 1024  # live chunks per backfill step: one encode call (sorted by length inside it)
 SAVE_EVERY_S = 2.0  # how often backfill progress is written to reindex.json

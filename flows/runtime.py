@@ -12,19 +12,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from connectors.lexical import open_lexical_index
-from connectors.protocols import LexicalIndex, VectorStore
-from connectors.state import DeadLetterBook, RedactionBook, SyncState
-from core.settings import Settings
-from core.telemetry import configure
-from flows.sides import IndexSides, open_sides
-from flows.situate import SituateStep, open_situate, situate_model
-from operators.chunk import ChunkerConfig
-from operators.embed import Embedder
-from operators.situate import situate_identity
+from ragstream.connectors.lexical import open_lexical_index
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.state import DeadLetterBook, RedactionBook, SyncState
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import configure
+from ragstream.flows.sides import IndexSides, open_sides
+from ragstream.flows.situate import SituateStep, open_situate, situate_model
+from ragstream.operators.chunk import ChunkerConfig
+from ragstream.operators.embed import Embedder
+from ragstream.operators.situate import situate_identity
 
 if TYPE_CHECKING:
-    from flows.reindex import BackgroundBackfill
+    from ragstream.flows.reindex import BackgroundBackfill
 
 
 @dataclass

@@ -19,17 +19,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from connectors.state import ReindexBook
-from connectors.vector_stores import (
+from ragstream.connectors.state import ReindexBook
+from ragstream.connectors.vector_stores import (
     BaseQdrantStore,
     collection_name,
     configured_live,
     open_configured,
     set_live_collection,
 )
-from core.models import EmbedderVersion, ReindexRecord
-from core.settings import Settings
-from operators.embed import Embedder, check_version, embedder_spec, load_embedder
+from ragstream.core.models import EmbedderVersion, ReindexRecord
+from ragstream.core.settings import Settings
+from ragstream.operators.embed import Embedder, check_version, embedder_spec, load_embedder
 
 
 @dataclass(frozen=True)

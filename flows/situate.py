@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from connectors.situate_cache import SituateCache
-from core.models import Chunk, IndexedChunk, ParsedDocument
-from core.settings import Settings
-from core.telemetry import span
-from operators.chunk import TokenCounter
-from operators.situate import (
+from ragstream.connectors.situate_cache import SituateCache
+from ragstream.core.models import Chunk, IndexedChunk, ParsedDocument
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import span
+from ragstream.operators.chunk import TokenCounter
+from ragstream.operators.situate import (
     SituateError,
     Situater,
     SituateUnavailable,

@@ -2,8 +2,8 @@
 
     ragstream sync PATH... [--workers N]     # catch up once
     ragstream watch PATH... [--workers N]    # catch up, then follow changes (recovery on)
-    python -m bytewax.run flows.sync:flow [-w N]                       # watch, from settings
-    python -m bytewax.run "flows.sync:get_flow(watch=False)" -i I -a "h:p0;h:p1"   # -p 2
+    python -m bytewax.run ragstream.flows.sync:flow [-w N]   # watch, from settings
+    python -m bytewax.run "ragstream.flows.sync:get_flow(watch=False)" -i I -a "h:p0;h:p1"
 
 The shape, for any number of bytewax workers (threads) and processes:
 
@@ -45,7 +45,7 @@ from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.run import cli_main
 
-from connectors.fs import (
+from ragstream.connectors.fs import (
     FolderSource,
     FolderSourceConfig,
     KnownDocs,
@@ -53,14 +53,14 @@ from connectors.fs import (
     ScanHandler,
     ScanSummary,
 )
-from connectors.vector_stores import StoreBusyError
-from core.memory import release_free_heap
-from core.models import DocOutcome, FileEvent, SyncReport
-from core.settings import Settings
-from core.telemetry import configure
-from flows.indexer import DocReader, Indexer, ParsedWork
-from flows.reindex import BackgroundBackfill
-from flows.runtime import Runtime, chunker_for, open_runtime
+from ragstream.connectors.vector_stores import StoreBusyError
+from ragstream.core.memory import release_free_heap
+from ragstream.core.models import DocOutcome, FileEvent, SyncReport
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import configure
+from ragstream.flows.indexer import DocReader, Indexer, ParsedWork
+from ragstream.flows.reindex import BackgroundBackfill
+from ragstream.flows.runtime import Runtime, chunker_for, open_runtime
 
 OutcomeHandler = Callable[[DocOutcome], None]
 
@@ -407,7 +407,7 @@ def get_flow(watch: bool = True) -> Dataflow:
 
 
 def __getattr__(name: str) -> Any:
-    """`flows.sync:flow` for `python -m bytewax.run`: a watching flow built from settings.
+    """`ragstream.flows.sync:flow` for `python -m bytewax.run`: a watching flow built from settings.
 
     Built lazily so importing this module stays cheap.
     """

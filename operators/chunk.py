@@ -34,8 +34,8 @@ from itertools import pairwise
 
 import xxhash
 
-from core.ids import config_key, content_hash, point_id
-from core.models import Block, Chunk, ParsedDocument
+from ragstream.core.ids import config_key, content_hash, point_id
+from ragstream.core.models import Block, Chunk, ParsedDocument
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 CHUNKER_VERSION = "ragstream-chunker-3"

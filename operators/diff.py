@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.models import Chunk, IndexedChunk
+from ragstream.core.models import Chunk, IndexedChunk
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from core.models import EmbedderVersion
+from ragstream.core.models import EmbedderVersion
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

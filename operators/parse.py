@@ -20,8 +20,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from core.models import Block, BlockKind, FileFingerprint, ParsedDocument
-from core.telemetry import span
+from ragstream.core.models import Block, BlockKind, FileFingerprint, ParsedDocument
+from ragstream.core.telemetry import span
 
 if TYPE_CHECKING:
     from docling.document_converter import DocumentConverter

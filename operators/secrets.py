@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from core.models import ParsedDocument
+from ragstream.core.models import ParsedDocument
 
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (

@@ -35,8 +35,8 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from core.models import Chunk, ParsedDocument
-from operators.chunk import BLOCK_SEPARATOR, TokenCounter
+from ragstream.core.models import Chunk, ParsedDocument
+from ragstream.operators.chunk import BLOCK_SEPARATOR, TokenCounter
 
 PROMPT_VERSION = "1"  # bump when the prompt changes: it is in every content hash when on
 DOC_CHARS = 6000  # document excerpt sent with each chunk (~1.5k tokens)

@@ -20,10 +20,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from core.answers import SourceChunk
-from core.models import IndexedChunk
-from core.telemetry import span
-from query.rerank import Reranked
+from ragstream.core.answers import SourceChunk
+from ragstream.core.models import IndexedChunk
+from ragstream.core.telemetry import span
+from ragstream.query.rerank import Reranked
 
 Order = Literal["score", "document"]
 _OPEN, _CLOSE = re.compile(r"<{3,}"), re.compile(r">{3,}")

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from connectors.protocols import SearchFilter
-from connectors.retrieval_log import RetrievalLog
-from core.answers import (
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.connectors.retrieval_log import RetrievalLog
+from ragstream.core.answers import (
     Answer,
     CandidateView,
     Citation,
@@ -26,17 +26,17 @@ from core.answers import (
     SourceChunk,
     Verification,
 )
-from core.models import IndexedChunk
-from core.settings import Settings
-from core.telemetry import configure, span
-from operators.embed import Embedder, with_vector_memo
-from query.assemble import assemble
-from query.gate import DEFAULT_DENSE_FLOOR, gate
-from query.generate import ExtractiveGenerator, Generator
-from query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
-from query.retrieve import Candidate, Retriever
-from query.transforms import QueryTransformer, endpoint_generator, retrieve_transformed
-from query.verify import verify
+from ragstream.core.models import IndexedChunk
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import configure, span
+from ragstream.operators.embed import Embedder, with_vector_memo
+from ragstream.query.assemble import assemble
+from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
+from ragstream.query.generate import ExtractiveGenerator, Generator
+from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
+from ragstream.query.retrieve import Candidate, Retriever
+from ragstream.query.transforms import QueryTransformer, endpoint_generator, retrieve_transformed
+from ragstream.query.verify import verify
 
 T = TypeVar("T")
 

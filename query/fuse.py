@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from core.answers import DEFAULT_RRF_K
+from ragstream.core.answers import DEFAULT_RRF_K
 
 Ranked = str | tuple[str, float]
 """One leg entry: a point id, or (point id, the leg's raw score). Legs are best first."""

@@ -27,9 +27,9 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from core.answers import Refusal
-from core.telemetry import span
-from query.rerank import Reranked
+from ragstream.core.answers import Refusal
+from ragstream.core.telemetry import span
+from ragstream.query.rerank import Reranked
 
 DEFAULT_DENSE_FLOOR = 0.25
 

@@ -15,10 +15,10 @@ from typing import Protocol
 import numpy as np
 from opentelemetry import trace
 
-from core.answers import SourceChunk
-from core.telemetry import span
-from operators.embed import Embedder
-from query.verify import content_tokens, looks_like_instruction, sentence_spans
+from ragstream.core.answers import SourceChunk
+from ragstream.core.telemetry import span
+from ragstream.operators.embed import Embedder
+from ragstream.query.verify import content_tokens, looks_like_instruction, sentence_spans
 
 
 class ContextLike(Protocol):

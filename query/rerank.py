@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from core.telemetry import span
-from query.retrieve import Candidate
+from ragstream.core.telemetry import span
+from ragstream.query.retrieve import Candidate
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

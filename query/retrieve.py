@@ -17,26 +17,26 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from connectors.lexical import open_lexical_index
-from connectors.protocols import Hit, LexicalIndex, SearchFilter, VectorStore
-from connectors.vector_stores import (
+from ragstream.connectors.lexical import open_lexical_index
+from ragstream.connectors.protocols import Hit, LexicalIndex, SearchFilter, VectorStore
+from ragstream.connectors.vector_stores import (
     BaseQdrantStore,
     collection_name,
     configured_live,
     open_configured,
 )
-from core.answers import DEFAULT_RRF_K
-from core.models import EmbedderVersion, IndexedChunk
-from core.settings import Settings
-from core.telemetry import span
-from operators.embed import (
+from ragstream.core.answers import DEFAULT_RRF_K
+from ragstream.core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import span
+from ragstream.operators.embed import (
     Embedder,
     EmbedderMismatch,
     check_version,
     embedder_spec,
     load_embedder,
 )
-from query.fuse import dbsf, rrf
+from ragstream.query.fuse import dbsf, rrf
 
 Fusion = Literal["rrf", "dbsf"]
 NO_FILTER = SearchFilter()

@@ -25,9 +25,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from connectors.state import write_json_atomic
-from core.answers import QueryRequest
-from query.engine import QueryEngine
+from ragstream.connectors.state import write_json_atomic
+from ragstream.core.answers import QueryRequest
+from ragstream.query.engine import QueryEngine
 
 MAX_BODY = 1 << 20
 ENDPOINT_FILE = "endpoint.json"

@@ -28,12 +28,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from connectors.protocols import SearchFilter
-from core.answers import DEFAULT_RRF_K, SourceChunk
-from core.settings import GeneratorSettings, QuerySettings, Settings
-from core.telemetry import span
-from query.generate import GenerationError, Generator, OpenAIGenerator
-from query.retrieve import NO_FILTER, Fusion, RetrievalResult, Retriever, fuse_results
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.core.answers import DEFAULT_RRF_K, SourceChunk
+from ragstream.core.settings import GeneratorSettings, QuerySettings, Settings
+from ragstream.core.telemetry import span
+from ragstream.query.generate import GenerationError, Generator, OpenAIGenerator
+from ragstream.query.retrieve import NO_FILTER, Fusion, RetrievalResult, Retriever, fuse_results
 
 Transform = Literal["keywords", "hyde", "decompose"]
 TRANSFORMS: tuple[Transform, ...] = ("keywords", "hyde", "decompose")

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.answers import Claim, SourceChunk, Verification
-from core.telemetry import span
-from operators.embed import Embedder
+from ragstream.core.answers import Claim, SourceChunk, Verification
+from ragstream.core.telemetry import span
+from ragstream.operators.embed import Embedder
 
 # --- text helpers, shared with query.generate ----------------------------------------------
 

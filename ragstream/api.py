@@ -10,22 +10,22 @@ from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from connectors.fs import ScanHandler
-from connectors.lexical import open_lexical_index, section_contexts
-from connectors.protocols import VectorStore
-from connectors.retrieval_log import RetrievalLog
-from connectors.state import DeadLetterBook, RedactionBook, ReindexBook, SyncState
-from connectors.vector_stores import configured_live, open_configured
-from core.models import StatusReport, SyncReport
-from core.settings import Settings
-from core.telemetry import configure
-from flows.runtime import Runtime
-from flows.sides import open_sides
-from flows.sync import OutcomeHandler, run_sync
-from query.engine import QueryEngine
-from query.rerank import NO_RERANKER
-from query.retrieve import NoIndexError, Retriever
-from query.server import QueryServer, endpoint_path
+from ragstream.connectors.fs import ScanHandler
+from ragstream.connectors.lexical import open_lexical_index, section_contexts
+from ragstream.connectors.protocols import VectorStore
+from ragstream.connectors.retrieval_log import RetrievalLog
+from ragstream.connectors.state import DeadLetterBook, RedactionBook, ReindexBook, SyncState
+from ragstream.connectors.vector_stores import configured_live, open_configured
+from ragstream.core.models import StatusReport, SyncReport
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import configure
+from ragstream.flows.runtime import Runtime
+from ragstream.flows.sides import open_sides
+from ragstream.flows.sync import OutcomeHandler, run_sync
+from ragstream.query.engine import QueryEngine
+from ragstream.query.rerank import NO_RERANKER
+from ragstream.query.retrieve import NoIndexError, Retriever
+from ragstream.query.server import QueryServer, endpoint_path
 from ragstream.reindex import Maintainer
 
 

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress
 from rich.table import Table
 
-from core.models import DocOutcome, StatusReport, SyncReport
+from ragstream.core.models import DocOutcome, StatusReport, SyncReport
 from ragstream.reindex_cli import app as reindex_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -83,8 +83,8 @@ def sync(
     workers: Workers = 1,
 ) -> None:
     """Catch up once (index == folders), then exit."""
-    from connectors.fs import ScanSummary
     from ragstream import api
+    from ragstream.connectors.fs import ScanSummary
 
     if as_json:
         report = api.sync(
@@ -278,8 +278,8 @@ def serve(
     """Serve queries over HTTP (POST /v1/query) from this data dir."""
     import threading
 
-    from query.engine import QueryEngine
     from ragstream import api
+    from ragstream.query.engine import QueryEngine
 
     settings = api.load_settings(data_dir)
     bind_host = host or settings.server_host
@@ -337,7 +337,7 @@ def eval_(
     DATA_DIR/eval/SPLIT.MODE.json. Per-query details go to DATA_DIR/eval/SPLIT.MODE.details.json.
     Reruns embed nothing.
     """
-    from ragstream.evaluation import (
+    from ragstream.eval.evaluation import (
         DEFAULT_DEPTH,
         DEFAULT_K,
         MODES,

@@ -22,15 +22,15 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from connectors.state import read_json
-from connectors.vector_stores import StoreBusyError
-from core.answers import Answer, QueryRequest
-from core.models import ReindexStatus
-from core.settings import Settings
-from flows.reindex import ReindexError
-from query.engine import QueryEngine
-from query.server import endpoint_path
 from ragstream.api import load_settings, open_engine
+from ragstream.connectors.state import read_json
+from ragstream.connectors.vector_stores import StoreBusyError
+from ragstream.core.answers import Answer, QueryRequest
+from ragstream.core.models import ReindexStatus
+from ragstream.core.settings import Settings
+from ragstream.flows.reindex import ReindexError
+from ragstream.query.engine import QueryEngine
+from ragstream.query.server import endpoint_path
 from ragstream.reindex import Maintainer, ProgressHandler, PromoteOptions
 
 

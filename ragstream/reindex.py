@@ -16,16 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from connectors.protocols import LexicalIndex
-from connectors.state import ReindexBook
-from connectors.vector_stores import configured_live, drop_collection
-from core.models import ReindexProgress, ReindexStatus, SideCounts
-from core.settings import Settings
-from core.telemetry import span
-from flows import reindex as steps
-from flows.sides import IndexSides, Side
-from query.retrieve import Retriever
-from query.server import AdminRoute
+from ragstream.connectors.protocols import LexicalIndex
+from ragstream.connectors.state import ReindexBook
+from ragstream.connectors.vector_stores import configured_live, drop_collection
+from ragstream.core.models import ReindexProgress, ReindexStatus, SideCounts
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import span
+from ragstream.flows import reindex as steps
+from ragstream.flows.sides import IndexSides, Side
+from ragstream.query.retrieve import Retriever
+from ragstream.query.server import AdminRoute
 
 ProgressHandler = Callable[[ReindexProgress], None]
 
@@ -141,8 +141,8 @@ class Maintainer:
         return self.status("promoted: queries now use the new embedder")
 
     def _ndcg(self, side: Side, dataset: Path, split: str, limit: int | None) -> float:
-        from ragstream.beir import load_beir
-        from ragstream.evaluation import EvalConfig, run_eval
+        from ragstream.eval.beir import load_beir
+        from ragstream.eval.evaluation import EvalConfig, run_eval
 
         _, queries, qrels = load_beir(dataset, split)
         judged = [q for q in queries if q in qrels][:limit]

@@ -26,7 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from core.models import ReindexProgress, ReindexStatus
+from ragstream.core.models import ReindexProgress, ReindexStatus
 
 if TYPE_CHECKING:
     from ragstream.client import Client
@@ -45,8 +45,8 @@ ApiKey = Annotated[str | None, typer.Option("--api-key", help="admin API key (wi
 
 @contextmanager
 def _client(data_dir: Path | None, url: str | None, api_key: str | None) -> Iterator[Client]:
-    from flows.reindex import ReindexError
     from ragstream.client import Client, DataDirBusy
+    from ragstream.flows.reindex import ReindexError
 
     try:
         with Client(data_dir, url=url, api_key=api_key) as client:

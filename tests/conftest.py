@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from core.telemetry import install_exporter
+from ragstream.core.telemetry import install_exporter
 
 # The watch/serve tests stop their child process with SIGINT (Ctrl-C). A shell without job
 # control starts background commands (`cmd &`, nohup) with SIGINT *ignored*, children inherit

@@ -68,7 +68,7 @@ def watch_stores(hooks: Hooks) -> None:
     Patched on the classes that define the methods (found by name, so a new backend is
     covered too); a reentrancy guard fires once when one wrapped method calls another.
     """
-    from connectors import lexical, qdrant_edge, qdrant_server, vector_stores
+    from ragstream.connectors import lexical, qdrant_edge, qdrant_server, vector_stores
 
     depth = threading.local()
 
@@ -105,7 +105,7 @@ def watch_stores(hooks: Hooks) -> None:
 
 
 def install(audit: Path, run: str, hooks: Hooks) -> None:
-    from operators.embed import Embedder
+    from ragstream.operators.embed import Embedder
 
     encode: Callable[..., Any] = Embedder.encode_passages
 

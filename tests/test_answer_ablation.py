@@ -22,11 +22,10 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from core.answers import Answer, Citation, Claim, QueryRequest, Refusal, SourceChunk
-from core.settings import Settings
-from query.assemble import render
-from query.retrieve import Retriever
-from ragstream.answer_ablation import (
+from ragstream.cli import app
+from ragstream.core.answers import Answer, Citation, Claim, QueryRequest, Refusal, SourceChunk
+from ragstream.core.settings import Settings
+from ragstream.eval.answer_ablation import (
     ASSEMBLY_ROWS,
     AnswerAblation,
     answer_ablation,
@@ -34,10 +33,11 @@ from ragstream.answer_ablation import (
     row_settings,
     score_answer,
 )
-from ragstream.answer_eval import eval_engine
-from ragstream.beir import Qrels, Queries, beir_subset, index_corpus, load_beir, write_beir
-from ragstream.cli import app
-from ragstream.evaluation import DEFAULT_K, EvalReport, markdown_report
+from ragstream.eval.answer_eval import eval_engine
+from ragstream.eval.beir import Qrels, Queries, beir_subset, index_corpus, load_beir, write_beir
+from ragstream.eval.evaluation import DEFAULT_K, EvalReport, markdown_report
+from ragstream.query.assemble import render
+from ragstream.query.retrieve import Retriever
 
 QUERIES, DISTRACTORS = 4, 40
 RATES = ("answered", "gold_in_context", "gold_cited", "citation_precision", "changed")

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from core.models import IndexedChunk
-from core.telemetry import install_exporter
-from query.assemble import assemble, neutralize, render
-from query.rerank import Reranked
-from query.retrieve import Candidate
+from ragstream.core.models import IndexedChunk
+from ragstream.core.telemetry import install_exporter
+from ragstream.query.assemble import assemble, neutralize, render
+from ragstream.query.rerank import Reranked
+from ragstream.query.retrieve import Candidate
 
 
 def chunk(

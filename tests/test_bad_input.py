@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from core.models import FileEvent, FileFingerprint
-from core.settings import Settings
-from flows.runtime import open_runtime
-from flows.sync import make_indexer
 from ragstream import api
+from ragstream.core.models import FileEvent, FileFingerprint
+from ragstream.core.settings import Settings
+from ragstream.flows.runtime import open_runtime
+from ragstream.flows.sync import make_indexer
 
 EXPECTED = {
     "empty.md": "empty file",

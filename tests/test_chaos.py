@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._chaos import ChaosResult, chaos_run, chaos_tree
+from tests._chaos import ChaosResult, chaos_run, chaos_tree
 
 SEED = 11
 OPS = 150

@@ -7,8 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.models import Block, FileFingerprint, ParsedDocument
-from operators.chunk import ChunkerConfig, chunk_document, embedding_text, group_units
+from ragstream.core.models import Block, FileFingerprint, ParsedDocument
+from ragstream.operators.chunk import ChunkerConfig, chunk_document, embedding_text, group_units
 
 CFG = ChunkerConfig(max_tokens=40, min_tokens=12, boundary_modulus=4, tokenizer="words")
 

@@ -16,10 +16,10 @@ from bench.chunk_ablation import (
     parse_spec,
     pick_best,
 )
-from core.models import EmbedderVersion
-from core.settings import ChunkSettings
-from operators.embed import Embedder
-from ragstream.evaluation import Row
+from ragstream.core.models import EmbedderVersion
+from ragstream.core.settings import ChunkSettings
+from ragstream.eval.evaluation import Row
+from ragstream.operators.embed import Embedder
 
 
 def _result(name: str, rrf: float, re_embedded: int, changed: int = 50) -> ConfigResult:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.protocols import SearchFilter
-from connectors.vector_stores import (
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.connectors.vector_stores import (
     StoreBusyError,
     collection_name,
     drop_collection,

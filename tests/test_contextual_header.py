@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from core.answers import QueryRequest
-from core.models import IndexedChunk, SyncReport
-from core.settings import ChunkSettings, Settings
-from flows.runtime import open_runtime
-from operators.chunk import embedding_text
-from query.engine import QueryEngine
 from ragstream import api
+from ragstream.core.answers import QueryRequest
+from ragstream.core.models import IndexedChunk, SyncReport
+from ragstream.core.settings import ChunkSettings, Settings
+from ragstream.flows.runtime import open_runtime
+from ragstream.operators.chunk import embedding_text
+from ragstream.query.engine import QueryEngine
 from tests.helpers import copy_docs
 
 DOC = "md/docling_concepts_chunking.md"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench._chaos import abstracts, read_index, render
-from bench._crash import CrashResult, crash_campaign, run_worker
-from core.settings import Settings
+from ragstream.core.settings import Settings
+from tests._chaos import abstracts, read_index, render
+from tests._crash import CrashResult, crash_campaign, run_worker
 
 SEED = 6
 KILLS = 5  # one per write step; ~2 minutes of CPU on 2 cores

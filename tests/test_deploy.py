@@ -10,8 +10,8 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from core.settings import Settings
 from ragstream.cli import app
+from ragstream.core.settings import Settings
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 YAML_FILES = sorted(DEPLOY.rglob("*.yaml"))

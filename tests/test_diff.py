@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.models import Chunk, IndexedChunk
-from operators.diff import diff_document
+from ragstream.core.models import Chunk, IndexedChunk
+from ragstream.operators.diff import diff_document
 
 
 def chunk(pid: str, ordinal: int) -> Chunk:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.embed import Embedder, load_embedder
+from ragstream.operators.embed import Embedder, load_embedder
 
 
 @pytest.fixture(scope="module")

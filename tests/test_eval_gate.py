@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.models import IndexedChunk
-from core.settings import Settings
-from query.retrieve import Candidate, RetrievalResult
-from ragstream.beir import index_corpus, load_beir
 from ragstream.cli import app
-from ragstream.evaluation import (
+from ragstream.core.models import IndexedChunk
+from ragstream.core.settings import Settings
+from ragstream.eval.beir import index_corpus, load_beir
+from ragstream.eval.evaluation import (
     EvalConfig,
     Row,
     aggregate,
@@ -33,6 +32,7 @@ from ragstream.evaluation import (
     run_eval,
     score_run,
 )
+from ragstream.query.retrieve import Candidate, RetrievalResult
 
 BASELINE = Path(__file__).with_name("eval_baseline.json")
 QUERIES, DISTRACTORS, TOLERANCE = 50, 250, 0.02

@@ -18,12 +18,12 @@ import pytest
 from conftest import Stub
 from typer.testing import CliRunner
 
-from core.answers import QueryRequest
-from core.settings import Settings
-from query.retrieve import Retriever
 from ragstream import api
-from ragstream.answer_eval import OFF_TOPIC, accepted, eval_engine, gold_eval
-from ragstream.beir import (
+from ragstream.cli import app
+from ragstream.core.answers import QueryRequest
+from ragstream.core.settings import Settings
+from ragstream.eval.answer_eval import OFF_TOPIC, accepted, eval_engine, gold_eval
+from ragstream.eval.beir import (
     Qrels,
     Queries,
     beir_doc_id,
@@ -33,9 +33,14 @@ from ragstream.beir import (
     load_beir,
     write_beir,
 )
-from ragstream.cli import app
-from ragstream.evaluation import evaluate_dataset, evaluate_retrieval, fused_config, ranked_chunks
-from ragstream.failures import classify_retrieval, count_failures
+from ragstream.eval.evaluation import (
+    evaluate_dataset,
+    evaluate_retrieval,
+    fused_config,
+    ranked_chunks,
+)
+from ragstream.eval.failures import classify_retrieval, count_failures
+from ragstream.query.retrieve import Retriever
 
 QUERIES, DISTRACTORS = 8, 40
 
@@ -164,7 +169,7 @@ def test_abstain_mode_removes_the_answers_then_restores_the_index(
 ) -> None:
     settings, _, qrels = indexed
     before = api.status(settings=settings)
-    with caplog.at_level(logging.INFO, logger="ragstream.beir"):
+    with caplog.at_level(logging.INFO, logger="ragstream.eval.beir"):
         report = evaluate_dataset(dataset, settings.data_dir, mode="abstain")
     a = report.abstain
     assert a is not None and report.rows == [] and report.failures is None

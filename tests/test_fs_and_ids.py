@@ -7,10 +7,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors.fs import PathFilter, _Debouncer, glob_match, plan_catch_up
-from core.ids import content_hash, doc_id, normalize_text, point_id
-from core.models import FileFingerprint
-from core.settings import DEFAULT_EXCLUDES, Settings, SourceConfig
+from ragstream.connectors.fs import PathFilter, _Debouncer, glob_match, plan_catch_up
+from ragstream.core.ids import content_hash, doc_id, normalize_text, point_id
+from ragstream.core.models import FileFingerprint
+from ragstream.core.settings import DEFAULT_EXCLUDES, Settings, SourceConfig
 
 
 def test_globs() -> None:

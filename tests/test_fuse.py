@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from query import fuse
-from query.fuse import dbsf, rrf
+from ragstream.query import fuse
+from ragstream.query.fuse import dbsf, rrf
 
 IDS = st.sampled_from([f"p{i:02d}" for i in range(30)])
 LEG = st.lists(IDS, max_size=15, unique=True)

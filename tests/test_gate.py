@@ -7,11 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from core.models import IndexedChunk
-from core.telemetry import install_exporter
-from query.gate import DEFAULT_DENSE_FLOOR, gate
-from query.rerank import Reranked
-from query.retrieve import Candidate
+from ragstream.core.models import IndexedChunk
+from ragstream.core.telemetry import install_exporter
+from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
+from ragstream.query.rerank import Reranked
+from ragstream.query.retrieve import Candidate
 
 
 def item(i: int, dense: float | None, rerank_score: float | None = None) -> Reranked:

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from conftest import Stub
 
-from core.answers import Answer, QueryRequest
-from core.settings import GeneratorSettings, Settings
-from query.assemble import render
-from query.engine import QueryEngine
-from query.verify import looks_like_instruction, parse_citations, sentence_spans
 from ragstream import api
+from ragstream.core.answers import Answer, QueryRequest
+from ragstream.core.settings import GeneratorSettings, Settings
+from ragstream.query.assemble import render
+from ragstream.query.engine import QueryEngine
+from ragstream.query.verify import looks_like_instruction, parse_citations, sentence_spans
 
 DOCS = [
     "md/docling_concepts_chunking.md",

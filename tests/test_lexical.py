@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from connectors.lexical import TantivyIndex, open_lexical_index, tokenize
-from connectors.protocols import LexicalIndex, SearchFilter
-from core.models import IndexedChunk
+from ragstream.connectors.lexical import TantivyIndex, open_lexical_index, tokenize
+from ragstream.connectors.protocols import LexicalIndex, SearchFilter
+from ragstream.core.models import IndexedChunk
 
 KINDS = ["tantivy", "rank-bm25"]
 ALL = SearchFilter()

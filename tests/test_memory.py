@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from core.memory import release_free_heap
+from ragstream.core.memory import release_free_heap
 
 BLOCK = 64 * 1024  # below glibc's mmap threshold (128 KiB), so the blocks live in the heap
 BLOCKS = 800  # 50 MiB

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.models import Block, FileFingerprint, ParsedDocument
-from operators.parse import ParseError, PdfLine, lines_to_paragraphs, parse_file
+from ragstream.core.models import Block, FileFingerprint, ParsedDocument
+from ragstream.operators.parse import ParseError, PdfLine, lines_to_paragraphs, parse_file
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 

@@ -15,13 +15,13 @@ import pytest
 from conftest import Stub
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from core.answers import Answer, QueryRequest
-from core.settings import Settings, SourceConfig
-from core.telemetry import install_exporter
-from query.engine import QueryEngine
-from query.server import QueryServer
 from ragstream import api
 from ragstream.client import Client
+from ragstream.core.answers import Answer, QueryRequest
+from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.telemetry import install_exporter
+from ragstream.query.engine import QueryEngine
+from ragstream.query.server import QueryServer
 from tests.helpers import copy_docs
 
 INJECTION = (

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bench._chaos import Watcher, index_mismatches, read_index, reference_view
-from core.settings import Settings
-from flows.sync import PARSE_BUCKETS
+from ragstream.core.settings import Settings
+from ragstream.flows.sync import PARSE_BUCKETS
+from tests._chaos import Watcher, index_mismatches, read_index, reference_view
 
 NOTES = {
     "alpha.md": "# Alpha\n\nApples and pears grow in the northern orchard.\n",

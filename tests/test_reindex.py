@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from connectors.vector_stores import collection_name, list_collections
-from core.models import IndexedChunk
-from core.settings import Settings
-from flows import reindex as steps
-from flows.runtime import open_runtime
-from operators.embed import load_embedder
 from ragstream import api
 from ragstream.client import Client
+from ragstream.connectors.vector_stores import collection_name, list_collections
+from ragstream.core.models import IndexedChunk
+from ragstream.core.settings import Settings
+from ragstream.flows import reindex as steps
+from ragstream.flows.runtime import open_runtime
+from ragstream.operators.embed import load_embedder
 from tests.helpers import copy_docs
 
 FILES = [

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from bench._scifact import corpus, write_markdown
-from core.settings import Settings
-from flows.runtime import open_runtime
 from ragstream import api
 from ragstream.client import Client
+from ragstream.core.settings import Settings
+from ragstream.flows.runtime import open_runtime
+from tests._scifact import corpus, write_markdown
 
 CLI = [sys.executable, "-m", "ragstream.cli"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from core.models import IndexedChunk
-from query.rerank import (
+from ragstream.core.models import IndexedChunk
+from ragstream.query.rerank import (
     NO_RERANKER,
     CrossEncoderReranker,
     Reranked,
@@ -23,7 +23,7 @@ from query.rerank import (
     load_reranker,
     rerank,
 )
-from query.retrieve import Candidate
+from ragstream.query.retrieve import Candidate
 
 TEXTS = [
     "Magma rises through the crust and a volcano erupts with lava and ash.",

@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from connectors.retrieval_log import RetrievalLog
-from core.answers import QueryFilters, QueryRequest
-from core.settings import Settings
-from query.engine import QueryEngine
 from ragstream import api
+from ragstream.connectors.retrieval_log import RetrievalLog
+from ragstream.core.answers import QueryFilters, QueryRequest
+from ragstream.core.settings import Settings
+from ragstream.query.engine import QueryEngine
 
 
 def test_rotation_keeps_order_and_drops_only_the_oldest(tmp_path: Path) -> None:

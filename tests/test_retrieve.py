@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from connectors.protocols import SearchFilter
-from connectors.vector_stores import live_collection
-from core.settings import Settings, SourceConfig
-from operators.embed import EmbedderUnavailable
-from query.retrieve import EmbedderMismatch, Fusion, NoIndexError, Retriever
 from ragstream import api
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.connectors.vector_stores import live_collection
+from ragstream.core.settings import Settings, SourceConfig
+from ragstream.operators.embed import EmbedderUnavailable
+from ragstream.query.retrieve import EmbedderMismatch, Fusion, NoIndexError, Retriever
 
 DOCS = {
     "alpha/volcanoes.md": """# Volcanoes

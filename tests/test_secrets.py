@@ -7,11 +7,11 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors.protocols import SearchFilter
-from core.settings import Settings
-from flows.runtime import open_runtime
-from operators.secrets import PATTERNS, redact
 from ragstream import api
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.core.settings import Settings
+from ragstream.flows.runtime import open_runtime
+from ragstream.operators.secrets import PATTERNS, redact
 
 AWS_ID = "AKIA" + "Q" * 16
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7\nabc\n-----END RSA PRIVATE KEY-----"

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connectors.lexical import lexical_text, section_contexts
-from connectors.protocols import SearchFilter
-from core.models import SyncReport
-from core.settings import ChunkSettings, Settings
-from flows.runtime import open_runtime
 from ragstream import api
+from ragstream.connectors.lexical import lexical_text, section_contexts
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.core.models import SyncReport
+from ragstream.core.settings import ChunkSettings, Settings
+from ragstream.flows.runtime import open_runtime
 
 
 @dataclass(frozen=True)

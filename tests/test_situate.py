@@ -17,24 +17,24 @@ import numpy as np
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from connectors.lexical import lexical_text
-from connectors.protocols import SearchFilter
-from connectors.situate_cache import SituateCache
-from core.answers import QueryRequest
-from core.models import EmbedderVersion, IndexedChunk, SyncReport
-from core.settings import ChunkSettings, GeneratorSettings, Settings
-from flows import reindex as steps
-from flows.runtime import chunker_for, open_runtime
-from operators.chunk import embedding_text
-from operators.embed import Embedder, load_embedder
-from operators.situate import (
+from ragstream import api
+from ragstream.connectors.lexical import lexical_text
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.connectors.situate_cache import SituateCache
+from ragstream.core.answers import QueryRequest
+from ragstream.core.models import EmbedderVersion, IndexedChunk, SyncReport
+from ragstream.core.settings import ChunkSettings, GeneratorSettings, Settings
+from ragstream.flows import reindex as steps
+from ragstream.flows.runtime import chunker_for, open_runtime
+from ragstream.operators.chunk import embedding_text
+from ragstream.operators.embed import Embedder, load_embedder
+from ragstream.operators.situate import (
     SituateUnavailable,
     document_excerpt,
     parse_sentence,
     situation_of,
 )
-from query.engine import QueryEngine
-from ragstream import api
+from ragstream.query.engine import QueryEngine
 from tests.conftest import Stub
 from tests.helpers import copy_docs
 

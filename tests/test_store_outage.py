@@ -27,12 +27,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from connectors import qdrant_server
-from connectors.qdrant_server import StoreUnavailableError, is_transient
-from connectors.vector_stores import RetryPolicy, open_vector_store
-from core.settings import Settings
-from flows.runtime import open_runtime
 from ragstream import api
+from ragstream.connectors import qdrant_server
+from ragstream.connectors.qdrant_server import StoreUnavailableError, is_transient
+from ragstream.connectors.vector_stores import RetryPolicy, open_vector_store
+from ragstream.core.settings import Settings
+from ragstream.flows.runtime import open_runtime
 from tests.helpers import copy_docs
 from tests.test_vector_stores import EMB, make_corpus
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from connectors.protocols import SearchFilter
-from core.models import SyncReport
-from core.settings import Settings
-from flows.runtime import Runtime, open_runtime
 from ragstream import api
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.core.models import SyncReport
+from ragstream.core.settings import Settings
+from ragstream.flows.runtime import Runtime, open_runtime
 from tests.helpers import copy_docs
 
 LONG_MD = "md/docling_concepts_OCR.md"

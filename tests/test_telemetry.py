@@ -6,9 +6,9 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from core.settings import Settings
-from core.telemetry import install_exporter
 from ragstream import api
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import install_exporter
 
 
 def test_ingest_spans_carry_counts(tmp_path: Path) -> None:

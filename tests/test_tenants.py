@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from connectors.protocols import SearchFilter
-from core.settings import Settings, SourceConfig
-from query.engine import QueryEngine
-from query.server import QueryServer
 from ragstream import api
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.core.settings import Settings, SourceConfig
+from ragstream.query.engine import QueryEngine
+from ragstream.query.server import QueryServer
 
 TENANTS = ("acme", "globex", "initech")
 VOCAB = [

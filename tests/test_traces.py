@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from core.answers import Answer
+from ragstream.core.answers import Answer
 
 QUERY_STAGES = {
     "ragstream.query",

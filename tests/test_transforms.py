@@ -15,15 +15,17 @@ import pytest
 from conftest import Stub
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from connectors.protocols import Hit
-from core.answers import QueryRequest
-from core.models import IndexedChunk
-from core.settings import Settings, SourceConfig
-from query.assemble import SYSTEM
-from query.engine import QueryEngine
-from query.generate import OpenAIGenerator
-from query.retrieve import NO_FILTER, Candidate, RetrievalResult, Retriever, fuse_results
-from query.transforms import (
+from ragstream import api
+from ragstream.connectors.protocols import Hit
+from ragstream.core.answers import QueryRequest
+from ragstream.core.models import IndexedChunk
+from ragstream.core.settings import Settings, SourceConfig
+from ragstream.eval.evaluation import EvalConfig, default_configs, fused_config, run_eval
+from ragstream.query.assemble import SYSTEM
+from ragstream.query.engine import QueryEngine
+from ragstream.query.generate import OpenAIGenerator
+from ragstream.query.retrieve import NO_FILTER, Candidate, RetrievalResult, Retriever, fuse_results
+from ragstream.query.transforms import (
     DECOMPOSE_SYSTEM,
     HYDE_SYSTEM,
     KEYWORDS_SYSTEM,
@@ -35,8 +37,6 @@ from query.transforms import (
     parse_subquestions,
     retrieve_transformed,
 )
-from ragstream import api
-from ragstream.evaluation import EvalConfig, default_configs, fused_config, run_eval
 
 DOCS = {
     "volcanoes.md": "# Volcanoes\n\nA volcano erupts when magma rises through the crust. "

@@ -18,17 +18,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors import vector_stores
-from connectors.protocols import SearchFilter, VectorStore
-from connectors.vector_stores import (
+from ragstream.connectors import vector_stores
+from ragstream.connectors.protocols import SearchFilter, VectorStore
+from ragstream.connectors.vector_stores import (
     StoreBusyError,
     collection_name,
     live_collection,
     open_vector_store,
     set_live_collection,
 )
-from core.ids import doc_prefixes
-from core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.ids import doc_prefixes
+from ragstream.core.models import EmbedderVersion, IndexedChunk
 
 KINDS = ["edge", "qdrant"]
 EMB = EmbedderVersion(name="test/Fake-Model", fingerprint="0123456789abcdef", dimension=8)

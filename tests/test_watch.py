@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from core.settings import Settings
-from flows.runtime import open_runtime
+from ragstream.core.settings import Settings
+from ragstream.flows.runtime import open_runtime
 
 
 def _reader(proc: subprocess.Popen[str], lines: queue.Queue[dict]) -> None:
@@ -87,14 +87,14 @@ def test_watch_sees_saves_atomic_renames_and_deletes(tmp_path: Path) -> None:
 
 
 def test_bytewax_run_entry_point(tmp_path: Path) -> None:
-    """`python -m bytewax.run flows.sync:flow` runs the same watching flow from settings."""
+    """`python -m bytewax.run ragstream.flows.sync:flow` runs the watching flow from settings."""
     root = tmp_path / "docs"
     root.mkdir()
     (root / "a.md").write_text("# A\n\nIndexed by the bytewax runner itself.\n")
     sources = json.dumps([{"name": "docs", "root": str(root)}])
     env = dict(os.environ, RAGSTREAM_DATA_DIR=str(tmp_path / "data"), RAGSTREAM_SOURCES=sources)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bytewax.run", "flows.sync:flow"],
+        [sys.executable, "-m", "bytewax.run", "ragstream.flows.sync:flow"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )  # fmt: skip
     lines: queue.Queue[dict] = queue.Queue()

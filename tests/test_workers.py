@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from bench._chaos import IndexView, index_mismatches, read_index, reference_view
 from bench.workers import free_ports
-from connectors.vector_stores import StoreBusyError
-from core.models import FileEvent
-from core.settings import Settings
-from flows.sync import StoreOwner, parse_key, run_sync
 from ragstream import api
+from ragstream.connectors.vector_stores import StoreBusyError
+from ragstream.core.models import FileEvent
+from ragstream.core.settings import Settings
+from ragstream.flows.sync import StoreOwner, parse_key, run_sync
+from tests._chaos import IndexView, index_mismatches, read_index, reference_view
 
 DOCS = (
     "pdf/docling__2305.03393v1-pg9.pdf",
@@ -36,6 +36,7 @@ DOCS = (
     "md/docling_usage_gpu.md",
 )
 REPO = Path(__file__).resolve().parents[1]
+FLOW_ONCE = "ragstream.flows.sync:get_flow(watch=False)"
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def test_bytewax_run_with_two_workers_builds_the_same_index(
 ) -> None:
     data = tmp_path / "data"
     done = subprocess.run(
-        [sys.executable, "-m", "bytewax.run", "flows.sync:get_flow(watch=False)", "-w", "2"],
+        [sys.executable, "-m", "bytewax.run", FLOW_ONCE, "-w", "2"],
         cwd=REPO, env=_runner_env(folder, data), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -155,7 +156,7 @@ def test_two_processes_build_the_same_index_with_one_writer(
                 sys.executable,
                 "-m",
                 "bytewax.run",
-                "flows.sync:get_flow(watch=False)",
+                FLOW_ONCE,
                 "-i",
                 str(i),
                 "-a",

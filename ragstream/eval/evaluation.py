@@ -19,8 +19,8 @@ default), `refused_wrongly` (refused though a relevant document was in the conte
 `unsupported_answer` (answered, but verification found the citations do not support it).
 Query-transform rows (`hybrid-rrf+keywords`, `+hyde`, `+decompose`) exist only when an
 OpenAI-compatible endpoint is configured: without one there is nothing to write them.
-`--mode gold|abstain` runs the answer-level checks of `ragstream.answer_eval` instead, and
-`--mode answers` the assembly ablation of `ragstream.answer_ablation` (measured on answers).
+`--mode gold|abstain` runs the answer-level checks of `ragstream.eval.answer_eval` instead, and
+`--mode answers` the assembly ablation of `ragstream.eval.answer_ablation` (measured on answers).
 """
 
 from __future__ import annotations
@@ -35,19 +35,10 @@ from typing import Any, Literal
 import pytrec_eval
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.answers import DEFAULT_RRF_K, QueryRequest
-from core.settings import Settings
-from query.rerank import load_reranker, rerank
-from query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
-from query.transforms import (
-    TRANSFORMS,
-    QueryTransformer,
-    Transform,
-    enabled_transforms,
-    retrieve_transformed,
-)
-from ragstream.answer_ablation import AnswerAblation, answer_ablation, markdown_answers
-from ragstream.answer_eval import (
+from ragstream.core.answers import DEFAULT_RRF_K, QueryRequest
+from ragstream.core.settings import Settings
+from ragstream.eval.answer_ablation import AnswerAblation, answer_ablation, markdown_answers
+from ragstream.eval.answer_eval import (
     OFF_TOPIC,
     AbstainReport,
     GoldReport,
@@ -58,7 +49,7 @@ from ragstream.answer_eval import (
     markdown_abstain,
     markdown_gold,
 )
-from ragstream.beir import (
+from ragstream.eval.beir import (
     Qrels,
     Queries,
     beir_doc_id,
@@ -66,11 +57,20 @@ from ragstream.beir import (
     index_corpus,
     load_beir,
 )
-from ragstream.failures import (
+from ragstream.eval.failures import (
     FailureDetail,
     classify_failures,
     count_failures,
     markdown_failures,
+)
+from ragstream.query.rerank import load_reranker, rerank
+from ragstream.query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
+from ragstream.query.transforms import (
+    TRANSFORMS,
+    QueryTransformer,
+    Transform,
+    enabled_transforms,
+    retrieve_transformed,
 )
 
 log = logging.getLogger(__name__)

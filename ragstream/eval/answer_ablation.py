@@ -43,13 +43,13 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from core.answers import Answer, QueryRequest
-from core.settings import QuerySettings, Settings
-from query.assemble import render
-from query.engine import QueryEngine
-from query.retrieve import Retriever
-from ragstream.answer_eval import eval_engine, latency
-from ragstream.beir import Qrels, Queries, doc_key
+from ragstream.core.answers import Answer, QueryRequest
+from ragstream.core.settings import QuerySettings, Settings
+from ragstream.eval.answer_eval import eval_engine, latency
+from ragstream.eval.beir import Qrels, Queries, doc_key
+from ragstream.query.assemble import render
+from ragstream.query.engine import QueryEngine
+from ragstream.query.retrieve import Retriever
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from core.answers import Answer, QueryRequest
-from core.settings import Settings
-from query.engine import QueryEngine
-from query.retrieve import Retriever
-from ragstream.beir import beir_doc_id
+from ragstream.core.answers import Answer, QueryRequest
+from ragstream.core.settings import Settings
+from ragstream.eval.beir import beir_doc_id
+from ragstream.query.engine import QueryEngine
+from ragstream.query.retrieve import Retriever
 
 # Far outside any scientific corpus; the gate's floor was calibrated on questions like these.
 OFF_TOPIC = (

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from core.settings import Settings
 from ragstream import api
+from ragstream.core.settings import Settings
 
 log = logging.getLogger(__name__)
 

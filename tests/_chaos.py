@@ -33,10 +33,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # bench scripts run with bench/ first on the path
     sys.path.insert(0, str(REPO))
 
-from bench._scifact import corpus  # noqa: E402
-from core.models import IndexedChunk  # noqa: E402
-from core.settings import Settings  # noqa: E402
-from flows.runtime import open_runtime  # noqa: E402
+from ragstream.core.models import IndexedChunk  # noqa: E402
+from ragstream.core.settings import Settings  # noqa: E402
+from ragstream.flows.runtime import open_runtime  # noqa: E402
+from tests._scifact import corpus  # noqa: E402
 
 # Point fields that must match the reference (`embedder` differs by store; `deleted_at` and
 # `status` are implied: only live points are compared). CONTENT says which points a doc has

@@ -28,7 +28,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._chaos import (
+from ragstream.core.ids import content_hash
+from ragstream.core.settings import Settings
+from ragstream.flows.runtime import open_runtime
+from tests._chaos import (
     FIELDS,
     REPO,
     Chaos,
@@ -39,9 +42,6 @@ from bench._chaos import (
     read_index,
     reference_view,
 )
-from core.ids import content_hash
-from core.settings import Settings
-from flows.runtime import open_runtime
 
 WORKER = REPO / "tests" / "crash_worker.py"
 # Hooks that fire in every run with new content; tombstone/fingerprint hooks need a change.

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from core.answers import Answer, QueryRequest
-from query.engine import QueryEngine
-from ragstream.beir import Qrels, Queries, doc_key
+from ragstream.core.answers import Answer, QueryRequest
+from ragstream.eval.beir import Qrels, Queries, doc_key
+from ragstream.query.engine import QueryEngine
 
 if TYPE_CHECKING:
-    from ragstream.evaluation import EvalConfig
+    from ragstream.eval.evaluation import EvalConfig
 
 
 class FailureDetail(BaseModel):

@@ -1,0 +1,1 @@
+"""Evaluation: BEIR datasets through the real ingest, retrieval ablations, answer checks."""
