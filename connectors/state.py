@@ -20,6 +20,14 @@ from ragstream.core.models import DeadLetter, Redaction, ReindexRecord
 M = TypeVar("M", bound=BaseModel)
 
 
+ENDPOINT_FILE = "endpoint.json"
+
+
+def endpoint_path(state_dir: Path) -> Path:
+    """Where a serving process records its URL and pid (removed when it stops)."""
+    return state_dir / ENDPOINT_FILE
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Readers see the old file or the new one, never a torn one (temp + fsync + rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from ragstream.connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter, VectorStore
+from ragstream.core.errors import DataDirBusyError
 from ragstream.core.ids import doc_prefixes, prefix_key
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings
@@ -36,7 +37,7 @@ BATCH = 256  # points per write call: one engine round trip per batch, bounded m
 PAGE = 1024  # points per scroll page
 
 
-class StoreBusyError(RuntimeError):
+class StoreBusyError(DataDirBusyError):
     """The embedded data dir is held by another client/process (one process owns it)."""
 
 

@@ -36,6 +36,8 @@ class QueryRequest(BaseModel):
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
     filters: QueryFilters = Field(default_factory=QueryFilters)
     generate: bool = True  # False: retrieve + rerank only (evaluation, debugging)
+    # HTTP only: answer as Server-Sent Events (text deltas, then the verified Answer)
+    stream: bool = False
 
 
 class SourceChunk(BaseModel):
@@ -116,5 +118,37 @@ class Answer(BaseModel):
     embedder: str
     reranker: str  # model name, or "none (no cross-encoder configured)"
     generator: str
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    trace_id: str
+
+
+class RetrievedChunk(BaseModel):
+    """One ranked candidate with its text: what `retrieve` returns (no generation)."""
+
+    rank: int  # 1-based, after fusion and rerank
+    point_id: str  # the chunk id
+    doc_id: str
+    path: str
+    title: str = ""
+    section_path: list[str] = Field(default_factory=list)
+    page: int | None = None
+    char_start: int
+    char_end: int
+    text: str
+    score: float  # rerank score if reranked, else fused score
+    ranks: dict[str, int]  # leg -> 1-based rank in that leg ("dense", "lexical")
+    scores: dict[str, float]  # leg -> that leg's raw score
+    rerank_score: float | None = None
+    embedder: str = ""
+
+
+class Retrieval(BaseModel):
+    """Ranked candidates for a question, and the gate's verdict on them."""
+
+    query: str
+    results: list[RetrievedChunk]
+    refusal: Refusal | None = None  # what the sufficiency gate would answer with
+    embedder: str
+    reranker: str
     timings_ms: dict[str, float] = Field(default_factory=dict)
     trace_id: str

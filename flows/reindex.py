@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ragstream.core.errors import RefusedError
 from ragstream.core.models import (
     GateResult,
     IndexedChunk,
@@ -42,7 +43,7 @@ PAGE = 1024  # live chunks per backfill step: one encode call (sorted by length 
 SAVE_EVERY_S = 2.0  # how often backfill progress is written to reindex.json
 
 
-class ReindexError(RuntimeError):
+class ReindexError(RefusedError):
     """A reindex command that does not apply in the current state (and changed nothing)."""
 
 

@@ -54,6 +54,7 @@ from ragstream.connectors.fs import (
     ScanSummary,
 )
 from ragstream.connectors.vector_stores import StoreBusyError
+from ragstream.core.errors import RagstreamError
 from ragstream.core.memory import release_free_heap
 from ragstream.core.models import DocOutcome, FileEvent, SyncReport
 from ragstream.core.settings import Settings
@@ -301,6 +302,8 @@ def execute(flow: Dataflow, *, workers: int = 1, recovery: RecoveryConfig | None
         while cause is not None:
             if isinstance(cause, KeyboardInterrupt):
                 raise KeyboardInterrupt from err
+            if isinstance(cause, RagstreamError):  # a user error, as raised: one line for it
+                raise cause.with_traceback(cause.__traceback__) from None
             cause = cause.__cause__
         raise
 

@@ -21,16 +21,14 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import EmbedderVersion
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 PRESETS = ("minilm-l6", "minilm-l3", "static")
 Matrix = np.ndarray
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(ModelUnavailableError):
     """The embedder a collection was built with cannot be loaded here."""
 
 

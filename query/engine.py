@@ -23,6 +23,8 @@ from ragstream.core.answers import (
     Citation,
     QueryRequest,
     Refusal,
+    Retrieval,
+    RetrievedChunk,
     SourceChunk,
     Verification,
 )
@@ -30,7 +32,7 @@ from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
 from ragstream.operators.embed import Embedder, with_vector_memo
-from ragstream.query.assemble import assemble
+from ragstream.query.assemble import Context, assemble
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
 from ragstream.query.generate import ExtractiveGenerator, Generator
 from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
@@ -76,48 +78,85 @@ class QueryEngine:
     def reranker_name(self) -> str:
         return self.reranker.name if self.reranker is not None else NO_RERANKER
 
-    def answer(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Answer:
-        """Answer one question; `tenants` comes from the caller's API key, never the body."""
-        answer = self._answer(request, tenants)
+    def answer(
+        self,
+        request: QueryRequest,
+        tenants: tuple[str, ...] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Answer:
+        """Answer one question; `tenants` comes from the caller's API key, never the body.
+
+        `on_text` receives the generator's text as it is produced (streaming); the returned
+        `Answer` is the verified one either way, so a streamed answer ends equal to an
+        unstreamed one."""
+        answer = self._answer(request, tenants, on_text)
         if self.log is not None:
             self.log.append(_log_entry(request, tenants, answer))
         return answer
 
-    def _answer(self, request: QueryRequest, tenants: tuple[str, ...] | None) -> Answer:
-        q = self.settings.query
+    def retrieve(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Retrieval:
+        """Ranked candidates with their text and the gate's verdict; nothing is generated."""
         with span("query", query_chars=len(request.query), k=request.k, n=request.n) as root:
             trace_id = format(root.get_span_context().trace_id, "032x")
             timings: dict[str, float] = {}
-            f = request.filters
-            flt = SearchFilter(
-                doc_ids=tuple(f.doc_ids) if f.doc_ids is not None else None,
-                tenants=tenants,
-                path_prefix=f.path_prefix,
-                file_types=tuple(f.file_types) if f.file_types is not None else None,
+            ranked, refusal = self._rank(request, tenants, timings)
+            root.set_attribute("refused", refusal is not None)
+            return Retrieval(
+                query=request.query,
+                results=[_retrieved(i, r) for i, r in enumerate(ranked, 1)],
+                refusal=refusal,
+                embedder=self.retriever.embedder.version.slug,
+                reranker=self.reranker_name,
+                timings_ms=timings,
+                trace_id=trace_id,
             )
-            result = retrieve_transformed(
-                self.retriever,
-                request.query,
-                self.transformer,
-                n=request.n,
-                flt=flt,
-                fusion=request.fusion,
-                k=request.rrf_k,
-            )
-            timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
-            ranked = _timed(
-                timings,
-                "rerank",
-                lambda: rerank(request.query, result.candidates, self.reranker, request.k),
-            )
-            floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
-            refusal = gate(ranked, rerank_floor=q.rerank_floor, dense_floor=floor)
+
+    def _rank(
+        self, request: QueryRequest, tenants: tuple[str, ...] | None, timings: dict[str, float]
+    ) -> tuple[list[Reranked], Refusal | None]:
+        """retrieve → fuse → rerank → gate, under the caller's filters and tenants."""
+        q = self.settings.query
+        f = request.filters
+        flt = SearchFilter(
+            doc_ids=tuple(f.doc_ids) if f.doc_ids is not None else None,
+            tenants=tenants,
+            path_prefix=f.path_prefix,
+            file_types=tuple(f.file_types) if f.file_types is not None else None,
+        )
+        result = retrieve_transformed(
+            self.retriever,
+            request.query,
+            self.transformer,
+            n=request.n,
+            flt=flt,
+            fusion=request.fusion,
+            k=request.rrf_k,
+        )
+        timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
+        ranked = _timed(
+            timings,
+            "rerank",
+            lambda: rerank(request.query, result.candidates, self.reranker, request.k),
+        )
+        floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
+        return ranked, gate(ranked, rerank_floor=q.rerank_floor, dense_floor=floor)
+
+    def _answer(
+        self,
+        request: QueryRequest,
+        tenants: tuple[str, ...] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> Answer:
+        with span("query", query_chars=len(request.query), k=request.k, n=request.n) as root:
+            trace_id = format(root.get_span_context().trace_id, "032x")
+            timings: dict[str, float] = {}
+            ranked, refusal = self._rank(request, tenants, timings)
             answer = self._empty(request, ranked, trace_id, refusal)
             if refusal is not None or not request.generate:
                 answer.timings_ms = timings
                 root.set_attribute("refused", refusal is not None)
                 return answer
-            answer = self._generate(request.query, ranked, answer, timings)
+            answer = self._generate(request.query, ranked, answer, timings, on_text)
             root.set_attribute("refused", answer.refusal is not None)
             root.set_attribute("grounding", answer.grounding)
             return answer
@@ -141,7 +180,12 @@ class QueryEngine:
             return answer
 
     def _generate(
-        self, question: str, ranked: list[Reranked], answer: Answer, timings: dict[str, float]
+        self,
+        question: str,
+        ranked: list[Reranked],
+        answer: Answer,
+        timings: dict[str, float],
+        on_text: Callable[[str], None] | None = None,
     ) -> Answer:
         """assemble → generate → verify, then the refusal rules of `_complete`."""
         q = self.settings.query
@@ -158,7 +202,7 @@ class QueryEngine:
                 query=question,
             ),
         )
-        text = _timed(timings, "generate", lambda: self.generator.generate(question, context))
+        text = _timed(timings, "generate", lambda: self._text(question, context, on_text))
         checked = _timed(
             timings,
             "verify",
@@ -172,6 +216,15 @@ class QueryEngine:
         answer = self._complete(answer, context.sources, checked)
         answer.timings_ms = timings
         return answer
+
+    def _text(self, question: str, context: Context, on_text: Callable[[str], None] | None) -> str:
+        if on_text is None:
+            return self.generator.generate(question, context)
+        pieces = []
+        for piece in self.generator.stream(question, context):
+            pieces.append(piece)
+            on_text(piece)
+        return "".join(pieces)
 
     def _empty(
         self, request: QueryRequest, ranked: list[Reranked], trace_id: str, refusal: Refusal | None
@@ -241,6 +294,28 @@ def _view(r: Reranked) -> CandidateView:
         scores=c.scores,
         rerank_score=r.rerank_score,
         embedder=c.chunk.embedder,
+    )
+
+
+def _retrieved(rank: int, r: Reranked) -> RetrievedChunk:
+    c = r.candidate
+    chunk = c.chunk
+    return RetrievedChunk(
+        rank=rank,
+        point_id=chunk.point_id,
+        doc_id=chunk.doc_id,
+        path=chunk.path,
+        title=chunk.title,
+        section_path=list(chunk.section_path),
+        page=chunk.page,
+        char_start=chunk.char_start,
+        char_end=chunk.char_end,
+        text=chunk.text,
+        score=r.score,
+        ranks=c.ranks,
+        scores=c.scores,
+        rerank_score=r.rerank_score,
+        embedder=chunk.embedder,
     )
 
 

@@ -10,17 +10,14 @@ raises `RerankerUnavailable` with the reason, rather than silently degrading ran
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.telemetry import span
 from ragstream.query.retrieve import Candidate
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 NO_RERANKER = "none (no cross-encoder configured)"
 _DISABLED = {"", "none", "off", "false", "0"}
@@ -30,7 +27,7 @@ _DISABLED = {"", "none", "off", "false", "0"}
 _CHARS_PER_TOKEN = 12
 
 
-class RerankerUnavailable(RuntimeError):
+class RerankerUnavailable(ModelUnavailableError):
     """A reranker is configured but cannot be loaded here (not installed, not offline, bad)."""
 
 

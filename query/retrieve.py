@@ -26,6 +26,7 @@ from ragstream.connectors.vector_stores import (
     open_configured,
 )
 from ragstream.core.answers import DEFAULT_RRF_K
+from ragstream.core.errors import NoIndexError
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import span
@@ -40,10 +41,6 @@ from ragstream.query.fuse import dbsf, rrf
 
 Fusion = Literal["rrf", "dbsf"]
 NO_FILTER = SearchFilter()
-
-
-class NoIndexError(RuntimeError):
-    """There is no live collection to query (nothing has been synced into this data dir)."""
 
 
 class Candidate(BaseModel):
@@ -108,7 +105,10 @@ class PointerTracker:
         s = self._settings
         live = configured_live(s)
         if live is None:
-            raise NoIndexError(f"no live index {s.index_name!r} in {s.vectors_dir}; sync first")
+            raise NoIndexError(
+                f"no index in {s.data_dir} yet: run `ragstream sync PATH --data-dir "
+                f"{s.data_dir}` first (or pass the --data-dir that holds it)"
+            )
         return live
 
     def _open(self, live: tuple[str, EmbedderVersion]) -> OpenSide:

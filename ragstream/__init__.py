@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ragstream.api import gc, load_settings, status, sync, watch
-    from ragstream.client import Client
+    from ragstream.client import AsyncClient, Client
+    from ragstream.core.errors import RagstreamError
 
 _LAZY = {
     "gc": "ragstream.api",
@@ -28,9 +29,20 @@ _LAZY = {
     "sync": "ragstream.api",
     "watch": "ragstream.api",
     "Client": "ragstream.client",
+    "AsyncClient": "ragstream.client",
+    "RagstreamError": "ragstream.core.errors",
 }
 
-__all__ = ["Client", "gc", "load_settings", "status", "sync", "watch"]
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "RagstreamError",
+    "gc",
+    "load_settings",
+    "status",
+    "sync",
+    "watch",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragstream.connectors.fs import ScanHandler
 from ragstream.connectors.lexical import open_lexical_index, section_contexts
 from ragstream.connectors.protocols import VectorStore
 from ragstream.connectors.retrieval_log import RetrievalLog
-from ragstream.connectors.state import DeadLetterBook, RedactionBook, ReindexBook, SyncState
+from ragstream.connectors.state import endpoint_path, write_json_atomic
 from ragstream.connectors.vector_stores import configured_live, open_configured
+from ragstream.core.errors import InvalidRequestError, NoIndexError
 from ragstream.core.models import StatusReport, SyncReport
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure
@@ -23,10 +24,12 @@ from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import open_sides
 from ragstream.flows.sync import OutcomeHandler, run_sync
 from ragstream.query.engine import QueryEngine
-from ragstream.query.rerank import NO_RERANKER
-from ragstream.query.retrieve import NoIndexError, Retriever
-from ragstream.query.server import QueryServer, endpoint_path
+from ragstream.query.retrieve import Retriever
 from ragstream.reindex import Maintainer
+from ragstream.status import status_report
+
+if TYPE_CHECKING:
+    from ragstream.server import Serving
 
 
 def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:
@@ -39,10 +42,10 @@ def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Setti
 def _with_paths(settings: Settings, paths: Sequence[str | Path]) -> Settings:
     chosen = settings.with_paths([Path(p) for p in paths])
     if not chosen.sources:
-        raise ValueError("no folders to sync: pass PATH arguments or configure `sources`")
+        raise InvalidRequestError("no folders to sync: pass PATH arguments or configure `sources`")
     for src in chosen.sources:
         if not src.root.is_dir():
-            raise ValueError(f"not a directory: {src.root}")
+            raise InvalidRequestError(f"not a directory: {src.root} (pass a folder to sync)")
     return chosen
 
 
@@ -113,7 +116,10 @@ def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
     embedded `Client`): a process opens an embedded data dir once, so both share it."""
     s = settings
     if configured_live(s) is None:
-        raise NoIndexError(f"no live index {s.index_name!r} in {s.vectors_dir}; sync first")
+        raise NoIndexError(
+            f"no index in {s.data_dir} yet: run `ragstream sync PATH --data-dir {s.data_dir}` "
+            "first (or pass the --data-dir that holds it)"
+        )
     configure(s.telemetry_exporter, s.otlp_endpoint)
     with (
         open_sides(s) as sides,
@@ -124,42 +130,41 @@ def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
 
 @contextmanager
 def serving(
-    engine: QueryEngine,
+    state: Serving,
     host: str,
     port: int,
-    lock: AbstractContextManager[object] | None = None,
     on_serving: Callable[[str], None] | None = None,
-    maintainer: Maintainer | None = None,
-) -> Iterator[QueryServer]:
-    """An HTTP query server in a background thread, its URL recorded in the data dir.
+) -> Iterator[str]:
+    """The HTTP API (uvicorn, background thread) over `state`; yields its URL, which is
+    recorded in the data dir while it serves so `Client`s find it.
 
-    Used by `serve` (the engine owns the stores) and by `watch --serve` (the engine reads
-    the flow's stores and shares its lock with the index batches). With a `maintainer`, the
-    reindex commands are served too (`/v1/admin/reindex/...`).
+    Used by `serve` (which opens the engine after the server is up: `/v1/ready` says when)
+    and by `watch --serve` (the engine reads the flow's stores and shares its lock with the
+    index batches). With a maintainer the reindex commands are served too.
     """
-    state_dir = engine.settings.state_dir
-    admin = maintainer.routes() if maintainer is not None else None
-    server = QueryServer(engine, host, port, lock=lock, admin=admin)
-    server.record_endpoint(state_dir)
-    thread = threading.Thread(target=server.serve_forever, name="ragstream-serve", daemon=True)
-    thread.start()
-    if on_serving is not None:
-        on_serving(server.url)
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        endpoint_path(state_dir).unlink(missing_ok=True)
+    from ragstream.server import create_app, run_server
+
+    state_dir = state.settings.state_dir
+    with run_server(create_app(state), host, port) as url:
+        write_json_atomic(endpoint_path(state_dir), {"url": url, "pid": os.getpid()})
+        if on_serving is not None:
+            on_serving(url)
+        try:
+            yield url
+        finally:
+            endpoint_path(state_dir).unlink(missing_ok=True)
 
 
 def _serving(
     rt: Runtime, host: str, port: int, on_serving: Callable[[str], None] | None
-) -> AbstractContextManager[QueryServer]:
+) -> AbstractContextManager[str]:
+    from ragstream.server import Serving
+
     engine = QueryEngine(rt.settings, Retriever(rt.sides, rt.lexical))
     kick = rt.backfill.kick if rt.backfill is not None else None
     maintainer = Maintainer(rt.sides, rt.lexical, kick=kick)
-    return serving(engine, host, port, rt.lock, on_serving, maintainer)
+    state = Serving(rt.settings, engine, maintainer, lock=rt.lock)
+    return serving(state, host, port, on_serving)
 
 
 @contextmanager
@@ -179,27 +184,11 @@ def _live_vectors(s: Settings) -> Iterator[tuple[str, VectorStore] | None]:
 def status(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> StatusReport:
     """Counts and versions straight from the stores; loads no model."""
     s = settings or load_settings(data_dir)
-    counts = {"docs": 0, "chunks_live": 0, "chunks_deleted": 0, "lexical_live": 0}
-    embedder, collection = None, None
     with _live_vectors(s) as live:
-        if live is not None:
-            collection, vectors = live
-            embedder = vectors.embedder
-            counts["docs"] = len(vectors.live_doc_fingerprints())
-            counts["chunks_live"] = vectors.count("live")
-            counts["chunks_deleted"] = vectors.count("deleted")
-            with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
-                counts["lexical_live"] = lexical.count("live")
-    return StatusReport(
-        **counts,
-        embedder=embedder,
-        collection=collection,
-        last_sync=SyncState(s.state_dir).last_sync,
-        dead_letters=DeadLetterBook(s.state_dir).all(),
-        reranker=s.query.reranker or NO_RERANKER,
-        redactions=RedactionBook(s.state_dir).all(),
-        reindex=ReindexBook(s.state_dir).load(),
-    )
+        if live is None:
+            return status_report(s, None, None)
+        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
+            return status_report(s, live, lexical)
 
 
 def gc(
@@ -230,7 +219,7 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
     s = settings or load_settings(data_dir)
     with _live_vectors(s) as live:
         if live is None:
-            raise ValueError(f"no live index in {s.data_dir}; sync first")
+            raise NoIndexError(f"no live index in {s.data_dir}: run `ragstream sync PATH` first")
         vectors = live[1]
         shutil.rmtree(s.lexical_dir, ignore_errors=True)
         with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:

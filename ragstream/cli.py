@@ -1,6 +1,7 @@
-"""`ragstream` command line: sync, watch, status, gc. Every command takes --data-dir/--json.
+"""ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
-Exit codes: 0 ok, 2 usage error, 3 the mass-delete guard held deletions back.
+Index: sync, watch, status, gc, rebuild-lexical, reindex. Ask: query, serve, log.
+Measure: eval. Settings: config. Every command takes --data-dir; most take --json.
 """
 
 from __future__ import annotations
@@ -8,26 +9,46 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import sys
+import traceback
 from pathlib import Path
-from typing import Annotated
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import MofNCompleteColumn, Progress
 from rich.table import Table
 
+from ragstream.core.errors import EXIT_GUARD, InvalidRequestError, RagstreamError
 from ragstream.core.models import DocOutcome, StatusReport, SyncReport
 from ragstream.reindex_cli import app as reindex_app
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+if TYPE_CHECKING:
+    from ragstream.core.answers import Answer, QueryFilters, Retrieval
+
+EPILOG = (
+    "Exit codes: 0 ok, 1 server-side failure, 2 usage, 3 mass-delete guard held, "
+    "4 refused, 5 data dir busy, 6 no index yet, 7 model unavailable, 8 server unreachable, "
+    "9 bad API key, 10 invalid setting, 11 server not ready. --debug (or RAGSTREAM_DEBUG=1) "
+    "shows the traceback. Settings come from RAGSTREAM_* variables over ragstream.toml: "
+    "`ragstream config` prints each effective value and where it came from, "
+    "`ragstream config --env` lists every variable."
+)
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, epilog=EPILOG)
 app.add_typer(reindex_app, name="reindex", help="blue/green reindex on an embedder upgrade")
 err = Console(stderr=True)
 out = Console()
-EXIT_GUARD = 3
+
+
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="on an error, show the traceback (any position)")
+    ] = False,
+) -> None:
+    """(`main` acts on --debug before the command line is parsed.)"""
+
 
 DataDir = Annotated[Path | None, typer.Option("--data-dir", help="index data directory")]
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
@@ -238,35 +259,123 @@ def log_(
         )
 
 
+FILTER_KEYS = {
+    "path": "path_prefix",
+    "path_prefix": "path_prefix",
+    "type": "file_types",
+    "file_type": "file_types",
+    "file_types": "file_types",
+    "doc": "doc_ids",
+    "doc_id": "doc_ids",
+    "doc_ids": "doc_ids",
+}
+
+
+def parse_filters(pairs: list[str]) -> QueryFilters:
+    """`--filter KEY=VALUE` pairs as store-side filters: path (a doc id prefix,
+    `source:dir/`), type (a file type; repeat or comma-separate), doc (a doc id)."""
+    from ragstream.core.answers import QueryFilters
+
+    path: str | None = None
+    types: list[str] = []
+    docs: list[str] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        field = FILTER_KEYS.get(key.strip().lower())
+        if not sep or field is None or not value:
+            raise InvalidRequestError(
+                f"--filter {pair!r}: expected KEY=VALUE with KEY one of path, type, doc"
+            )
+        if field == "path_prefix":
+            path = value
+        elif field == "file_types":
+            types.extend(t.strip().lstrip(".") for t in value.split(",") if t.strip())
+        else:
+            docs.append(value)
+    return QueryFilters(path_prefix=path, file_types=types or None, doc_ids=docs or None)
+
+
 @app.command()
 def query(
     question: Annotated[str, typer.Argument(help="the question")],
     data_dir: DataDir = None,
     as_json: AsJson = False,
-    k: Annotated[int, typer.Option(help="chunks after rerank")] = 8,
-    url: Annotated[str | None, typer.Option(help="a running `ragstream serve`")] = None,
+    k: Annotated[int, typer.Option("--k", help="chunks after rerank")] = 8,
+    no_generate: Annotated[
+        bool,
+        typer.Option("--no-generate", help="ranked candidates only (path, chunk id, text, ranks)"),
+    ] = False,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="KEY=VALUE, repeatable: path=SOURCE:DIR/ (doc id prefix), type=md, doc=DOC_ID",
+        ),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(envvar="RAGSTREAM_URL", help="a running `serve` / `watch --serve`"),
+    ] = None,
     api_key: Annotated[str | None, typer.Option(envvar="RAGSTREAM_API_KEY")] = None,
 ) -> None:
     """Answer a question from the index, with verified citations (or a refusal)."""
     from ragstream.client import Client
 
+    flt = parse_filters(filters or [])
     with Client(data_dir, url=url, api_key=api_key) as client:
-        answer = client.query(question, k=k)
-    if as_json:
-        print(answer.model_dump_json())
-        return
+        if no_generate:
+            found = client.retrieve(question, k=k, filters=flt)
+            print(found.model_dump_json()) if as_json else _print_retrieval(found)
+            return
+        answer = client.query(question, k=k, filters=flt)
+    print(answer.model_dump_json()) if as_json else _print_answer(answer)
+
+
+def _timings_line(timings: dict[str, float]) -> str:
+    parts = [f"{name.removeprefix('retrieve.')} {ms:.0f}" for name, ms in timings.items()]
+    return "timings (ms): " + " · ".join(parts) if parts else ""
+
+
+def _print_answer(answer: Answer) -> None:
     if answer.refusal is not None:
-        out.print(f"[yellow]no answer[/] ({answer.refusal.reason}): {answer.refusal.detail}")
+        r = answer.refusal
+        best = f", best score {r.best_score:.2f}" if r.best_score is not None else ""
+        out.print(f"[yellow]no answer[/] ({r.reason}{best}): {escape(r.detail)}")
     else:
-        out.print(answer.text)
-        out.print(
-            f"[dim]grounding {answer.grounding:.0%} · reranker {answer.reranker} · "
-            f"trace {answer.trace_id}[/]"
-        )
-    for c in answer.citations:
+        out.print(escape(answer.text))
+    if answer.citations:
+        out.print("\nsources:")
+    for n, c in enumerate(answer.citations, 1):
         where = " › ".join(c.section_path) or "-"
         page = f" p.{c.page}" if c.page else ""
-        out.print(f"  [{c.cid}] {c.path}{page} ({where}) chars {c.char_start}-{c.char_end}")
+        out.print(
+            f"  {n}. [{c.cid}] {escape(c.path)}{page} ({escape(where)}) "
+            f"chars {c.char_start}-{c.char_end}"
+        )
+    out.print(
+        f"[dim]grounding {answer.grounding:.0%} · embedder {answer.embedder} · reranker "
+        f"{answer.reranker} · generator {answer.generator} · trace {answer.trace_id}[/]"
+    )
+    out.print(f"[dim]{_timings_line(answer.timings_ms)}[/]")
+
+
+def _print_retrieval(found: Retrieval) -> None:
+    for r in found.results:
+        legs = " ".join(
+            f"{leg} #{rank} ({found_score:.3f})"
+            for leg, rank in sorted(r.ranks.items())
+            for found_score in [r.scores.get(leg, 0.0)]
+        )
+        rerank = f" rerank {r.rerank_score:.3f}" if r.rerank_score is not None else ""
+        out.print(
+            f"{r.rank}. [bold]{escape(r.path)}[/] [dim]{r.point_id}[/]\n"
+            f"   score {r.score:.4f}{rerank} · {legs or '-'}"
+        )
+        text = " ".join(r.text.split())
+        out.print(f"   {escape(text[:300])}{'…' if len(text) > 300 else ''}")
+    if found.refusal is not None:
+        out.print(f"[yellow]the gate would refuse:[/] {escape(found.refusal.detail)}")
+    out.print(f"[dim]{_timings_line(found.timings_ms)} · trace {found.trace_id}[/]")
 
 
 @app.command()
@@ -275,24 +384,27 @@ def serve(
     host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default 8765; 0 = any free)")] = None,
 ) -> None:
-    """Serve queries over HTTP (POST /v1/query) from this data dir."""
+    """Serve the HTTP API (/v1/query, /v1/retrieve, /docs, ...) from this data dir."""
     import threading
 
     from ragstream import api
-    from ragstream.query.engine import QueryEngine
+    from ragstream.server import Serving
 
     settings = api.load_settings(data_dir)
     bind_host = host or settings.server_host
     bind_port = settings.server_port if port is None else port
+    state = Serving(settings)
 
     def announce(url: str) -> None:
-        err.print(f"serving {settings.data_dir} at {url} (Ctrl-C to stop)")
+        err.print(f"serving {settings.data_dir} at {url} (API docs: {url}/docs; Ctrl-C to stop)")
         print(json.dumps({"url": url}), flush=True)
 
     with (
-        QueryEngine.open(settings) as engine,
-        api.serving(engine, bind_host, bind_port, on_serving=announce),
+        api.serving(state, bind_host, bind_port, on_serving=announce),
+        api.open_engine(settings) as (engine, maintainer),  # /v1/ready turns true after this
     ):
+        state.maintainer, state.engine = maintainer, engine
+        err.print("ready")
         try:
             threading.Event().wait()
         except KeyboardInterrupt:
@@ -366,8 +478,58 @@ def eval_(
     print(markdown_report(report))
 
 
-def main() -> None:
-    app()
+@app.command()
+def config(
+    as_json: AsJson = False,
+    env: Annotated[bool, typer.Option("--env", help="list every RAGSTREAM_* variable")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """The effective settings and where each value came from (env, file, default)."""
+    from ragstream import api
+    from ragstream.core.settings import env_var_help, settings_report
+
+    if env:
+        print(env_var_help())
+        return
+    rows = settings_report(api.load_settings(data_dir))
+    if as_json:
+        print(json.dumps([{"name": n, "value": v, "source": src} for n, v, src in rows]))
+        return
+    table = Table("setting", "value", "from")
+    for name, value, source in rows:
+        table.add_row(name, escape(value), source)
+    out.print(table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: user errors are one line on stderr and a documented exit code;
+    `--debug` (anywhere) or RAGSTREAM_DEBUG=1 shows the traceback instead."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("RAGSTREAM_DEBUG", "") in ("1", "true")
+    args = [a for a in args if a != "--debug"]
+    try:
+        app(args=args, prog_name="ragstream")
+    except RagstreamError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"ragstream: error: {_one_line(exc)}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        print(
+            f"ragstream: internal error: {type(exc).__name__}: {_one_line(exc)} "
+            "(run again with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

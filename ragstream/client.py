@@ -1,44 +1,154 @@
-"""`Client`: the same questions and the same `Answer`s, embedded or over HTTP.
+"""`Client` and `AsyncClient`: the same questions and the same typed results, embedded or
+over HTTP.
 
-    from ragstream import Client
-    with Client(data_dir=".ragstream") as c:          # embedded: opens the stores here
+    from ragstream import Client, AsyncClient
+    with Client(data_dir=".ragstream") as c:           # embedded: opens the stores here
         answer = c.query("how are deleted files handled?")
-    Client(url="http://127.0.0.1:8765").query(...)     # a running `ragstream serve`
-    c.reindex_start("minilm-l3", wait=True); c.reindex_promote()   # blue/green, same API
+    with Client(url="http://127.0.0.1:8765") as c:    # a running `serve` / `watch --serve`
+        c.retrieve("deleted files", k=5).results
+    async with AsyncClient(url="http://127.0.0.1:8765") as c:
+        answer = await c.query("...")
 
-One process owns an embedded data dir. When another process (a `serve`) holds it, the
-embedded client reads the endpoint that process recorded and talks to it over HTTP; when
-the dir is held and no endpoint is recorded, the error says exactly that.
+The HTTP clients import neither torch nor any store (httpx and the pydantic models only).
+One process owns an embedded data dir: when another process holds it, the embedded client
+talks to the endpoint that process recorded; when it records none, the error says which
+pid holds it and how to query it. Failures raise the typed errors of
+`ragstream.core.errors`, with the server's message.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
-from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ragstream.api import load_settings, open_engine
-from ragstream.connectors.state import read_json
-from ragstream.connectors.vector_stores import StoreBusyError
-from ragstream.core.answers import Answer, QueryRequest
-from ragstream.core.models import ReindexStatus
+import httpx
+from pydantic import BaseModel
+
+from ragstream.connectors.state import endpoint_path, read_json
+from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.core.errors import (
+    DataDirBusyError,
+    RagstreamError,
+    UnreachableError,
+    error_class,
+)
+from ragstream.core.models import ReindexStatus, StatusReport
 from ragstream.core.settings import Settings
-from ragstream.flows.reindex import ReindexError
-from ragstream.query.engine import QueryEngine
-from ragstream.query.server import endpoint_path
-from ragstream.reindex import Maintainer, ProgressHandler, PromoteOptions
+
+if TYPE_CHECKING:
+    from ragstream.query.engine import QueryEngine
+    from ragstream.reindex import Maintainer, ProgressHandler
+
+M = TypeVar("M", bound=BaseModel)
+DataDirBusy = DataDirBusyError  # the name earlier releases exported
+StreamEvent = str | Answer  # a text delta, then the verified Answer last
 
 
-class DataDirBusy(RuntimeError):
-    """The data dir is held by another process that serves no HTTP endpoint."""
+# ---- the wire: pure helpers shared by the sync and the async client ---------------------
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def _request(question: str | QueryRequest, options: dict[str, Any]) -> QueryRequest:
+    if isinstance(question, QueryRequest):
+        return question.model_copy(update=options) if options else question
+    return QueryRequest(query=question, **options)
+
+
+def _raise_for(response: httpx.Response) -> None:
+    """A non-2xx reply as the typed error its body's `code` names, with its message."""
+    if response.is_success:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    message = str(body.get("error") or response.text or response.reason_phrase)
+    details = body.get("details")
+    if details:
+        first = details[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        message = f"{message}: {where}: {first.get('msg', '')}".rstrip(": ")
+    cls = error_class(str(body.get("code", "")))
+    if cls is RagstreamError:
+        message = f"HTTP {response.status_code} from {response.url}: {message}"
+    raise cls(message)
+
+
+def _unreachable(url: str, exc: Exception) -> UnreachableError:
+    return UnreachableError(
+        f"no ragstream server answers at {url} ({type(exc).__name__}): start one with "
+        "`ragstream serve` or `ragstream watch PATH --serve`, or check the URL"
+    )
+
+
+def _parse(model: type[M], response: httpx.Response) -> M:
+    _raise_for(response)
+    return model.model_validate_json(response.content)
+
+
+def _sse_event(lines: list[str]) -> tuple[str, str]:
+    """(event, data) of one Server-Sent Event's lines."""
+    event, data = "message", []
+    for line in lines:
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    return event, "\n".join(data)
+
+
+def _stream_item(event: str, data: str) -> StreamEvent:
+    if event == "text":
+        return str(json.loads(data)["delta"])
+    if event == "answer":
+        return Answer.model_validate_json(data)
+    body = json.loads(data)
+    raise error_class(str(body.get("code", "")))(str(body.get("error", data)))
+
+
+# ---- sync -------------------------------------------------------------------------------
+class _Http:
+    def __init__(self, url: str, api_key: str | None, timeout_s: float) -> None:
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(
+            base_url=self.url, headers=_headers(api_key), timeout=timeout_s, trust_env=False
+        )
+
+    def call(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        try:
+            return self._client.request(method, path, json=body)
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+
+    def stream(self, body: Any) -> Iterator[StreamEvent]:
+        try:
+            with self._client.stream("POST", "/v1/query", json=body) as response:
+                if not response.is_success:
+                    response.read()
+                    _raise_for(response)
+                lines: list[str] = []
+                for line in response.iter_lines():
+                    if line:
+                        lines.append(line)
+                        continue
+                    if lines:
+                        yield _stream_item(*_sse_event(lines))
+                        lines = []
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+
+    def close(self) -> None:
+        self._client.close()
 
 
 class Client:
+    """Embedded (`data_dir`, or settings) or remote (`url`); the same methods either way."""
+
     def __init__(
         self,
         data_dir: str | Path | None = None,
@@ -51,53 +161,71 @@ class Client:
         self._stack = ExitStack()
         self._engine: QueryEngine | None = None
         self._maintainer: Maintainer | None = None
-        self._api_key, self._timeout = api_key, timeout_s
-        self.url = url
+        self._http: _Http | None = None
         if url is None:
-            s = settings or load_settings(data_dir)
-            try:
-                self._engine, self._maintainer = self._stack.enter_context(open_engine(s))
-            except StoreBusyError as err:
-                recorded = read_json(endpoint_path(s.state_dir), {}).get("url")
-                if not recorded:
-                    raise DataDirBusy(
-                        f"{s.data_dir} is held by another process and it records no HTTP "
-                        "endpoint; stop it, or run it as `ragstream serve` and query that"
-                    ) from err
-                self.url = str(recorded)
+            url = self._open_embedded(settings, data_dir)
+        if url is not None:
+            self._http = _Http(url, api_key, timeout_s)
+            self._stack.callback(self._http.close)
+
+    def _open_embedded(self, settings: Settings | None, data_dir: str | Path | None) -> str | None:
+        """Open the stores here; or the URL of the process that holds them."""
+        from ragstream.api import load_settings, open_engine
+        from ragstream.connectors.vector_stores import StoreBusyError
+
+        s = settings or load_settings(data_dir)
+        try:
+            self._engine, self._maintainer = self._stack.enter_context(open_engine(s))
+            return None
+        except StoreBusyError as err:
+            recorded = read_json(endpoint_path(s.state_dir), {}).get("url")
+            if not recorded:
+                raise DataDirBusyError(busy_message(s)) from err
+            return str(recorded)
 
     @property
     def mode(self) -> str:
         return "embedded" if self._engine is not None else "http"
 
+    @property
+    def url(self) -> str | None:
+        return self._http.url if self._http is not None else None
+
     def query(self, question: str | QueryRequest, **options: Any) -> Answer:
-        request = (
-            question
-            if isinstance(question, QueryRequest)
-            else QueryRequest(query=question, **options)
-        )
+        """Answer with verified citations (or a structured refusal)."""
+        request = _request(question, options)
         if self._engine is not None:
             return self._engine.answer(request)
-        return self._post(request)
+        return _parse(Answer, self._remote().call("POST", "/v1/query", _body(request)))
 
-    def _post(self, request: QueryRequest) -> Answer:
-        return Answer.model_validate_json(self._call("query", request.model_dump_json()))
+    def stream(self, question: str | QueryRequest, **options: Any) -> Iterator[StreamEvent]:
+        """The answer's text as it is generated (str deltas), then the verified `Answer`."""
+        request = _request(question, options)
+        if self._engine is not None:
+            pieces: list[str] = []
+            answer = self._engine.answer(request, on_text=pieces.append)
+            yield from pieces
+            yield answer
+            return
+        yield from self._remote().stream(_body(request, stream=True))
 
-    def _call(self, path: str, body: str) -> bytes:
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        req = urllib.request.Request(
-            f"{self.url}/v1/{path}", data=body.encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self._timeout) as resp:
-                return bytes(resp.read())
-        except urllib.error.HTTPError as err:
-            detail = err.read().decode(errors="replace")
-            if err.code == HTTPStatus.CONFLICT:
-                raise ReindexError(json.loads(detail).get("error", detail)) from err
-            raise RuntimeError(f"{path} failed: HTTP {err.code}: {detail}") from err
+    def retrieve(self, question: str | QueryRequest, **options: Any) -> Retrieval:
+        """Ranked candidates with their text and per-leg ranks and scores; no generation."""
+        request = _request(question, options)
+        if self._engine is not None:
+            return self._engine.retrieve(request)
+        return _parse(Retrieval, self._remote().call("POST", "/v1/retrieve", _body(request)))
+
+    def status(self) -> StatusReport:
+        if self._engine is not None:
+            from ragstream.status import engine_status
+
+            return engine_status(self._engine)
+        return _parse(StatusReport, self._remote().call("GET", "/v1/status"))
+
+    def _remote(self) -> _Http:
+        assert self._http is not None
+        return self._http
 
     # ---- blue/green reindex (the same commands as `ragstream reindex ...`) -----------------
     def _admin(
@@ -105,8 +233,8 @@ class Client:
     ) -> ReindexStatus:
         if self._maintainer is not None:
             return local(self._maintainer)
-        raw = self._call(f"admin/reindex/{command}", json.dumps(body))
-        return ReindexStatus.model_validate_json(raw)
+        response = self._remote().call("POST", f"/v1/admin/reindex/{command}", body)
+        return _parse(ReindexStatus, response)
 
     def reindex_status(self) -> ReindexStatus:
         return self._admin("status", lambda m: m.status())
@@ -127,6 +255,8 @@ class Client:
 
     def reindex_promote(self, **options: Any) -> ReindexStatus:
         """Options: `eval_dataset`, `eval_split`, `eval_margin`, `eval_limit_queries`."""
+        from ragstream.reindex import PromoteOptions
+
         opts = PromoteOptions(**options)
         return self._admin(
             "promote", lambda m: m.promote(opts), **opts.model_dump(exclude_none=True)
@@ -149,3 +279,127 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ---- async (HTTP only) ------------------------------------------------------------------
+class AsyncClient:
+    """The HTTP client's methods as coroutines (httpx.AsyncClient); `stream` is an async
+    iterator. Embedded use is the sync `Client`: the stores are not async."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0):
+        self.url = url.rstrip("/")
+        self._client = httpx.AsyncClient(
+            base_url=self.url, headers=_headers(api_key), timeout=timeout_s, trust_env=False
+        )
+
+    async def _call(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        try:
+            return await self._client.request(method, path, json=body)
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+
+    async def query(self, question: str | QueryRequest, **options: Any) -> Answer:
+        body = _body(_request(question, options))
+        return _parse(Answer, await self._call("POST", "/v1/query", body))
+
+    async def stream(
+        self, question: str | QueryRequest, **options: Any
+    ) -> AsyncIterator[StreamEvent]:
+        body = _body(_request(question, options), stream=True)
+        try:
+            async with self._client.stream("POST", "/v1/query", json=body) as response:
+                if not response.is_success:
+                    await response.aread()
+                    _raise_for(response)
+                lines: list[str] = []
+                async for line in response.aiter_lines():
+                    if line:
+                        lines.append(line)
+                        continue
+                    if lines:
+                        yield _stream_item(*_sse_event(lines))
+                        lines = []
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from exc
+
+    async def retrieve(self, question: str | QueryRequest, **options: Any) -> Retrieval:
+        body = _body(_request(question, options))
+        return _parse(Retrieval, await self._call("POST", "/v1/retrieve", body))
+
+    async def status(self) -> StatusReport:
+        return _parse(StatusReport, await self._call("GET", "/v1/status"))
+
+    async def _admin(self, command: str, **body: Any) -> ReindexStatus:
+        response = await self._call("POST", f"/v1/admin/reindex/{command}", body)
+        return _parse(ReindexStatus, response)
+
+    async def reindex_status(self) -> ReindexStatus:
+        return await self._admin("status")
+
+    async def reindex_start(self, embedder: str) -> ReindexStatus:
+        return await self._admin("start", embedder=embedder)
+
+    async def reindex_run(self) -> ReindexStatus:
+        return await self._admin("run")
+
+    async def reindex_promote(self, **options: Any) -> ReindexStatus:
+        return await self._admin("promote", **options)
+
+    async def reindex_rollback(self) -> ReindexStatus:
+        return await self._admin("rollback")
+
+    async def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
+        return await self._admin("cleanup", confirm=confirm)
+
+    async def reindex_abort(self) -> ReindexStatus:
+        return await self._admin("abort")
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _body(request: QueryRequest, *, stream: bool = False) -> dict[str, Any]:
+    body = request.model_dump(mode="json", exclude_defaults=True)
+    body["query"] = request.query
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def busy_message(s: Settings) -> str:
+    """Who holds the data dir and how to query it anyway."""
+    pid = _ingest_holder(s.state_dir / "ingest.lock")
+    who = f"a sync/watch (pid {pid})" if pid else "another process (an embedded client?)"
+    return (
+        f"{s.data_dir} is held by {who} that serves no HTTP endpoint: to query it while it "
+        f"runs, start it as `ragstream watch PATH --data-dir {s.data_dir} --serve`; or stop "
+        "it and query again"
+    )
+
+
+def _ingest_holder(lock: Path) -> str | None:
+    """The pid a live sync/watch recorded in its ingest lock; None if no process holds it
+    (the file outlives its process, so the lock itself is asked, not just the file)."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return lock.read_text().strip() or "?"
+    finally:
+        os.close(fd)  # also drops a lock taken just now
+    return None
+
+
+__all__ = ["AsyncClient", "Client", "DataDirBusy", "StreamEvent"]

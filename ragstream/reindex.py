@@ -10,9 +10,7 @@ whether or not a `watch --serve` is running.
 from __future__ import annotations
 
 from collections.abc import Callable
-from http import HTTPStatus
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,7 +23,6 @@ from ragstream.core.telemetry import span
 from ragstream.flows import reindex as steps
 from ragstream.flows.sides import IndexSides, Side
 from ragstream.query.retrieve import Retriever
-from ragstream.query.server import AdminRoute
 
 ProgressHandler = Callable[[ReindexProgress], None]
 
@@ -174,31 +171,6 @@ class Maintainer:
     def _drop(self, collection: str) -> None:
         s = self.settings
         drop_collection(s.vector_backend, s.vectors_dir, s.index_name, collection, s.qdrant_url)
-
-    # ---- over HTTP ------------------------------------------------------------------------
-    def routes(self) -> dict[str, AdminRoute]:
-        """`/v1/admin/reindex/<command>`; a refused command is 409 with the reason."""
-
-        def route(call: Callable[[dict[str, Any]], ReindexStatus]) -> AdminRoute:
-            def handle(body: dict[str, Any]) -> tuple[int, Any]:
-                try:
-                    return HTTPStatus.OK, call(body).model_dump(mode="json")
-                except steps.ReindexError as exc:
-                    return HTTPStatus.CONFLICT, {"error": str(exc)}
-                except (ValueError, OSError) as exc:  # pydantic's ValidationError included
-                    return HTTPStatus.UNPROCESSABLE_ENTITY, {"error": str(exc)}
-
-            return handle
-
-        return {
-            "reindex/status": route(lambda b: self.status()),
-            "reindex/start": route(lambda b: self.start(StartOptions(**b).embedder)),
-            "reindex/run": route(lambda b: self.run()),
-            "reindex/promote": route(lambda b: self.promote(PromoteOptions(**b))),
-            "reindex/rollback": route(lambda b: self.rollback()),
-            "reindex/cleanup": route(lambda b: self.cleanup(CleanupOptions(**b).confirm)),
-            "reindex/abort": route(lambda b: self.abort()),
-        }
 
 
 def recorded_status(settings: Settings, message: str) -> ReindexStatus:

@@ -7,21 +7,21 @@ both store pairings, identical answers embedded vs. over HTTP, spans with the tr
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Stub
+from conftest import StorePairing, Stub
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragstream import api
+from ragstream.api import serving
 from ragstream.client import Client
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.core.telemetry import install_exporter
 from ragstream.query.engine import QueryEngine
-from ragstream.query.server import QueryServer
+from ragstream.server import Serving
 from tests.helpers import copy_docs
 
 INJECTION = (
@@ -32,13 +32,9 @@ INJECTION = (
 EXPORTER = InMemorySpanExporter()
 
 
-@pytest.fixture(
-    scope="module",
-    params=[("edge", "tantivy"), ("qdrant", "rank-bm25")],
-    ids=["edge+tantivy", "qdrant-local+rank-bm25"],
-)
+@pytest.fixture(scope="module")
 def engine(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, shared_docs: Path
+    store_pairing: StorePairing, tmp_path_factory: pytest.TempPathFactory, shared_docs: Path
 ) -> Iterator[QueryEngine]:
     install_exporter(EXPORTER)
     base = tmp_path_factory.mktemp("q")
@@ -54,7 +50,7 @@ def engine(
     (beta / "secret.md").write_text(
         "# Tenant beta\n\nThe beta tenant's launch code for the volcano observatory is 7431.\n"
     )
-    vector, lexical = request.param
+    vector, lexical = store_pairing
     settings = Settings(
         data_dir=base / "data",
         vector_backend=vector,
@@ -109,11 +105,10 @@ def test_tenant_filter_never_leaks(engine: QueryEngine) -> None:
 
 
 def test_embedded_and_http_answers_are_identical(engine: QueryEngine) -> None:
-    server = QueryServer(engine, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        client = Client(url=server.url)
+    with (
+        serving(Serving(engine.settings, engine), "127.0.0.1", 0) as url,
+        Client(url=url) as client,
+    ):
         for q in (
             "What does the hybrid chunker do?",
             "Why is Python good for scripting?",
@@ -123,9 +118,6 @@ def test_embedded_and_http_answers_are_identical(engine: QueryEngine) -> None:
             remote = client.query(q)
             ignore = {"trace_id", "timings_ms"}
             assert remote.model_dump(exclude=ignore) == local.model_dump(exclude=ignore)
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_spans_cover_every_stage_and_match_the_trace_id(engine: QueryEngine) -> None:

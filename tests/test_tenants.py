@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from conftest import StorePairing
 
 from ragstream import api
+from ragstream.api import serving
 from ragstream.connectors.protocols import SearchFilter
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.query.engine import QueryEngine
-from ragstream.query.server import QueryServer
+from ragstream.server import Serving
 
 TENANTS = ("acme", "globex", "initech")
 VOCAB = [
@@ -42,15 +43,16 @@ VOCAB = [
 ]
 
 
-@pytest.fixture(
-    scope="module",
-    params=[("edge", "tantivy", 1000), ("qdrant", "rank-bm25", 150)],
-    ids=["edge+tantivy", "qdrant-local+rank-bm25"],
-)
+# randomized query runs per pairing: rank-bm25 scores every document per query (slower)
+RUNS = {"edge": 1000, "qdrant": 150}
+
+
+@pytest.fixture(scope="module")
 def engine(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    store_pairing: StorePairing, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[QueryEngine, int]]:
-    vector, lexical, runs = request.param
+    vector, lexical = store_pairing
+    runs = RUNS[vector]
     rng = random.Random(11)
     base = tmp_path_factory.mktemp("tenants")
     sources = []
@@ -94,12 +96,12 @@ def test_randomized_queries_never_leak(engine: tuple[QueryEngine, int]) -> None:
     assert leaks == 0
 
 
-def post(url: str, body: dict, key: str | None) -> tuple[int, dict]:
+def post(url: str, body: dict, key: str | None, path: str = "/v1/query") -> tuple[int, dict]:
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     req = urllib.request.Request(
-        f"{url}/v1/query", data=json.dumps(body).encode(), headers=headers, method="POST"
+        f"{url}{path}", data=json.dumps(body).encode(), headers=headers, method="POST"
     )
     try:
         with urllib.request.urlopen(req, timeout=60) as resp:
@@ -110,20 +112,18 @@ def post(url: str, body: dict, key: str | None) -> tuple[int, dict]:
 
 def test_api_keys_decide_the_tenant_server_side(engine: tuple[QueryEngine, int]) -> None:
     eng, _ = engine
-    server = QueryServer(eng, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(Serving(eng.settings, eng), "127.0.0.1", 0) as url:
         query = {"query": "invoice audit payroll", "generate": False}
-        assert post(server.url, query, None)[0] == 401
-        assert post(server.url, query, "key-unknown")[0] == 401
+        assert post(url, query, None)[0] == 401
+        assert post(url, query, "key-unknown")[0] == 401
         for tenant in TENANTS:
-            status, answer = post(server.url, query, f"key-{tenant}")
+            status, answer = post(url, query, f"key-{tenant}")
             assert status == 200 and answer["candidates"]
             assert {c["doc_id"].split(":")[0] for c in answer["candidates"]} == {tenant}
         widened = {**query, "tenants": ["acme", "globex"]}  # the body cannot choose tenants
-        status, err = post(server.url, widened, "key-initech")
+        status, err = post(url, widened, "key-initech")
         assert status == 422 and err["error"] == "invalid request"
-        assert post(server.url, {"query": ""}, "key-acme")[0] == 422
-    finally:
-        server.shutdown()
-        server.server_close()
+        assert post(url, {"query": ""}, "key-acme")[0] == 422
+        retrieved = post(url, query, "key-acme", path="/v1/retrieve")
+        assert retrieved[0] == 200 and retrieved[1]["results"]
+        assert {r["doc_id"].split(":")[0] for r in retrieved[1]["results"]} == {"acme"}

@@ -1,0 +1,108 @@
+"""The errors a user can cause or fix, each with the CLI exit code that names it.
+
+They live on floor 1 so every floor raises the same types and the remote client maps HTTP
+failures back onto them: `except NoIndexError` works the same embedded or over HTTP. The
+message is one line that says what to do; the CLI prints it without a traceback.
+
+| code | error |
+|---|---|
+| 1 | any other `RagstreamError` (a server-side failure) |
+| 2 | `InvalidRequestError`: a bad argument or request body |
+| 3 | (not an error) the mass-delete guard held deletions back |
+| 4 | `RefusedError`: a reindex command refused; nothing changed |
+| 5 | `DataDirBusyError`: another process holds the data dir and serves no endpoint |
+| 6 | `NoIndexError`: nothing indexed in this data dir yet |
+| 7 | `ModelUnavailableError`: an unknown or unloadable embedder / reranker |
+| 8 | `UnreachableError`: no server answers at the URL |
+| 9 | `AuthError`: a missing or unknown API key, or not an admin key |
+| 10 | `SettingsError`: an unknown or invalid setting |
+| 11 | `NotReadyError`: the server is up but its index is not open yet |
+"""
+
+from __future__ import annotations
+
+
+class RagstreamError(Exception):
+    """Base of every user-facing error. `exit_code` is what the CLI exits with; `code` names
+    the error in an HTTP error body (`{"error": message, "code": code}`); `http_status` is
+    what the server answers it with."""
+
+    exit_code = 1
+    code = "error"
+    http_status = 500
+
+
+class InvalidRequestError(RagstreamError, ValueError):
+    exit_code = 2
+    code = "invalid_request"
+    http_status = 422
+
+
+class RefusedError(RagstreamError):
+    exit_code = 4
+    code = "refused"
+    http_status = 409
+
+
+class DataDirBusyError(RagstreamError):
+    exit_code = 5
+    code = "data_dir_busy"
+    http_status = 503
+
+
+class NoIndexError(RagstreamError):
+    exit_code = 6
+    code = "no_index"
+    http_status = 503
+
+
+class ModelUnavailableError(RagstreamError):
+    exit_code = 7
+    code = "model_unavailable"
+    http_status = 503
+
+
+class UnreachableError(RagstreamError):
+    exit_code = 8
+    code = "unreachable"
+    http_status = 502
+
+
+class AuthError(RagstreamError):
+    exit_code = 9
+    code = "unauthorized"
+    http_status = 401
+
+
+class ForbiddenError(AuthError):
+    """A valid key that may not run this command (reindex needs an admin key)."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class SettingsError(RagstreamError, ValueError):
+    exit_code = 10
+    code = "invalid_setting"
+    http_status = 500
+
+
+class NotReadyError(RagstreamError):
+    exit_code = 11
+    code = "not_ready"
+    http_status = 503
+
+
+def error_class(code: str) -> type[RagstreamError]:
+    """The error type an HTTP error body's `code` names (the base type if unknown)."""
+    return next((c for c in _all(RagstreamError) if c.code == code), RagstreamError)
+
+
+def _all(cls: type[RagstreamError]) -> list[type[RagstreamError]]:
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out.extend(_all(sub))
+    return out
+
+
+EXIT_GUARD = 3  # the mass-delete guard held deletions back (a report, not an exception)

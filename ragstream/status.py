@@ -1,0 +1,46 @@
+"""`StatusReport` from stores that are already open (a `serve`, `watch --serve` or an
+embedded `Client` holds them) or opened for the occasion (`ragstream status`)."""
+
+from __future__ import annotations
+
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.state import DeadLetterBook, RedactionBook, ReindexBook, SyncState
+from ragstream.core.models import StatusReport
+from ragstream.core.settings import Settings
+from ragstream.query.engine import QueryEngine
+from ragstream.query.rerank import NO_RERANKER
+
+
+def status_report(
+    settings: Settings,
+    live: tuple[str, VectorStore] | None,
+    lexical: LexicalIndex | None,
+) -> StatusReport:
+    """Counts and versions straight from the stores and the state dir; loads no model."""
+    s = settings
+    counts = {"docs": 0, "chunks_live": 0, "chunks_deleted": 0, "lexical_live": 0}
+    embedder, collection = None, None
+    if live is not None:
+        collection, vectors = live
+        embedder = vectors.embedder
+        counts["docs"] = len(vectors.live_doc_fingerprints())
+        counts["chunks_live"] = vectors.count("live")
+        counts["chunks_deleted"] = vectors.count("deleted")
+    if lexical is not None and live is not None:
+        counts["lexical_live"] = lexical.count("live")
+    return StatusReport(
+        **counts,
+        embedder=embedder,
+        collection=collection,
+        last_sync=SyncState(s.state_dir).last_sync,
+        dead_letters=DeadLetterBook(s.state_dir).all(),
+        reranker=s.query.reranker or NO_RERANKER,
+        redactions=RedactionBook(s.state_dir).all(),
+        reindex=ReindexBook(s.state_dir).load(),
+    )
+
+
+def engine_status(engine: QueryEngine) -> StatusReport:
+    """The status of the stores a query engine reads (callers hold the store lock)."""
+    side = engine.retriever.side
+    return status_report(engine.settings, (side.collection, side.vectors), engine.retriever.lexical)
