@@ -30,6 +30,8 @@ from pydantic_settings import (
 )
 from pydantic_settings import SettingsError as _SourceError
 
+from ragstream.core.errors import SettingsError  # a setting that cannot be used; one line
+
 ENV_PREFIX = "RAGSTREAM_"
 CONFIG_ENV = "RAGSTREAM_CONFIG"
 DEFAULT_CONFIG = "ragstream.toml"
@@ -50,10 +52,6 @@ NON_SETTING_ENV = frozenset(
 
 # shown as '***' by `settings_report` unless left at their (harmless) defaults
 SECRET_SETTINGS = frozenset({"generator.api_key", "api_keys", "admin_api_keys"})
-
-
-class SettingsError(ValueError):
-    """A setting that cannot be used (unknown name, invalid value); str() is one line."""
 
 
 class SettingRow(NamedTuple):
