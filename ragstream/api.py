@@ -18,7 +18,7 @@ from ragstream.connectors.state import endpoint_path, write_json_atomic
 from ragstream.connectors.vector_stores import configured_live, open_configured
 from ragstream.core.errors import InvalidRequestError, NoIndexError
 from ragstream.core.models import StatusReport, SyncReport
-from ragstream.core.settings import Settings
+from ragstream.core.settings import Settings, load_settings
 from ragstream.core.telemetry import configure
 from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import open_sides
@@ -30,13 +30,6 @@ from ragstream.status import status_report
 
 if TYPE_CHECKING:
     from ragstream.server import Serving
-
-
-def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:
-    """Settings from env/TOML, with the data dir and any field overridden by the caller."""
-    if data_dir is not None:
-        overrides["data_dir"] = Path(data_dir)
-    return Settings(**overrides)
 
 
 def _with_paths(settings: Settings, paths: Sequence[str | Path]) -> Settings:

@@ -183,8 +183,15 @@ def watch(
 def status(data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """Docs, live/deleted chunks, embedder version, last sync, dead letters."""
     from ragstream import api
+    from ragstream.client import Client, recorded_endpoint
+    from ragstream.core.settings import load_settings
 
-    report = api.status(data_dir=data_dir)
+    url = recorded_endpoint(load_settings(data_dir))
+    if url is not None:  # a running `serve` / `watch --serve` holds the stores: ask it
+        with Client(url=url) as client:
+            report = client.status()
+    else:
+        report = api.status(data_dir=data_dir)
     if as_json:
         print(report.model_dump_json())
         return

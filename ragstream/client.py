@@ -36,7 +36,7 @@ from ragstream.core.errors import (
     error_class,
 )
 from ragstream.core.models import ReindexStatus, StatusReport
-from ragstream.core.settings import Settings
+from ragstream.core.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from ragstream.query.engine import QueryEngine
@@ -163,25 +163,25 @@ class Client:
         self._maintainer: Maintainer | None = None
         self._http: _Http | None = None
         if url is None:
-            url = self._open_embedded(settings, data_dir)
+            s = settings or load_settings(data_dir)
+            url = recorded_endpoint(s) or self._open_embedded(s)
         if url is not None:
             self._http = _Http(url, api_key, timeout_s)
             self._stack.callback(self._http.close)
 
-    def _open_embedded(self, settings: Settings | None, data_dir: str | Path | None) -> str | None:
+    def _open_embedded(self, s: Settings) -> str | None:
         """Open the stores here; or the URL of the process that holds them."""
-        from ragstream.api import load_settings, open_engine
+        from ragstream.api import open_engine
         from ragstream.connectors.vector_stores import StoreBusyError
 
-        s = settings or load_settings(data_dir)
         try:
             self._engine, self._maintainer = self._stack.enter_context(open_engine(s))
             return None
         except StoreBusyError as err:
-            recorded = read_json(endpoint_path(s.state_dir), {}).get("url")
+            recorded = recorded_endpoint(s)
             if not recorded:
                 raise DataDirBusyError(busy_message(s)) from err
-            return str(recorded)
+            return recorded
 
     @property
     def mode(self) -> str:
@@ -370,6 +370,25 @@ def _body(request: QueryRequest, *, stream: bool = False) -> dict[str, Any]:
     if stream:
         body["stream"] = True
     return body
+
+
+def recorded_endpoint(s: Settings) -> str | None:
+    """The URL a live `serve` / `watch --serve` recorded for this data dir, if any. Asked
+    before opening the stores, so a query to a served data dir loads no model here."""
+    import os
+
+    record = read_json(endpoint_path(s.state_dir), {})
+    url, pid = record.get("url"), record.get("pid")
+    if not url:
+        return None
+    if isinstance(pid, int):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None  # left behind by a process that died: nobody serves there
+        except PermissionError:
+            pass  # alive, another user's
+    return str(url)
 
 
 def busy_message(s: Settings) -> str:
