@@ -39,6 +39,7 @@ class Hit(BaseModel):
 class VectorStore(Protocol):
     """A vector collection for one embedder version (DESIGN §4)."""
 
+    collection: str  # its name, `<index>__<embedder slug>`
     embedder: EmbedderVersion
 
     def upsert(self, chunks: Sequence[IndexedChunk], vectors: Sequence[Sequence[float]]) -> None:
@@ -79,6 +80,9 @@ class VectorStore(Protocol):
         """Dense top-`limit` over live points matching the filter."""
 
     def count(self, status: str) -> int: ...
+
+    def flush(self) -> None:
+        """Persist pending writes at a batch boundary (not needed for crash safety)."""
 
     def close(self) -> None: ...
 

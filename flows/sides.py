@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ragstream.connectors.protocols import VectorStore
 from ragstream.connectors.state import ReindexBook
 from ragstream.connectors.vector_stores import (
-    BaseQdrantStore,
     collection_name,
     configured_live,
     open_configured,
@@ -38,7 +38,7 @@ class Side:
 
     collection: str
     embedder: Embedder
-    vectors: BaseQdrantStore
+    vectors: VectorStore
     spec: str  # how `load_embedder` loads `embedder` again (recorded in reindex.json)
 
 

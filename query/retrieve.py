@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict
 from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.protocols import Hit, LexicalIndex, SearchFilter, VectorStore
 from ragstream.connectors.vector_stores import (
-    BaseQdrantStore,
     collection_name,
     configured_live,
     open_configured,
@@ -87,7 +86,7 @@ class SideSource(Protocol):
 class OpenSide:
     collection: str
     embedder: Embedder
-    vectors: BaseQdrantStore
+    vectors: VectorStore
 
 
 class PointerTracker:
