@@ -39,7 +39,14 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install lint
+# Pages are tested in headless Chromium (Debian's chromium + chromium-driver, via Selenium).
+BROWSER := $(VENV)/.browser
+$(BROWSER):
+	command -v chromedriver >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+	touch $@
+
+test: install lint $(BROWSER)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The inner loop: everything but the tests marked slow (model loads, CLI/bytewax
