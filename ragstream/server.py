@@ -15,7 +15,6 @@ tenant becomes a filter inside both stores; the body can never widen it. Errors 
 `{"error": message, "code": ...}` (422 adds pydantic's `details`), never a traceback.
 """
 
-
 import json
 import queue
 import socket
@@ -82,7 +81,11 @@ def create_app(serving: Serving) -> FastAPI:
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next: Any) -> Any:
-        if int(request.headers.get("content-length") or 0) > MAX_BODY:
+        """Bodies are read whole, so their size is checked before: a body must state it."""
+        length = request.headers.get("content-length")
+        if request.method == "POST" and length is None:
+            return _error(411, "send the body with a Content-Length header", "invalid_request")
+        if int(length or 0) > MAX_BODY:
             return _error(413, f"body too large (limit {MAX_BODY} bytes)", "invalid_request")
         return await call_next(request)
 

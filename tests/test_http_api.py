@@ -119,6 +119,13 @@ def test_health_status_and_errors(url: str, engine: QueryEngine) -> None:
     assert status == 422 and err["code"] == "invalid_request" and err["details"]
     status, err = post(f"{url}/v1/query", b"{" + b" " * (1 << 20) + b"}")
     assert status == 413 and "too large" in err["error"]
+    chunked = urllib.request.Request(
+        f"{url}/v1/query", data=iter([b'{"query": "x"}']), method="POST",
+        headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(chunked)
+    assert refused.value.code == 411
 
 
 def test_http_clients_equal_the_embedded_engine(url: str, engine: QueryEngine) -> None:
