@@ -1,12 +1,14 @@
 """CLI latency: what a user waits for, next to the floor of starting Python at all.
 
 Side by side in one run, N times each, interleaved round-robin (so the machine's load hits
-all four alike), wall time of:
+every row alike), wall time of:
 
   1. `python -c pass`                     the interpreter's own start-up (the floor)
   2. `ragstream --help`                   the console script: import the CLI, print help
   3. `ragstream query Q --url URL --json` the thin client against a running server
-  4. HTTP `POST URL/v1/query`             the same question with stdlib urllib, in-process
+  4. `ragstream query Q --data-dir D`     what `make demo` tells a second terminal to run: the
+                                          client finds the server recorded in D and asks it
+  5. HTTP `POST URL/v1/query`             the same question with stdlib urllib, in-process
 
 The folder (default: the repo's samples/) is synced once into the data dir (not timed), then
 `ragstream serve --port 0` runs in the background; one warm-up query goes first. The table
@@ -156,10 +158,12 @@ def main() -> None:
         warm = post_query(url, args.question)
         print(f"server {url}; warm-up answer refusal={warm.get('refusal') is not None}")
         query = [RAGSTREAM, "query", args.question, "--url", url, "--json"]
+        by_dir = [RAGSTREAM, "query", args.question, "--data-dir", str(data_dir), "--json"]
         things: dict[str, Callable[[], float]] = {
             "`python -c pass`": lambda: timed_run([sys.executable, "-c", "pass"], env),
             "`ragstream --help`": lambda: timed_run([RAGSTREAM, "--help"], env),
             "`ragstream query --url`": lambda: timed_run(query, env),
+            "`ragstream query --data-dir` (served)": lambda: timed_run(by_dir, env),
             "HTTP `POST /v1/query` (urllib)": lambda: timed_post(url, args.question),
         }
         times: dict[str, list[float]] = {name: [] for name in things}
