@@ -91,11 +91,11 @@ def section_contexts(
     neighbours, nearest first, up to `budget_words` words (pure).
 
     Why: a chunk of one or two sentences is a poor BM25 document — the query's words are
-    spread over the whole passage (SciFact train: chunk-only BM25 nDCG@10 0.663, with the
-    section around it 0.698). So BM25 scores each chunk on its section, with the chunk's
-    own words counted twice so the chunk that holds the words still ranks first within its
-    section; the dense leg stays chunk-precise, and nothing here is embedded, so an edit
-    re-embeds as before and only re-indexes its neighbours' BM25 text.
+    spread over the whole passage, and BM25 on the section around it ranks better on SciFact
+    train (figures: README "Retrieval quality"). So BM25 scores each chunk on its section,
+    with the chunk's own words counted twice so the chunk that holds the words still ranks
+    first within its section; the dense leg stays chunk-precise, and nothing here is
+    embedded, so an edit re-embeds as before and only re-indexes its neighbours' BM25 text.
     """
     sections: dict[tuple[str, ...], list[int]] = {}
     place: list[int] = []  # chunk index -> its position within its section
@@ -269,8 +269,8 @@ class TantivyIndex(_BatchedIndex):
     The writer stays open (it holds the directory lock: one owning process, DESIGN §4).
     BM25 statistics include tombstones until GC; a negligible drift for a retention window.
     `heap_size` is the writer's indexing budget, not an allocation: its arena grows with what
-    one commit stages (a flow batch, ~1,100 chunks), and the whole index stayed at ~60 MiB of
-    RSS up to 110k chunks (`bench/store_memory.py --store tantivy`); 16 MB measured the same.
+    one commit stages (a flow batch), and the whole index's RSS stayed flat as it grew
+    (figures: docs/measurements.md, "tantivy commit and memory").
     """
 
     _KEYWORDS = ("doc_id", "status", "tenant", "file_type", "doc_prefixes")

@@ -8,20 +8,20 @@ Layout under `base_dir`:
                                  no aliases, so it is replaced atomically (temp + os.replace)
   `.<index>__<slug>.dropping/`  a shard being dropped (renamed first, then deleted)
 
-Engine notes (qdrant-edge-py 0.9.0, measured): `MatchValue(True)` never matches a bool payload,
-hence `status` is a keyword. Writes go to the shard's WAL and survive a killed process without
+Engine notes (qdrant-edge-py 0.9.0): `MatchValue(True)` never matches a bool payload, hence
+`status` is a keyword. Writes go to the shard's WAL and survive a killed process without
 `flush()` (replayed by `EdgeShard.load`), so we flush on `close()` and at explicit batch
-boundaries only: a flush costs ~10 ms, as much as upserting 256 points of 384 dims. Edge runs no
-background optimizer; `optimize()` (HNSW build, ~9 s at 20k x 384) is left to maintenance, since
-the plain filtered scan already answers in ~2 ms at 20k points. A shard dir is locked by the
-process that opened it ("Can't init WAL: WouldBlock"), surfaced as `StoreBusyError`.
+boundaries only: a flush costs as much as upserting a few hundred points. Edge runs no
+background optimizer; `optimize()` (HNSW build) is slow and left to maintenance, since the
+plain filtered scan is already fast. A shard dir is locked by the process that opened it
+("Can't init WAL: WouldBlock"), surfaced as `StoreBusyError`.
 
-Memory (`bench/store_memory.py --store edge`, docs/scale.md "Memory"): a shard being written
-holds ~3.9 KiB of RSS per 384-d point at 110k points: ~1.2 KiB anonymous (payload indexes, id
-tracker) and ~2.7 KiB of its own mmap'd files (vector and payload chunks, the open WAL segment;
-the WAL keeps two 32 MiB segments at most), i.e. page cache the kernel can reclaim once
-flushed. `Memory.Cold` for vectors, payload and id tracker measured the same while the
+Memory: most of what a shard being written holds is its own mmap'd files (vector and payload
+chunks, the open WAL segment), i.e. page cache the kernel can reclaim once flushed; the rest is
+anonymous (payload indexes, id tracker). `Memory.Cold` placement made no difference while the
 appendable segment is written, so the engine defaults stay.
+
+Figures: docs/measurements.md, "Qdrant Edge engine notes" (and docs/scale.md "Memory").
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Fusion = Literal["rrf", "dbsf"]
-# RRF's k, chosen on SciFact train (k=5..100 swept: smaller is slightly better; k=10 is
-# within 0.002 nDCG@10 of the best and less extreme). See README "Retrieval quality".
+# RRF's k, chosen on SciFact train (k=5..100 swept: smaller is slightly better; k=10 is all
+# but as good as the best and less extreme). Figures: README "Retrieval quality".
 DEFAULT_RRF_K = 10
 
 

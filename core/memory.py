@@ -3,10 +3,10 @@
 Why: glibc's malloc keeps memory that was freed in the middle of its heap. Encoding a batch
 allocates activation tensors of many sizes (one per length-sorted mini-batch), and once they
 are freed the heap is full of holes that are never returned, so the resident set of an
-ingest grew with every batch (measured: ~1.1 GiB over 9k MiniLM-L6 chunks, ~650 MiB of it
-such free-but-resident memory; see docs/scale.md "Memory"). `malloc_trim(0)` releases every
-free page, wherever it is; it costs milliseconds to tens of milliseconds, so the writer calls
-it after batches that encoded something sizeable, not after every small edit.
+ingest grew with every batch, much of it such free-but-resident memory (figures: docs/scale.md
+"Memory"). `malloc_trim(0)` releases every free page, wherever it is; it is not free (figures:
+docs/measurements.md, "Heap release after large batches"), so the writer calls it after
+batches that encoded something sizeable, not after every small edit.
 
 Nothing here changes what is stored or computed; on a C library without `malloc_trim` (musl,
 macOS) it is a no-op.

@@ -45,7 +45,7 @@ NON_SETTING_ENV = frozenset(
         "RAGSTREAM_WORKERS",  # CLI: --workers
         "RAGSTREAM_DEBUG",  # CLI: full tracebacks instead of one-line errors
         "RAGSTREAM_URL",  # CLI: a running server to talk to
-        "RAGSTREAM_SHARED_DATA",  # tests: where shared/data lives (tests/conftest.py)
+        "RAGSTREAM_SHARED_DATA",  # tests: where the shared test data lives (tests/conftest.py)
         "RAGSTREAM_UPDATE_EVAL_BASELINE",  # tests: rewrite tests/eval_baseline.json
     }
 )
@@ -132,8 +132,8 @@ class QuerySettings(BaseModel):
     transform_hyde: bool = False  # the dense leg embeds question + a hypothetical answer
     transform_decompose: bool = False  # a compound question → sub-questions, fused by RRF
     max_subqueries: int = Field(default=3, ge=2, le=8)
-    # texts whose vectors the generator and verifier share (LRU entries, 384-d: ~1.5 KiB
-    # each); 0 turns the memo off
+    # texts whose vectors the generator and verifier share (LRU entries; size per entry:
+    # docs/measurements.md, "Vector memo size"); 0 turns the memo off
     vector_memo: int = Field(default=8192, ge=0)
 
 
@@ -174,10 +174,9 @@ class Settings(BaseSettings):
     settle_ms: int = 50  # … after a completed write (closed by its writer, or renamed in)
     parse_timeout_s: float = 120.0
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
-    # encode mini-batch (length-sorted). On CPU small is faster *and* smaller: 1,498 SciFact
-    # chunk texts, 2 cores, MiniLM-L6 63/70/79/82 chunks/s at 64/32/16/8 with +340/220/201/117
-    # MiB peak (bench/encode_batch.py: padding and activations grow with the batch's longest
-    # text); raise it on a GPU
+    # encode mini-batch (length-sorted). On CPU small is faster *and* smaller (padding and
+    # activations grow with the batch's longest text); raise it on a GPU (figures:
+    # docs/measurements.md, "Encode batch size")
     embed_batch_size: int = Field(default=8, ge=1)
     # documents per flow batch: all their new chunks are encoded in one length-sorted call
     ingest_batch_docs: int = 256

@@ -203,8 +203,8 @@ def _minilm_l3() -> Embedder:
     tok.no_padding()  # each length-sorted mini-batch is padded to its own width below
     options = ort.SessionOptions()
     options.intra_op_num_threads = os.cpu_count() or 1
-    # onnxruntime's CPU arena keeps its high-water mark for the life of the session (measured:
-    # +340 MiB resident after a 3.5k-chunk sync); without it each batch's tensors are freed
+    # onnxruntime's CPU arena keeps its high-water mark for the life of the session (figures:
+    # docs/scale.md "Memory"); without it each batch's tensors are freed
     options.enable_cpu_mem_arena = False
     session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
     hidden = next(o.name for o in session.get_outputs() if len(o.shape) == 3)

@@ -6,19 +6,12 @@ cross-encoder, its score is the evidence (`rerank_floor` is model-specific and c
 settings). Without one, fused RRF scores say nothing absolute (they depend only on ranks), so
 the gate falls back to the best *dense-leg cosine* among the kept candidates.
 
-Calibration of `DEFAULT_DENSE_FLOOR` for all-MiniLM-L6-v2 (normalized cosine), on 12 files of
-/work/shared/data/docs/md (docling docs, 214 chunks), best dense score over the top 20:
-
-- on-topic full questions (12, e.g. "which OCR engines does docling support?"): 0.564-0.918
-- on-topic terse queries (8, e.g. "tables", "Mac MPS acceleration"): 0.314-0.766
-- off-topic general knowledge (12, e.g. "recipe for banana bread",
-  "who won the 1998 world cup"): 0.113-0.198
-- near-domain but unanswerable (8, e.g. "how do I install numpy on windows" 0.516,
-  "price of docling enterprise support" 0.452, "deploy a kubernetes cluster" 0.243): 0.121-0.516
-
-0.25 sits between the highest off-topic (0.198) and the lowest on-topic (0.314) score. The
-near-domain band overlaps on-topic queries, so no cosine floor separates it; those pass the
-gate and are left to the verify stage (an unsupported answer is refused there).
+`DEFAULT_DENSE_FLOOR` is calibrated for all-MiniLM-L6-v2 (normalized cosine) on the shared
+real documents (tests' `shared_docs`): it sits between the best off-topic and the worst
+on-topic question's score. Near-domain but unanswerable questions overlap on-topic ones, so
+no cosine floor separates them; those pass the gate and are left to the verify stage (an
+unsupported answer is refused there). Figures: docs/measurements.md, "Dense sufficiency floor
+(query/gate.py)".
 """
 
 from __future__ import annotations

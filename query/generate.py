@@ -125,8 +125,9 @@ class ExtractiveGenerator:
     """Offline default: the best question-matching source sentences, each with its `[Sn]`.
 
     Score = cosine(query, sentence) with the given embedder + 0.2 x the fraction of the
-    question's content tokens present in the sentence. With all-MiniLM-L6-v2, on-topic
-    sentences score ~0.45-0.8 and off-topic ones ~0.0-0.2, hence `min_similarity=0.35`.
+    question's content tokens present in the sentence. `min_similarity=0.35` lies between
+    where off-topic and on-topic sentences score with all-MiniLM-L6-v2 (figures:
+    docs/measurements.md, "Extractive generator similarity floor (query/generate.py)").
     """
 
     def __init__(

@@ -224,12 +224,11 @@ def verify(
     (which is also the reported support span). With a sentence-transformers `CrossEncoder`
     (anything with `predict(pairs)`), the score is averaged with sigmoid(cross-encoder logit).
 
-    Calibration with all-MiniLM-L6-v2 on docling_concepts_chunking.md paragraphs: verbatim
-    sentence 0.98; close paraphrases 0.72-0.74; loose paraphrase 0.57; same-domain but
-    unsupported ("Docling chunkers are written in Rust and run only on GPUs") 0.36; a
-    contradicting-topic claim ("Chunkers never return metadata and only accept PDF files")
-    0.37; unrelated (Eiffel Tower) 0.0. Hence `min_support=0.5`. Limitation: a negation of a
-    chunk sentence scores like the sentence (0.80); only a cross-encoder/NLI model sees that.
+    `min_support=0.5` is calibrated with all-MiniLM-L6-v2 on paragraphs of a shared real
+    document: paraphrases score above it, unsupported same-domain claims and unrelated text
+    below. Limitation: a negation of a chunk sentence scores like the sentence; only a
+    cross-encoder/NLI model sees that. Figures: docs/measurements.md, "Claim support floor
+    (query/verify.py)".
     """
     with span("query.verify", sources=len(sources)) as sp:
         by_cid = {s.cid: s for s in sources}
