@@ -6,7 +6,7 @@ Point ids already encode (doc, content, occurrence), so the diff is set arithmet
  - add:       point id the index does not hold       → write (vector reused or encoded)
  - tombstone: live point id no longer produced       → soft delete, *after* the writes
 
->>> from core.models import Chunk
+>>> from ragstream.core.models import Chunk
 >>> c = Chunk(point_id="p1", doc_id="d", ordinal=0, occurrence=0, content_hash="h",
 ...           text="t", char_start=0, char_end=1)
 >>> diff_document([c], []).add == (c,)

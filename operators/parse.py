@@ -8,7 +8,6 @@ the format work, fully offline; bad input never escapes as a random exception bu
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 import time
@@ -167,7 +166,6 @@ def _converter(timeout_s: float | None) -> DocumentConverter:
     PDFs use the model-free native pipeline: the layout/OCR pipelines fetch weights from the
     Hugging Face hub, which this project never contacts.
     """
-    os.environ["HF_HUB_OFFLINE"] = "1"
     from docling.backend.pypdfium2_backend import PyPdfiumDocumentBackend
     from docling.datamodel.base_models import InputFormat
     from docling.datamodel.pipeline_options import NativePdfPipelineOptions

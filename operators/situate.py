@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ragstream.core.models import Chunk, ParsedDocument
 from ragstream.operators.chunk import BLOCK_SEPARATOR, TokenCounter
+from ragstream.operators.llm import openai_client
 
 PROMPT_VERSION = "1"  # bump when the prompt changes: it is in every content hash when on
 DOC_CHARS = 6000  # document excerpt sent with each chunk (~1.5k tokens)
@@ -139,12 +140,7 @@ class Situater:
         retries: int = RETRIES,
         concurrency: int = CONCURRENCY,
     ) -> None:
-        from openai import OpenAI
-
-        # local servers accept any key; the client refuses an empty one
-        self._client = OpenAI(
-            base_url=base_url, api_key=api_key or "unused", timeout=timeout_s, max_retries=retries
-        )
+        self._client = openai_client(base_url, api_key, timeout_s=timeout_s, max_retries=retries)
         self.base_url, self.model, self.max_tokens = base_url, model, max_tokens
         self.concurrency = concurrency
 

@@ -18,6 +18,7 @@ from opentelemetry import trace
 from ragstream.core.answers import SourceChunk
 from ragstream.core.telemetry import span
 from ragstream.operators.embed import Embedder
+from ragstream.operators.llm import openai_client
 from ragstream.query.verify import content_tokens, looks_like_instruction, sentence_spans
 
 
@@ -60,14 +61,8 @@ class OpenAIGenerator:
         temperature: float = 0.0,
         max_retries: int = 1,
     ) -> None:
-        from openai import OpenAI
-
-        # Local servers accept any key; the client refuses an empty one, so send a placeholder.
-        self._client = OpenAI(
-            base_url=base_url,
-            api_key=api_key or "unused",
-            timeout=timeout_s,
-            max_retries=max_retries,
+        self._client = openai_client(
+            base_url, api_key, timeout_s=timeout_s, max_retries=max_retries
         )
         self.base_url, self.model = base_url, model
         self.max_tokens, self.temperature = max_tokens, temperature
