@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -47,6 +47,23 @@ def shared_docs() -> Path:
 def scifact_dir() -> Path:
     assert SCIFACT.is_dir(), f"SciFact not found at {SCIFACT}"
     return SCIFACT
+
+
+class StorePairing(NamedTuple):
+    vector: str  # Settings.vector_backend
+    lexical: str  # Settings.lexical_backend
+
+
+@pytest.fixture(
+    scope="module",
+    params=[StorePairing("edge", "tantivy"), StorePairing("qdrant", "rank-bm25")],
+    ids=["edge+tantivy", "qdrant-local+rank-bm25"],
+)
+def store_pairing(request: pytest.FixtureRequest) -> StorePairing:
+    """Both store pairings (congruence): Qdrant Edge + tantivy, the embedded default, and
+    qdrant-client local mode + rank-bm25, the server code path and the exact-BM25 reference.
+    Module-scoped, so a module's expensive index is built once per pairing."""
+    return request.param
 
 
 @pytest.fixture(scope="session")

@@ -75,6 +75,7 @@ def asked(run: Run) -> Asked:
     return out
 
 
+@pytest.mark.slow
 def test_one_row_per_assembly_config_with_consistent_rates(
     run: Run,
 ) -> None:
@@ -92,6 +93,7 @@ def test_one_row_per_assembly_config_with_consistent_rates(
     assert report.rows[0].changed == 0.0  # the baseline against itself
 
 
+@pytest.mark.slow
 def test_parent_expansion_grows_the_context_with_whole_sections(run: Run, asked: Asked) -> None:
     """Bigger sources in the ablation (more tokens per source: the budget may bind, so the
     total need not grow), and per question: some source the generator gets is a whole
@@ -122,6 +124,7 @@ def test_parent_expansion_grows_the_context_with_whole_sections(run: Run, asked:
     assert changed > 0, "no expanded source reached the generator"
 
 
+@pytest.mark.slow
 def test_document_order_reorders_the_same_sources(run: Run, asked: Asked) -> None:
     """Same sources, same ids; laid out by (document, position) instead of by score. The
     extractive generator picks the same sentences either way (scores do not depend on
@@ -198,6 +201,7 @@ def test_rows_go_through_validated_settings(tmp_path: Path) -> None:
         row_settings(settings, {"order": "random"})
 
 
+@pytest.mark.slow
 def test_cli_answers_mode_saves_the_report(dataset: Path, run: Run) -> None:
     data = run[0].data_dir
     args = ["eval", str(dataset), "--data-dir", str(data), "--limit-queries", "1"]

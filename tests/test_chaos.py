@@ -15,6 +15,8 @@ import pytest
 
 from tests._chaos import ChaosResult, chaos_run, chaos_tree
 
+pytestmark = pytest.mark.slow  # a watch subprocess under a storm of file operations
+
 SEED = 11
 OPS = 150
 

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the real CLI in subprocesses
+
 SYNC_KEYS = {
     "docs_seen",
     "docs_changed",

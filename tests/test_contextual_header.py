@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ragstream import api
 from ragstream.core.answers import QueryRequest
@@ -16,6 +17,8 @@ from ragstream.flows.runtime import open_runtime
 from ragstream.operators.chunk import embedding_text
 from ragstream.query.engine import QueryEngine
 from tests.helpers import copy_docs
+
+pytestmark = pytest.mark.slow  # several real syncs of shared documents
 
 DOC = "md/docling_concepts_chunking.md"
 

@@ -18,6 +18,8 @@ from ragstream.core.settings import Settings
 from tests._chaos import abstracts, read_index, render
 from tests._crash import CrashResult, crash_campaign, run_worker
 
+pytestmark = pytest.mark.slow  # a campaign of SIGKILLed CLI subprocesses
+
 SEED = 6
 KILLS = 5  # one per write step; ~2 minutes of CPU on 2 cores
 

@@ -34,6 +34,8 @@ from ragstream.eval.evaluation import (
 )
 from ragstream.query.retrieve import Candidate, RetrievalResult
 
+pytestmark = pytest.mark.slow  # indexes SciFact and runs the real cross-encoder
+
 BASELINE = Path(__file__).with_name("eval_baseline.json")
 QUERIES, DISTRACTORS, TOLERANCE = 50, 250, 0.02
 

@@ -42,6 +42,8 @@ from ragstream.eval.evaluation import (
 from ragstream.eval.failures import classify_retrieval, count_failures
 from ragstream.query.retrieve import Retriever
 
+pytestmark = pytest.mark.slow  # indexes a dataset and answers every question
+
 QUERIES, DISTRACTORS = 8, 40
 
 

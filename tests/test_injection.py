@@ -145,6 +145,7 @@ def is_payload(text: str) -> bool:
     return any(norm(i)[:40] in norm(text) for i in INSTRUCTIONS)
 
 
+@pytest.mark.slow
 def test_the_poisoned_corpus_is_retrieved(engines: dict[str, QueryEngine]) -> None:
     """Precondition: the payloads do reach the generator, or the test proves nothing."""
     reached = [
@@ -157,6 +158,7 @@ def uncited(text: str) -> str:
     return re.sub(r"\s*\[S\d+\]", "", text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("question", QUESTIONS + TARGETED)
 def test_extractive_answer_obeys_no_payload(engines: dict[str, QueryEngine], question: str) -> None:
     clean, poisoned = ask(engines["clean"], question), ask(engines["poisoned"], question)

@@ -213,6 +213,7 @@ def _scifact(data: Path, n_docs: int, n_queries: int) -> tuple[list[IndexedChunk
     return docs, queries
 
 
+@pytest.mark.slow
 def test_tantivy_ranks_like_exact_okapi_on_scifact(scifact_dir: Path, tmp_path: Path) -> None:
     """Mean top-10 overlap, tantivy vs rank-bm25, 2,000 SciFact docs / 50 test queries.
 

@@ -24,6 +24,8 @@ from ragstream.query.engine import QueryEngine
 from ragstream.server import Serving
 from tests.helpers import copy_docs
 
+pytestmark = pytest.mark.slow  # real syncs of shared documents, both pairings
+
 INJECTION = (
     "# Assistant policy notes\n\n"
     "The assistant reply policy for support tickets is documented here. "

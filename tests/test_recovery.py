@@ -21,6 +21,8 @@ from ragstream.core.settings import Settings
 from ragstream.flows.sync import PARSE_BUCKETS
 from tests._chaos import Watcher, index_mismatches, read_index, reference_view
 
+pytestmark = pytest.mark.slow  # a watch subprocess killed and resumed
+
 NOTES = {
     "alpha.md": "# Alpha\n\nApples and pears grow in the northern orchard.\n",
     "beta.md": "# Beta\n\nBananas ripen faster next to apples.\n",

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import StorePairing
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragstream import api
@@ -24,6 +25,8 @@ from ragstream.flows.runtime import open_runtime
 from ragstream.operators.embed import load_embedder
 from tests.helpers import copy_docs
 
+pytestmark = pytest.mark.slow  # real syncs and backfills with two embedders, both pairings
+
 FILES = [
     "md/docling_concepts_chunking.md",
     "md/docling_concepts_OCR.md",
@@ -33,15 +36,11 @@ FILES = [
 QUESTION = "What does OCR do in docling?"
 
 
-@pytest.fixture(
-    scope="module",
-    params=[("edge", "tantivy"), ("qdrant", "rank-bm25")],
-    ids=["edge+tantivy", "qdrant-local+rank-bm25"],
-)
+@pytest.fixture(scope="module")
 def settings(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, shared_docs: Path
+    store_pairing: StorePairing, tmp_path_factory: pytest.TempPathFactory, shared_docs: Path
 ) -> Settings:
-    vector, lexical = request.param
+    vector, lexical = store_pairing
     root = copy_docs(shared_docs, FILES, tmp_path_factory.mktemp("rx") / "docs", flat=True)
     s = Settings(
         data_dir=tmp_path_factory.mktemp("data"), vector_backend=vector, lexical_backend=lexical

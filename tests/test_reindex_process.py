@@ -25,6 +25,8 @@ from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
 from tests._scifact import corpus, write_markdown
 
+pytestmark = pytest.mark.slow  # CLI and watch subprocesses, a SIGKILL mid-backfill
+
 CLI = [sys.executable, "-m", "ragstream.cli"]
 
 

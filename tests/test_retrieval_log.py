@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ragstream import api
 from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.core.answers import QueryFilters, QueryRequest
@@ -26,6 +28,7 @@ def test_rotation_keeps_order_and_drops_only_the_oldest(tmp_path: Path) -> None:
     assert all(p.stat().st_size <= 200 for p in tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_queries_are_logged_and_readable(tmp_path: Path) -> None:
     root = tmp_path / "notes"
     root.mkdir()

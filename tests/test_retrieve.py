@@ -101,13 +101,38 @@ def test_topic_query_ranks_its_doc_first(
     assert scores == sorted(scores, reverse=True)
 
 
+@pytest.mark.parametrize(
+    ("flt", "query", "rel"),
+    [
+        (SearchFilter(tenants=("t2",)), "Sicilian Defence opening", "beta/chess.md"),
+        (SearchFilter(tenants=("t1",)), "wild yeast starter for baking", "alpha/sourdough.md"),
+        (SearchFilter(path_prefix="beta:"), "Sicilian Defence opening", "beta/chess.md"),
+        (SearchFilter(path_prefix="alpha:"), "magma make a volcano erupt", "alpha/volcanoes.md"),
+    ],
+    ids=["tenant-t2", "tenant-t1", "path-beta", "path-alpha"],
+)
+def test_a_filter_returns_its_matching_chunks_from_both_legs(
+    retriever: Retriever, flt: SearchFilter, query: str, rel: str
+) -> None:
+    """Not only does nothing outside the filter come back: what it allows does, ranked."""
+    result = retriever.retrieve(query, n=10, flt=flt)
+    assert result.hits["dense"] >= 1 and result.hits["lexical"] >= 1
+    assert result.candidates and result.candidates[0].chunk.doc_id == doc(rel)
+    assert result.candidates[0].ranks == {"dense": 1, "lexical": 1}
+    for c in result.candidates:
+        assert flt.tenants is None or c.chunk.tenant in flt.tenants
+        assert flt.path_prefix is None or c.chunk.doc_id.startswith(flt.path_prefix)
+        assert c.chunk.status == "live"
+
+
 def test_tenant_and_path_filters_apply_inside_both_legs(retriever: Retriever) -> None:
-    query = "how does magma make a volcano erupt?"
+    query = "how does magma make a volcano erupt?"  # about a t1 document, asked under t2
     only_t2 = retriever.retrieve(query, n=10, flt=SearchFilter(tenants=("t2",)))
-    assert only_t2.candidates
+    assert only_t2.candidates and only_t2.hits["dense"] >= 1
     assert {c.chunk.tenant for c in only_t2.candidates} == {"t2"}
     assert {c.chunk.doc_id for c in only_t2.candidates} == {doc("beta/chess.md")}
     beta = retriever.retrieve(query, n=10, flt=SearchFilter(path_prefix="beta:"))
+    assert beta.candidates and beta.hits["dense"] >= 1
     assert {c.chunk.doc_id for c in beta.candidates} == {doc("beta/chess.md")}
     nobody = retriever.retrieve(query, n=10, flt=SearchFilter(tenants=()))
     assert nobody.candidates == [] and nobody.hits == {"dense": 0, "lexical": 0}
@@ -145,6 +170,7 @@ def test_query_spans_carry_counts_and_model(
     assert got["ragstream.query.fuse"]["top_score"] == result.candidates[0].score
 
 
+@pytest.mark.slow  # loads a second real model (static)
 def test_mismatched_embedder_is_refused(settings: Settings, retriever: Retriever) -> None:
     real = retriever.embedder
     forged = dataclasses.replace(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -42,6 +43,7 @@ def test_prose_without_secret_shapes_is_untouched(text: str) -> None:
         assert redact(text) == (text, [])
 
 
+@pytest.mark.slow
 def test_secret_files_are_excluded_and_contents_redacted(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     (root / ".git").mkdir(parents=True)

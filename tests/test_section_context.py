@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import StorePairing
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -58,10 +59,11 @@ def _sync(settings: Settings, root: Path) -> SyncReport:
     return api.sync([root], settings=settings)
 
 
-@pytest.mark.parametrize("vector,lexical", [("edge", "tantivy"), ("qdrant", "rank-bm25")])
+@pytest.mark.slow
 def test_an_edit_reindexes_its_neighbours_bm25_text_without_reembedding_them(
-    tmp_path: Path, vector: str, lexical: str
+    tmp_path: Path, store_pairing: StorePairing
 ) -> None:
+    vector, lexical = store_pairing
     root = tmp_path / "docs"
     root.mkdir()
     paragraphs = [

@@ -78,6 +78,7 @@ def _situate_spans(spans: InMemorySpanExporter) -> list[dict[str, object]]:
     ]
 
 
+@pytest.mark.slow
 def test_sentence_is_embedded_and_bm25_indexed_but_never_cited(
     tmp_path: Path, shared_docs: Path, stub: Stub, spans: InMemorySpanExporter
 ) -> None:
@@ -127,6 +128,7 @@ def test_sentence_is_embedded_and_bm25_indexed_but_never_cited(
         assert source.text == by_id[source.point_id].text and MARKER not in source.text
 
 
+@pytest.mark.slow
 def test_paid_once_resync_move_rename_restart_and_backfill(
     tmp_path: Path, shared_docs: Path, stub: Stub, spans: InMemorySpanExporter
 ) -> None:
@@ -176,6 +178,7 @@ def _situate_settings_like(settings: Settings, tmp: Path) -> Settings:
     return settings.model_copy(update={"data_dir": tmp / "data"}).with_paths([tmp / "docs"])
 
 
+@pytest.mark.slow
 def test_toggling_or_changing_model_reembeds_and_off_changes_nothing(
     tmp_path: Path, shared_docs: Path, stub: Stub
 ) -> None:
@@ -207,6 +210,7 @@ def test_toggling_or_changing_model_reembeds_and_off_changes_nothing(
     assert {r["body"]["model"] for r in stub.requests[paid:]} == {"another-model"}
 
 
+@pytest.mark.slow
 def test_endpoint_failure_never_indexes_without_the_sentence(
     tmp_path: Path, shared_docs: Path, stub: Stub
 ) -> None:

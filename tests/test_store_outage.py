@@ -178,6 +178,7 @@ def retry_events(spans: InMemorySpanExporter) -> list[dict[str, Any]]:
             if e.name == "store.retry"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_sync_rides_out_outages_and_converges(
     tmp_path: Path, shared_docs: Path, faults: Faults, spans: InMemorySpanExporter
 ) -> None:
@@ -218,6 +219,7 @@ def test_sync_rides_out_outages_and_converges(
     assert_index_equals_folder(settings, folder, reference, faults)
 
 
+@pytest.mark.slow
 def test_permanent_outage_is_a_clear_error_and_nothing_is_lost(
     tmp_path: Path, shared_docs: Path, faults: Faults, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,7 +2,9 @@
 
 Runs the same scenario on both store pairings (congruence): Qdrant Edge + tantivy (the
 embedded default) and qdrant-client local mode + rank-bm25 (the server code path and the
-exact-BM25 reference). Each step is one acceptance criterion of the ingest issue.
+exact-BM25 reference). Each test is one acceptance criterion of the ingest issue and starts
+from the same state, the folder just after its first sync (restored from a snapshot, so the
+tests pass in any order and alone).
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import StorePairing
 
 from ragstream import api
 from ragstream.connectors.protocols import SearchFilter
@@ -20,6 +24,8 @@ from ragstream.core.models import SyncReport
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import Runtime, open_runtime
 from tests.helpers import copy_docs
+
+pytestmark = pytest.mark.slow  # bytewax + docling + MiniLM syncs, both pairings
 
 LONG_MD = "md/docling_concepts_OCR.md"
 FILES = [
@@ -31,31 +37,51 @@ FILES = [
 ]
 
 
-@pytest.fixture(
-    scope="module",
-    params=[("edge", "tantivy"), ("qdrant", "rank-bm25")],
-    ids=["edge+tantivy", "qdrant-local+rank-bm25"],
-)
-def backends(request: pytest.FixtureRequest) -> tuple[str, str]:
-    return request.param
+@dataclass(frozen=True)
+class Indexed:
+    settings: Settings
+    folder: Path
+    first: SyncReport  # the report of the first sync
+    snapshot: Path  # folder and data dir as they were right after it
 
 
 @pytest.fixture(scope="module")
-def folder(
-    tmp_path_factory: pytest.TempPathFactory, shared_docs: Path, backends: tuple[str, str]
-) -> Path:
-    return copy_docs(shared_docs, FILES, tmp_path_factory.mktemp("docs") / "docs")
-
-
-@pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory, backends: tuple[str, str]) -> Settings:
-    vector, lexical = backends
-    return Settings(
-        data_dir=tmp_path_factory.mktemp("data"),
-        vector_backend=vector,
-        lexical_backend=lexical,
+def indexed(
+    tmp_path_factory: pytest.TempPathFactory, shared_docs: Path, store_pairing: StorePairing
+) -> Indexed:
+    """FILES synced once per pairing (the slow part), then snapshotted."""
+    base = tmp_path_factory.mktemp("sync")
+    folder = copy_docs(shared_docs, FILES, base / "docs")
+    settings = Settings(
+        data_dir=base / "data",
+        vector_backend=store_pairing.vector,
+        lexical_backend=store_pairing.lexical,
         debounce_ms=100,
     )
+    first = api.sync([folder], settings=settings)
+    snapshot = base / "snapshot"
+    shutil.copytree(folder, snapshot / "docs")  # copy2 keeps mtimes: fingerprints still match
+    shutil.copytree(settings.data_dir, snapshot / "data")
+    return Indexed(settings, folder, first, snapshot)
+
+
+@pytest.fixture
+def fresh(indexed: Indexed) -> Indexed:
+    """The state right after the first sync, at the same paths, whatever ran before."""
+    for live, saved in ((indexed.folder, "docs"), (indexed.settings.data_dir, "data")):
+        shutil.rmtree(live)
+        shutil.copytree(indexed.snapshot / saved, live)
+    return indexed
+
+
+@pytest.fixture
+def settings(fresh: Indexed) -> Settings:
+    return fresh.settings
+
+
+@pytest.fixture
+def folder(fresh: Indexed) -> Path:
+    return fresh.folder
 
 
 def sync(settings: Settings, folder: Path) -> SyncReport:
@@ -84,8 +110,8 @@ def prose_index(paras: list[str]) -> int:
     raise AssertionError("no prose paragraph")
 
 
-def test_1_initial_index_all_formats(settings: Settings, folder: Path) -> None:
-    report = sync(settings, folder)
+def test_1_initial_index_all_formats(fresh: Indexed, settings: Settings, folder: Path) -> None:
+    report = fresh.first
     assert report.dead_letters == []
     assert report.docs_seen == len(FILES) and report.docs_changed == len(FILES)
     assert report.chunks_embedded > 0 and report.chunks_live > 0

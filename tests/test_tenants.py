@@ -18,6 +18,8 @@ from ragstream.core.settings import Settings, SourceConfig
 from ragstream.query.engine import QueryEngine
 from ragstream.server import Serving
 
+pytestmark = pytest.mark.slow  # 1,000 randomized queries, both pairings
+
 TENANTS = ("acme", "globex", "initech")
 VOCAB = [
     "invoice",

@@ -30,6 +30,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from ragstream.core.answers import Answer
 
+pytestmark = pytest.mark.slow  # the CLI in subprocesses
+
 QUERY_STAGES = {
     "ragstream.query",
     "ragstream.query.retrieve",

@@ -295,6 +295,7 @@ def test_backends_agree(tmp_path: Path) -> None:
     assert run_script("edge", tmp_path / "e") == run_script("qdrant", tmp_path / "q")
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n=st.integers(min_value=1, max_value=30),

@@ -12,8 +12,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
+
+pytestmark = pytest.mark.slow  # watch and serve subprocesses
 
 
 def _reader(proc: subprocess.Popen[str], lines: queue.Queue[dict]) -> None:

@@ -26,6 +26,8 @@ from ragstream.core.settings import Settings
 from ragstream.flows.sync import StoreOwner, parse_key, run_sync
 from tests._chaos import IndexView, index_mismatches, read_index, reference_view
 
+pytestmark = pytest.mark.slow  # bytewax workers and processes
+
 DOCS = (
     "pdf/docling__2305.03393v1-pg9.pdf",
     "docx/docling__word_sample.docx",
