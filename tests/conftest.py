@@ -148,3 +148,17 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stub]:
     yield state
     server.shutdown()
     server.server_close()
+
+
+# --- the `llm` marker: tests that need a real LLM endpoint (`make test-llm`) -----------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `llm` run only when `-m` names that marker (`make test-llm` passes
+    `-m llm`); otherwise (`make test`, `make test-fast`) they are deselected, and reported so."""
+    if "llm" in (config.getoption("markexpr") or ""):
+        return
+    llm = [item for item in items if item.get_closest_marker("llm") is not None]
+    if llm:
+        config.hook.pytest_deselected(items=llm)
+        items[:] = [item for item in items if item.get_closest_marker("llm") is None]
