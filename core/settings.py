@@ -54,6 +54,7 @@ NON_SETTING_ENV = frozenset(
         "RAGSTREAM_URL",  # CLI: a running server to talk to
         "RAGSTREAM_SHARED_DATA",  # tests: where the shared test data lives (tests/conftest.py)
         "RAGSTREAM_UPDATE_EVAL_BASELINE",  # tests: rewrite tests/eval_baseline.json
+        "RAGSTREAM_TEST_LLM_URL",  # tests: the endpoint `make test-llm` runs against
     }
 )
 
