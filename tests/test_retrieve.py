@@ -191,7 +191,7 @@ def test_loaded_embedder_is_the_recorded_one(settings: Settings, retriever: Retr
 
 
 def test_empty_data_dir_has_no_index(tmp_path: Path) -> None:
-    with pytest.raises(NoIndexError, match="sync first"):
+    with pytest.raises(NoIndexError, match=r"run `ragstream sync .*` first"):
         Retriever.open(Settings(data_dir=tmp_path))
 
 
