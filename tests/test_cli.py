@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -81,11 +84,24 @@ def test_serve_answers_over_http_and_cleans_up(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        url = json.loads(proc.stdout.readline())["url"]
+        url = json.loads(proc.stdout.readline())["url"]  # listening; the index opens next
         assert json.loads((data / "state" / "endpoint.json").read_text())["url"] == url
+        deadline = time.monotonic() + 120
+        while not _ready(url):
+            assert time.monotonic() < deadline and proc.poll() is None, "never ready"
+            time.sleep(0.2)
         answer = Client(url=url).query("How long is green tea steeped?")
         assert answer.refusal is None and "two minutes" in answer.text
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     assert not (data / "state" / "endpoint.json").exists()
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/v1/ready", timeout=5) as response:
+            return bool(json.loads(response.read())["ready"])
+    except urllib.error.HTTPError as err:
+        assert err.code == 503  # up, not ready yet
+        return False

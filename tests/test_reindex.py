@@ -18,11 +18,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ragstream import api
 from ragstream.client import Client
 from ragstream.connectors.vector_stores import collection_name, list_collections
+from ragstream.core.errors import RefusedError
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.flows import reindex as steps
 from ragstream.flows.runtime import open_runtime
 from ragstream.operators.embed import load_embedder
+from ragstream.server import Serving
 from tests.helpers import copy_docs
 
 pytestmark = pytest.mark.slow  # real syncs and backfills with two embedders, both pairings
@@ -214,17 +216,18 @@ def test_5_queries_during_promote_never_error_or_mix(settings: Settings) -> None
 
 def test_same_api_over_http_and_cleanup(settings: Settings) -> None:
     s = settings
-    with api.open_engine(s) as (engine, maintainer):  # noqa: SIM117 (needs engine first)
-        with api.serving(engine, "127.0.0.1", 0, maintainer=maintainer) as server:
-            remote = Client(url=server.url)
+    with api.open_engine(s) as (engine, maintainer):
+        state = Serving(s, engine, maintainer)
+        with api.serving(state, "127.0.0.1", 0) as url, Client(url=url) as remote:
             status = remote.reindex_status()
             assert status.record is not None and status.record.phase == "rolled_back"
-            with pytest.raises(steps.ReindexError, match="roll back"):
+            # over HTTP a refused command is the base type the embedded ReindexError extends
+            with pytest.raises(RefusedError, match="roll back"):
                 remote.reindex_rollback()
             promoted = remote.reindex_promote()
             assert promoted.embedder == load_embedder("static").version
             assert remote.query(QUESTION).embedder == promoted.embedder.slug  # type: ignore[union-attr]
-            with pytest.raises(steps.ReindexError, match="confirm"):
+            with pytest.raises(RefusedError, match="confirm"):
                 remote.reindex_cleanup()
             cleaned = remote.reindex_cleanup(confirm=True)
             assert cleaned.record is None and len(cleaned.sides) == 1
