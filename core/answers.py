@@ -6,9 +6,11 @@ exactly the same types (an embedded and an HTTP client return identical objects)
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ragstream.core.models import IndexedChunk
 
 Fusion = Literal["rrf", "dbsf"]
 # RRF's k, chosen on SciFact train (k=5..100 swept: smaller is slightly better; k=10 is all
@@ -40,11 +42,10 @@ class QueryRequest(BaseModel):
     stream: bool = False
 
 
-class SourceChunk(BaseModel):
-    """A chunk as placed in the prompt, with its short stable citation id (e.g. "S1")."""
+class ChunkView(BaseModel):
+    """A chunk as a caller sees it: its id, where it came from, and its text."""
 
-    cid: str
-    point_id: str
+    point_id: str  # the chunk id
     doc_id: str
     path: str
     title: str = ""
@@ -53,6 +54,27 @@ class SourceChunk(BaseModel):
     char_start: int
     char_end: int
     text: str
+
+    @staticmethod
+    def fields_of(chunk: IndexedChunk) -> dict[str, Any]:
+        """A stored chunk's values for these fields (callers may widen span and text)."""
+        return {
+            "point_id": chunk.point_id,
+            "doc_id": chunk.doc_id,
+            "path": chunk.path,
+            "title": chunk.title,
+            "section_path": list(chunk.section_path),
+            "page": chunk.page,
+            "char_start": chunk.char_start,
+            "char_end": chunk.char_end,
+            "text": chunk.text,
+        }
+
+
+class SourceChunk(ChunkView):
+    """A chunk as placed in the prompt, with its short stable citation id (e.g. "S1")."""
+
+    cid: str
     score: float  # rerank score if reranked, else fused score
 
 
@@ -122,19 +144,10 @@ class Answer(BaseModel):
     trace_id: str
 
 
-class RetrievedChunk(BaseModel):
+class RetrievedChunk(ChunkView):
     """One ranked candidate with its text: what `retrieve` returns (no generation)."""
 
     rank: int  # 1-based, after fusion and rerank
-    point_id: str  # the chunk id
-    doc_id: str
-    path: str
-    title: str = ""
-    section_path: list[str] = Field(default_factory=list)
-    page: int | None = None
-    char_start: int
-    char_end: int
-    text: str
     score: float  # rerank score if reranked, else fused score
     ranks: dict[str, int]  # leg -> 1-based rank in that leg ("dense", "lexical")
     scores: dict[str, float]  # leg -> that leg's raw score

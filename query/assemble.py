@@ -149,16 +149,13 @@ def _source(
 ) -> tuple[list[IndexedChunk], SourceChunk]:
     hit = item.candidate.chunk
     source = SourceChunk(
+        **{
+            **SourceChunk.fields_of(hit),
+            "char_start": min(c.char_start for c in chunks),
+            "char_end": max(c.char_end for c in chunks),
+            "text": "\n".join(c.text for c in chunks),
+        },
         cid=cid,
-        point_id=hit.point_id,
-        doc_id=hit.doc_id,
-        path=hit.path,
-        title=hit.title,
-        section_path=list(hit.section_path),
-        page=hit.page,
-        char_start=min(c.char_start for c in chunks),
-        char_end=max(c.char_end for c in chunks),
-        text="\n".join(c.text for c in chunks),
         score=item.score,
     )
     return chunks, source

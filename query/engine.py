@@ -299,23 +299,14 @@ def _view(r: Reranked) -> CandidateView:
 
 def _retrieved(rank: int, r: Reranked) -> RetrievedChunk:
     c = r.candidate
-    chunk = c.chunk
     return RetrievedChunk(
+        **RetrievedChunk.fields_of(c.chunk),
         rank=rank,
-        point_id=chunk.point_id,
-        doc_id=chunk.doc_id,
-        path=chunk.path,
-        title=chunk.title,
-        section_path=list(chunk.section_path),
-        page=chunk.page,
-        char_start=chunk.char_start,
-        char_end=chunk.char_end,
-        text=chunk.text,
         score=r.score,
         ranks=c.ranks,
         scores=c.scores,
         rerank_score=r.rerank_score,
-        embedder=chunk.embedder,
+        embedder=c.chunk.embedder,
     )
 
 

@@ -97,24 +97,28 @@ def _parse(model: type[M], response: httpx.Response) -> M:
     return model.model_validate_json(response.content)
 
 
-def _sse_event(lines: list[str]) -> tuple[str, str]:
-    """(event, data) of one Server-Sent Event's lines."""
-    event, data = "message", []
-    for line in lines:
+class _EventReader:
+    """Server-Sent Events a line at a time: `feed` returns what the blank line that ends an
+    event carries (a text delta or the Answer), or raises the error event's typed error."""
+
+    def __init__(self) -> None:
+        self._event, self._data = "message", list[str]()
+
+    def feed(self, line: str) -> StreamEvent | None:
         if line.startswith("event:"):
-            event = line[6:].strip()
+            self._event = line[6:].strip()
         elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-    return event, "\n".join(data)
-
-
-def _stream_item(event: str, data: str) -> StreamEvent:
-    if event == "text":
-        return str(json.loads(data)["delta"])
-    if event == "answer":
-        return Answer.model_validate_json(data)
-    body = json.loads(data)
-    raise error_class(str(body.get("code", "")))(str(body.get("error", data)))
+            self._data.append(line[5:].removeprefix(" "))
+        if line or not self._data:
+            return None
+        event, data = self._event, "\n".join(self._data)
+        self._event, self._data = "message", []
+        if event == "text":
+            return str(json.loads(data)["delta"])
+        if event == "answer":
+            return Answer.model_validate_json(data)
+        body = json.loads(data)
+        raise error_class(str(body.get("code", "")))(str(body.get("error", data)))
 
 
 # ---- sync -------------------------------------------------------------------------------
@@ -141,14 +145,10 @@ class _Http:
                 if not response.is_success:
                     response.read()
                     _raise_for(response)
-                lines: list[str] = []
+                events = _EventReader()
                 for line in response.iter_lines():
-                    if line:
-                        lines.append(line)
-                        continue
-                    if lines:
-                        yield _stream_item(*_sse_event(lines))
-                        lines = []
+                    if (item := events.feed(line)) is not None:
+                        yield item
         except httpx.TransportError as exc:
             raise _unreachable(self.url, exc) from exc
 
@@ -325,14 +325,10 @@ class AsyncClient:
                 if not response.is_success:
                     await response.aread()
                     _raise_for(response)
-                lines: list[str] = []
+                events = _EventReader()
                 async for line in response.aiter_lines():
-                    if line:
-                        lines.append(line)
-                        continue
-                    if lines:
-                        yield _stream_item(*_sse_event(lines))
-                        lines = []
+                    if (item := events.feed(line)) is not None:
+                        yield item
         except httpx.TransportError as exc:
             raise _unreachable(self.url, exc) from exc
 
