@@ -48,14 +48,17 @@ StreamEvent = str | Answer  # a text delta, then the verified Answer last
 
 
 # ---- the wire: pure helpers shared by the sync and the async client ---------------------
-def _headers(api_key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-def _tls(url: str) -> bool:
-    """Certificates are checked for https; a plain-http URL skips loading the CA bundle
-    (a tenth of a second of every CLI query)."""
-    return url.lower().startswith("https:")
+def _options(url: str, api_key: str | None, timeout_s: float) -> dict[str, Any]:
+    """httpx client options. Certificates are checked for https; a plain-http URL skips
+    loading the CA bundle (a tenth of a second of every CLI query). Proxies from the
+    environment are ignored: the server is named explicitly."""
+    return {
+        "base_url": url,
+        "headers": {"Authorization": f"Bearer {api_key}"} if api_key else {},
+        "timeout": timeout_s,
+        "trust_env": False,
+        "verify": url.lower().startswith("https:"),
+    }
 
 
 def _request(question: str | QueryRequest, options: dict[str, Any]) -> QueryRequest:
@@ -125,13 +128,7 @@ class _EventReader:
 class _Http:
     def __init__(self, url: str, api_key: str | None, timeout_s: float) -> None:
         self.url = url.rstrip("/")
-        self._client = httpx.Client(
-            base_url=self.url,
-            headers=_headers(api_key),
-            timeout=timeout_s,
-            trust_env=False,
-            verify=_tls(self.url),
-        )
+        self._client = httpx.Client(**_options(self.url, api_key, timeout_s))
 
     def call(self, method: str, path: str, body: Any = None) -> httpx.Response:
         try:
@@ -298,13 +295,7 @@ class AsyncClient:
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0):
         self.url = url.rstrip("/")
-        self._client = httpx.AsyncClient(
-            base_url=self.url,
-            headers=_headers(api_key),
-            timeout=timeout_s,
-            trust_env=False,
-            verify=_tls(self.url),
-        )
+        self._client = httpx.AsyncClient(**_options(self.url, api_key, timeout_s))
 
     async def _call(self, method: str, path: str, body: Any = None) -> httpx.Response:
         try:
