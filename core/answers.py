@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragstream.core.models import IndexedChunk
 
@@ -40,6 +40,13 @@ class QueryRequest(BaseModel):
     generate: bool = True  # False: retrieve + rerank only (evaluation, debugging)
     # HTTP only: answer as Server-Sent Events (text deltas, then the verified Answer)
     stream: bool = False
+
+    @field_validator("query")
+    @classmethod
+    def _has_words(cls, query: str) -> str:
+        if not query.strip():
+            raise ValueError("the question is blank")
+        return query
 
 
 class ChunkView(BaseModel):
