@@ -367,6 +367,12 @@ class TantivyIndex(_BatchedIndex):
         searcher = self._index.searcher()
         return _total(searcher.search(self._terms("status", [status]), 1, count=True))
 
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """From the segment statistics (tombstoned chunks count until GC: IDF drifts
+        slightly, which a coverage weight tolerates)."""
+        searcher = self._index.searcher()
+        return searcher.num_docs, {t: searcher.doc_freq("text", t) for t in set(terms)}
+
     def _doc_live_ids(self, doc_id: str) -> set[str]:
         query = self._must(self._terms("doc_id", [doc_id]), self._terms("status", ["live"]))
         return {doc["point_id"][0] for _, doc in self._run(query)}
@@ -419,14 +425,28 @@ class RankBM25Index(_BatchedIndex):
             if c.status == "deleted" and (c.deleted_at or 0.0) < older_than
         ]
 
-    def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
+    def _bm25(self) -> tuple[BM25Okapi, list[IndexedChunk]] | None:
         if self._model is None:
             live = [c for c in self._chunks.values() if c.status == "live"]
             corpus = [tokenize(lexical_text(c)) for c in live]
             if not any(corpus):  # BM25Okapi divides by the corpus's token count
-                return []
+                return None
             self._model = (BM25Okapi(corpus, k1=1.2, b=0.75), live)
-        bm25, live = self._model
+        return self._model
+
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        model = self._bm25()
+        wanted = set(terms)
+        if model is None:
+            return 0, dict.fromkeys(wanted, 0)
+        per_doc = model[0].doc_freqs
+        return len(per_doc), {t: sum(t in doc for doc in per_doc) for t in wanted}
+
+    def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
+        model = self._bm25()
+        if model is None:
+            return []
+        bm25, live = model
         wanted = set(tokens)
         # Mask before ranking: only filtered chunks sharing a term are candidates (as tantivy).
         candidates = [

@@ -110,6 +110,10 @@ class LexicalIndex(Protocol):
     def search(self, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
         """BM25 top-`limit` over live chunks matching the filter."""
 
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(chunks indexed, analyzed term -> chunks containing it): the IDF statistics that
+        weigh how much of a question the evidence covers."""
+
     def count(self, status: str) -> int: ...
 
     def close(self) -> None: ...

@@ -118,9 +118,19 @@ class Verification(BaseModel):
 class Refusal(BaseModel):
     """A structured abstention: why there is no answer, and how close we came."""
 
-    reason: Literal["insufficient_evidence", "unsupported_answer", "no_index"]
+    reason: Literal["insufficient_evidence", "not_answerable", "unsupported_answer", "no_index"]
     detail: str
     best_score: float | None = None
+
+
+class Answerability(BaseModel):
+    """Whether the retrieved chunks hold what the question asks about (`query.answerable`):
+    the score, the floor it was held against, and the signals behind it."""
+
+    score: float  # 0..1: the best chunk's IDF-weighted coverage of the question's terms
+    answerable: bool
+    floor: float
+    signals: dict[str, float] = Field(default_factory=dict)
 
 
 class CandidateView(BaseModel):
@@ -138,8 +148,9 @@ class Answer(BaseModel):
     text: str
     citations: list[Citation]
     claims: list[Claim]
-    grounding: float
+    grounding: float  # claims supported by their cited sources ÷ claims
     refusal: Refusal | None = None
+    answerability: Answerability | None = None  # do the sources answer the question at all?
     invented_cids: list[str] = Field(default_factory=list)
     injection_flags: list[str] = Field(default_factory=list)
     sources: list[SourceChunk] = Field(default_factory=list)

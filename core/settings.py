@@ -119,6 +119,9 @@ class QuerySettings(BaseModel):
     reranker: str | None = None  # any sentence-transformers CrossEncoder name or local path
     rerank_floor: float = 0.0
     dense_floor: float | None = None  # None: the calibrated default in query/gate.py
+    # answerability (query/answerable.py): the best chunk must cover at least this share of
+    # the question's IDF-weighted terms, else the answer is a `not_answerable` refusal; 0 = off
+    answerable_floor: float = Field(default=0.0, ge=0.0, le=1.0)
     budget_tokens: int = Field(default=1500, ge=64)
     order: Literal["score", "document"] = "score"
     expand_parent: bool = False

@@ -19,6 +19,7 @@ from ragstream.connectors.protocols import SearchFilter
 from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.core.answers import (
     Answer,
+    Answerability,
     CandidateView,
     Citation,
     QueryRequest,
@@ -32,6 +33,7 @@ from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
 from ragstream.operators.embed import Embedder, with_vector_memo
+from ragstream.query.answerable import judge
 from ragstream.query.assemble import Context, assemble
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
 from ragstream.query.generate import ExtractiveGenerator, Generator
@@ -152,6 +154,11 @@ class QueryEngine:
             timings: dict[str, float] = {}
             ranked, refusal = self._rank(request, tenants, timings)
             answer = self._empty(request, ranked, trace_id, refusal)
+            if refusal is None:
+                answer.answerability, refusal = _timed(
+                    timings, "answerable", lambda: self._answerable(request.query, ranked)
+                )
+                answer.refusal = refusal
             if refusal is not None or not request.generate:
                 answer.timings_ms = timings
                 root.set_attribute("refused", refusal is not None)
@@ -216,6 +223,31 @@ class QueryEngine:
         answer = self._complete(answer, context.sources, checked)
         answer.timings_ms = timings
         return answer
+
+    def _answerable(
+        self, question: str, ranked: list[Reranked]
+    ) -> tuple[Answerability, Refusal | None]:
+        """The evidence-coverage judge (query/answerable.py) over the chunks that passed the
+        gate; below `query.answerable_floor` the answer is a `not_answerable` refusal."""
+        floor = self.settings.query.answerable_floor
+        chunks = [r.candidate.chunk for r in ranked]
+        with span("query.answerable", floor=floor, chunks=len(chunks)) as sp:
+            verdict = judge(question, chunks, self.retriever.lexical.doc_freqs, floor)
+            sp.set_attribute("score", verdict.score)
+            sp.set_attribute("answerable", verdict.answerable)
+            for name, value in verdict.signals.items():
+                sp.set_attribute(f"signal.{name}", value)
+        if verdict.answerable:
+            return verdict, None
+        refusal = Refusal(
+            reason="not_answerable",
+            detail=(
+                f"the retrieved text covers {verdict.score:.0%} of what the question asks about "
+                f"(minimum {floor:.0%}): the documents do not seem to answer it"
+            ),
+            best_score=verdict.score,
+        )
+        return verdict, refusal
 
     def _text(self, question: str, context: Context, on_text: Callable[[str], None] | None) -> str:
         if on_text is None:
@@ -336,5 +368,6 @@ def _log_entry(
         "cited": [c.point_id for c in answer.citations],
         "grounding": answer.grounding,
         "refusal": answer.refusal.reason if answer.refusal else None,
+        "answerability": answer.answerability.model_dump() if answer.answerability else None,
         "trace_id": answer.trace_id,
     }

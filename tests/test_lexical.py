@@ -251,3 +251,13 @@ def test_live_ids_of_a_doc_see_committed_and_staged_writes(index: LexicalIndex) 
     assert index.live_ids("src:a.md") == {"a1", "a4"}
     assert index.live_ids("src:b.md") == {"b1"}
     assert index.live_ids("src:missing.md") == set()
+
+
+def test_doc_freqs_count_the_chunks_holding_each_analyzed_term(index: LexicalIndex) -> None:
+    """Both backends report the IDF statistics the answerability judge weighs terms by."""
+    index.upsert(CORPUS)
+    index.commit()
+    terms = tokenize("rust engine fox and a zebra")  # stemmed, stop words gone
+    documents, df = index.doc_freqs(terms)
+    assert documents == len(CORPUS)
+    assert df == {"rust": 1, "engin": 1, "fox": 1, "zebra": 0}

@@ -1,0 +1,80 @@
+"""The evidence-coverage answerability judge: pure properties, and the refusal it drives."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ragstream.core.models import IndexedChunk
+from ragstream.query.answerable import coverage, idf, judge
+
+
+def chunk(text: str, title: str = "") -> IndexedChunk:
+    return IndexedChunk(
+        point_id=text[:8], doc_id="d", source="s", path="d.md", file_type="md", title=title,
+        ordinal=0, content_hash="h", text=text, char_start=0, char_end=len(text),
+    )  # fmt: skip
+
+
+def corpus_freqs(texts: Sequence[str]):  # type: ignore[no-untyped-def]
+    """doc_freqs over an in-memory corpus, analyzed like the lexical index."""
+    from ragstream.connectors.lexical import tokenize
+
+    docs = [set(tokenize(t)) for t in texts]
+
+    def doc_freqs(terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        return len(docs), {t: sum(t in d for d in docs) for t in set(terms)}
+
+    return doc_freqs
+
+
+CORPUS = [
+    "Liquidity and capital resources of the group remained strong in 2023.",
+    "The hybrid chunker splits documents into chunks that respect the tokenizer's limit.",
+    "Docling converts PDF, DOCX and HTML documents into a unified document model.",
+]
+
+
+@given(st.integers(1, 10_000), st.integers(0, 10_000), st.integers(0, 10_000))
+def test_idf_is_positive_and_falls_as_terms_get_common(n: int, a: int, b: int) -> None:
+    a, b = min(a, n), min(b, n)
+    assert idf(n, a) > 0 and idf(n, b) > 0
+    if a < b:
+        assert idf(n, a) > idf(n, b)
+
+
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0.01, 10), max_size=8),
+    st.sets(st.text(min_size=1, max_size=5), max_size=8),
+)
+def test_coverage_is_a_share(weights: dict[str, float], terms: set[str]) -> None:
+    share = coverage(weights, terms)
+    assert 0.0 <= share <= 1.0
+    assert coverage(weights, set(weights)) == 1.0
+    if weights:
+        assert coverage(weights, set()) == 0.0
+
+
+def test_a_question_about_something_absent_is_not_answerable() -> None:
+    chunks = [chunk(t) for t in CORPUS]
+    verdict = judge("What is the capital of Mongolia?", chunks, corpus_freqs(CORPUS), 0.5)
+    assert not verdict.answerable and verdict.score < 0.5
+    assert verdict.signals["unseen_term_share"] > 0.5  # "mongolia" is nowhere in the index
+
+
+def test_a_question_the_evidence_covers_is_answerable() -> None:
+    chunks = [chunk(t) for t in CORPUS]
+    verdict = judge("What does the hybrid chunker do?", chunks, corpus_freqs(CORPUS), 0.5)
+    assert verdict.answerable and verdict.score == 1.0
+    # coverage is per chunk: terms spread over different chunks do not add up
+    spread = judge("hybrid chunker for PDF", chunks, corpus_freqs(CORPUS), 0.0)
+    assert spread.signals["coverage_union"] == 1.0 > spread.score
+
+
+def test_the_title_and_section_count_as_what_a_chunk_says() -> None:
+    titled = [chunk("It keeps every row of the table.", title="Table structure recognition")]
+    texts = ["Table structure recognition. It keeps every row of the table."]
+    verdict = judge("table structure recognition", titled, corpus_freqs(texts), 0.9)
+    assert verdict.answerable
