@@ -6,7 +6,9 @@ asks every question of `tests/data/offtopic_questions.txt` through the offline a
 prints how many were refused, by reason, and each one that was answered with its best dense
 score (issue 16's target: all of them refused).
 
-    .venv/bin/python bench/offtopic.py [--folders html md] [--data-dir DIR]
+    .venv/bin/python bench/offtopic.py [--folders html md] [--data-dir DIR] [--floor F]
+
+`--floor` sets `query.answerable_floor` (default: the settings' own).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--folders", nargs="+", default=["html", "md"], help="under the shared docs")
     ap.add_argument("--data-dir", type=Path, default=None, help="default: a temp dir")
+    ap.add_argument("--floor", type=float, default=None, help="query.answerable_floor")
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="offtopic-"))
     try:
@@ -49,6 +52,9 @@ def main() -> None:
         for folder in args.folders:
             shutil.copytree(DOCS / folder, root / folder)
         settings = Settings(data_dir=args.data_dir or scratch / "data")
+        if args.floor is not None:
+            query = settings.query.model_copy(update={"answerable_floor": args.floor})
+            settings = settings.model_copy(update={"query": query})
         report = api.sync([root], settings=settings)
         print(f"indexed {args.folders}: {report.docs_seen} docs, {report.chunks_live} chunks")
         asked = questions()
@@ -61,11 +67,12 @@ def main() -> None:
                     reasons[answer.refusal.reason] += 1
                     continue
                 dense = max((c.scores.get("dense", 0.0) for c in answer.candidates), default=0)
-                answered.append((q, dense, answer.text))
+                judged = answer.answerability
+                answered.append((q, dense, judged.score if judged else -1.0, answer.text))
         refused = len(asked) - len(answered)
         print(f"refused {refused} / {len(asked)} ({refused / len(asked):.1%}): {dict(reasons)}")
-        for q, dense, text in answered:
-            print(f"  ANSWERED (best dense {dense:.3f}) {q!r}: {text[:100]!r}")
+        for q, dense, covered, text in answered:
+            print(f"  ANSWERED (dense {dense:.3f}, coverage {covered:.3f}) {q!r}: {text[:80]!r}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
