@@ -27,7 +27,8 @@ QUESTION_WORDS = frozenset(
     tokenize(
         "what which who whom whose when where why how do does did doing done can could should "
         "would may might must shall i me my mine you your yours we us our please tell explain "
-        "describe give list show find mean means meaning know about here get"
+        "describe give list show find mean means meaning know about here get many much long "
+        "often"
     )
 )
 
@@ -69,9 +70,16 @@ def coverage(weights: Mapping[str, float], terms: set[str]) -> float:
 
 
 def judge(
-    question: str, chunks: Sequence[IndexedChunk], doc_freqs: DocFreqs, floor: float
+    question: str,
+    chunks: Sequence[IndexedChunk],
+    doc_freqs: DocFreqs,
+    floor: float,
+    dense_best: float = 0.0,
+    dense_floor: float = 1.0,
 ) -> Answerability:
-    """Score the best chunk's coverage of the question and decide against `floor`."""
+    """Score the best chunk's coverage of the question and decide: answerable when it
+    reaches `floor`, or when the best dense cosine reaches `dense_floor` (a question asked in
+    other words than the documents use can still match them closely in meaning)."""
     asked = question_terms(question)
     documents, df = doc_freqs(asked)
     weights = {t: idf(documents, df.get(t, 0)) for t in asked}
@@ -82,10 +90,11 @@ def judge(
     best = max(per_chunk, default=0.0)
     return Answerability(
         score=round(best, 4),
-        answerable=best >= floor,
+        answerable=best >= floor or dense_best >= dense_floor,
         floor=floor,
         signals={
             "coverage_best": round(best, 4),
+            "dense_best": round(dense_best, 4),
             "coverage_union": round(union, 4),
             "unseen_term_share": round(unseen, 4),
             "question_terms": float(len(asked)),

@@ -229,10 +229,14 @@ class QueryEngine:
     ) -> tuple[Answerability, Refusal | None]:
         """The evidence-coverage judge (query/answerable.py) over the chunks that passed the
         gate; below `query.answerable_floor` the answer is a `not_answerable` refusal."""
-        floor = self.settings.query.answerable_floor
+        q = self.settings.query
+        floor = q.answerable_floor
         chunks = [r.candidate.chunk for r in ranked]
+        dense = max((r.candidate.scores.get("dense", 0.0) for r in ranked), default=0.0)
         with span("query.answerable", floor=floor, chunks=len(chunks)) as sp:
-            verdict = judge(question, chunks, self.retriever.lexical.doc_freqs, floor)
+            verdict = judge(
+                question, chunks, self.retriever.lexical.doc_freqs, floor, dense, q.answerable_dense
+            )
             sp.set_attribute("score", verdict.score)
             sp.set_attribute("answerable", verdict.answerable)
             for name, value in verdict.signals.items():
@@ -243,7 +247,8 @@ class QueryEngine:
             reason="not_answerable",
             detail=(
                 f"the retrieved text covers {verdict.score:.0%} of what the question asks about "
-                f"(minimum {floor:.0%}): the documents do not seem to answer it"
+                f"(minimum {floor:.0%}) and matches it in meaning at {dense:.2f} (enough: "
+                f"{q.answerable_dense:.2f}): the documents do not seem to answer it"
             ),
             best_score=verdict.score,
         )

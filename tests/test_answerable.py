@@ -78,3 +78,16 @@ def test_the_title_and_section_count_as_what_a_chunk_says() -> None:
     texts = ["Table structure recognition. It keeps every row of the table."]
     verdict = judge("table structure recognition", titled, corpus_freqs(texts), 0.9)
     assert verdict.answerable
+
+
+def test_a_close_match_in_meaning_is_answerable_whatever_the_words() -> None:
+    """Asked in other words than the document uses: low coverage, high dense similarity."""
+    texts = ["Green tea is steeped at 80 degrees for two minutes."]
+    chunks = [chunk(texts[0])]
+    question = "How hot should green tea water be?"
+    lexical_only = judge(question, chunks, corpus_freqs(texts), 0.5)
+    assert not lexical_only.answerable and lexical_only.score < 0.5
+    close = judge(question, chunks, corpus_freqs(texts), 0.5, dense_best=0.62, dense_floor=0.5)
+    assert close.answerable and close.signals["dense_best"] == 0.62
+    far = judge(question, chunks, corpus_freqs(texts), 0.5, dense_best=0.3, dense_floor=0.5)
+    assert not far.answerable
