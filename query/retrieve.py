@@ -42,6 +42,14 @@ Fusion = Literal["rrf", "dbsf"]
 NO_FILTER = SearchFilter()
 
 
+def no_index(s: Settings) -> NoIndexError:
+    """The one message for a data dir with nothing indexed in it: what to run next."""
+    return NoIndexError(
+        f"no index in {s.data_dir} yet: run `ragstream sync PATH --data-dir {s.data_dir}` "
+        "first (or pass the --data-dir that holds it)"
+    )
+
+
 class Candidate(BaseModel):
     """A fused candidate: the chunk, its fused score, and each leg's rank and raw score."""
 
@@ -104,10 +112,7 @@ class PointerTracker:
         s = self._settings
         live = configured_live(s)
         if live is None:
-            raise NoIndexError(
-                f"no index in {s.data_dir} yet: run `ragstream sync PATH --data-dir "
-                f"{s.data_dir}` first (or pass the --data-dir that holds it)"
-            )
+            raise no_index(s)
         return live
 
     def _open(self, live: tuple[str, EmbedderVersion]) -> OpenSide:

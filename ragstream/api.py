@@ -16,7 +16,7 @@ from ragstream.connectors.protocols import VectorStore
 from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.connectors.state import endpoint_path, write_json_atomic
 from ragstream.connectors.vector_stores import configured_live, open_configured
-from ragstream.core.errors import InvalidRequestError, NoIndexError
+from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import StatusReport, SyncReport
 from ragstream.core.settings import Settings, load_settings
 from ragstream.core.telemetry import configure
@@ -24,7 +24,7 @@ from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import open_sides
 from ragstream.flows.sync import OutcomeHandler, run_sync
 from ragstream.query.engine import QueryEngine
-from ragstream.query.retrieve import Retriever
+from ragstream.query.retrieve import Retriever, no_index
 from ragstream.reindex import Maintainer
 from ragstream.status import status_report
 
@@ -109,10 +109,7 @@ def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
     embedded `Client`): a process opens an embedded data dir once, so both share it."""
     s = settings
     if configured_live(s) is None:
-        raise NoIndexError(
-            f"no index in {s.data_dir} yet: run `ragstream sync PATH --data-dir {s.data_dir}` "
-            "first (or pass the --data-dir that holds it)"
-        )
+        raise no_index(s)
     configure(s.telemetry_exporter, s.otlp_endpoint)
     with (
         open_sides(s) as sides,
@@ -212,7 +209,7 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
     s = settings or load_settings(data_dir)
     with _live_vectors(s) as live:
         if live is None:
-            raise NoIndexError(f"no live index in {s.data_dir}: run `ragstream sync PATH` first")
+            raise no_index(s)
         vectors = live[1]
         shutil.rmtree(s.lexical_dir, ignore_errors=True)
         with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
