@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast lint bench clean traces llm test-llm
+.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -53,6 +53,12 @@ test: install lint $(BROWSER)
 # subprocesses, whole-folder syncs), doctests included; no lint. `make test` is the suite.
 test-fast: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+
+# The answerability / support judge shipped in operators/judge_model/ (int8 ONNX, ~17 MB):
+# rebuilt from SciFact *train* claims in ../shared/data with a fixed seed (CPU: ~15 min on
+# 2 cores; a GPU is used when present). RAGSTREAM_SHARED_DATA points elsewhere.
+judge: install
+	$(BIN)/python -m ragstream.train.judge
 
 bench: install
 	$(BIN)/python bench/ingest.py

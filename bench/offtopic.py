@@ -1,25 +1,36 @@
-"""Off-topic refusal: general-knowledge questions the shared documents do not answer.
+"""Answerability over real documents: off-topic questions must be refused, answerable ones
+answered — each configuration side by side on one index in one run.
 
 Indexes folders of the shared real documents (default: their `html` and `md` folders — the
-Python tutorial, docling's docs, a wiki page) into a temp data dir through the real sync, then
-asks every question of `tests/data/offtopic_questions.txt` through the offline answer path and
-prints how many were refused, by reason, and each one that was answered with its best dense
-score (issue 16's target: all of them refused).
+Python tutorial, docling's docs, a wiki page) through the real sync, then asks
 
-    .venv/bin/python bench/offtopic.py [--folders html md] [--data-dir DIR] [--floor F]
+- every question of `tests/data/offtopic_questions.txt` (general knowledge the documents do
+  not hold; issue 16's target: all refused), and
+- every question of `tests/data/docs_questions.tsv` (questions those documents do answer,
+  written by reading them, each with the file that holds the answer; none of it is ever
+  trained on): answered, and citing the right file,
 
-`--floor` sets `query.answerable_floor` (default: the settings' own).
+through the offline answer path, once per configuration: `--configs` names rows of
+`ROWS` (the answerability settings each row runs with). Prints one row per configuration
+and, with `--show`, every wrong decision.
+
+    .venv/bin/python bench/offtopic.py [--folders html md] [--data-dir DIR] [--show]
+
+A `--data-dir` is kept between runs (its index is reused: a rerun embeds nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import shutil
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -27,12 +38,22 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import numpy as np  # noqa: E402
+
 from ragstream import api  # noqa: E402
-from ragstream.core.answers import QueryRequest  # noqa: E402
-from ragstream.core.settings import Settings  # noqa: E402
+from ragstream.core.answers import Answer, QueryRequest  # noqa: E402
+from ragstream.core.settings import QuerySettings, Settings  # noqa: E402
+from ragstream.query.engine import QueryEngine  # noqa: E402
 
 DOCS = REPO.parent / "shared" / "data" / "docs"
 QUESTIONS = REPO / "tests" / "data" / "offtopic_questions.txt"
+ANSWERABLE = REPO / "tests" / "data" / "docs_questions.tsv"
+ROWS: dict[str, dict[str, Any]] = {
+    "no answerability check": {"judge": "none", "answerable_floor": 0.0},
+    "coverage/dense 0.5/0.5": {"judge": "none", "answerable_floor": 0.5},
+    "trained judge (default)": {},
+    "judge + coverage/dense": {"answerable_floor": 0.5},
+}
 
 
 def questions(path: Path = QUESTIONS) -> list[str]:
@@ -40,39 +61,77 @@ def questions(path: Path = QUESTIONS) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
+def answerable(path: Path = ANSWERABLE) -> list[tuple[str, str]]:
+    """(question, file holding the answer) rows of the TSV."""
+    rows = csv.DictReader(
+        (line for line in path.read_text().splitlines() if not line.startswith("#")),
+        delimiter="\t",
+    )
+    return [(r["question"], r["file"]) for r in rows]
+
+
+def engine_for(base: QueryEngine, overrides: dict[str, Any]) -> QueryEngine:
+    query = QuerySettings.model_validate({**base.settings.query.model_dump(), **overrides})
+    return QueryEngine(base.settings.model_copy(update={"query": query}), base.retriever)
+
+
+def cites(answer: Answer, file: str) -> bool:
+    return any(c.path.endswith(Path(file).name) for c in answer.citations)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--folders", nargs="+", default=["html", "md"], help="under the shared docs")
     ap.add_argument("--data-dir", type=Path, default=None, help="default: a temp dir")
-    ap.add_argument("--floor", type=float, default=None, help="query.answerable_floor")
+    ap.add_argument("--configs", nargs="+", default=list(ROWS), choices=list(ROWS))
+    ap.add_argument("--show", action="store_true", help="print every wrong decision")
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="offtopic-"))
     try:
-        root = scratch / "docs"
+        root = (args.data_dir or scratch) / "docs"
         for folder in args.folders:
-            shutil.copytree(DOCS / folder, root / folder)
-        settings = Settings(data_dir=args.data_dir or scratch / "data")
-        if args.floor is not None:
-            query = settings.query.model_copy(update={"answerable_floor": args.floor})
-            settings = settings.model_copy(update={"query": query})
+            if not (root / folder).exists():
+                shutil.copytree(DOCS / folder, root / folder)
+        settings = Settings(data_dir=(args.data_dir or scratch) / "data")
         report = api.sync([root], settings=settings)
         print(f"indexed {args.folders}: {report.docs_seen} docs, {report.chunks_live} chunks")
-        asked = questions()
-        reasons: Counter[str] = Counter()
-        answered = []
-        with api.open_engine(settings) as (engine, _):
-            for q in asked:
-                answer = engine.answer(QueryRequest(query=q))
-                if answer.refusal is not None:
-                    reasons[answer.refusal.reason] += 1
-                    continue
-                dense = max((c.scores.get("dense", 0.0) for c in answer.candidates), default=0)
-                judged = answer.answerability
-                answered.append((q, dense, judged.score if judged else -1.0, answer.text))
-        refused = len(asked) - len(answered)
-        print(f"refused {refused} / {len(asked)} ({refused / len(asked):.1%}): {dict(reasons)}")
-        for q, dense, covered, text in answered:
-            print(f"  ANSWERED (dense {dense:.3f}, coverage {covered:.3f}) {q!r}: {text[:80]!r}")
+        off, on = questions(), answerable()
+        print(f"{len(off)} off-topic questions, {len(on)} answerable ones\n")
+        print("| configuration | off-topic refused | answerable answered | answerable answered "
+              "citing the right file | p50 / p95 ms |")  # fmt: skip
+        print("|---|---|---|---|---|")
+        with api.open_engine(settings) as (base, _):
+            for name in args.configs:
+                engine = engine_for(base, {"log_queries": False, **ROWS[name]})
+                engine.answer(QueryRequest(query=on[0][0]))  # model loads stay out of timings
+                ms: list[float] = []
+
+                def ask(q: str, engine: QueryEngine = engine, ms: list[float] = ms) -> Answer:
+                    start = time.perf_counter()
+                    answer = engine.answer(QueryRequest(query=q))
+                    ms.append((time.perf_counter() - start) * 1000)
+                    return answer
+
+                off_answers = [ask(q) for q in off]
+                on_answers = [(ask(q), f) for q, f in on]
+                refused = Counter(a.refusal.reason for a in off_answers if a.refusal)
+                answered = [(a, f) for a, f in on_answers if a.refusal is None]
+                right = sum(cites(a, f) for a, f in answered)
+                n_off, n_on = len(off), len(on)
+                print(
+                    f"| {name} | {sum(refused.values())} / {n_off} "
+                    f"({sum(refused.values()) / n_off:.1%}; {dict(refused)}) | {len(answered)} / "
+                    f"{n_on} ({len(answered) / n_on:.1%}) | {right} / {n_on} ({right / n_on:.1%})"
+                    f" | {np.percentile(ms, 50):.0f} / {np.percentile(ms, 95):.0f} |"
+                )
+                if args.show:
+                    for a in off_answers:
+                        if a.refusal is None:
+                            print(f"    answered off-topic {a.query!r}: {a.text[:80]!r}")
+                    for a, _ in on_answers:
+                        if a.refusal is not None:
+                            print(f"    refused answerable {a.query!r} ({a.answered}): "
+                                  f"{a.refusal.reason}")  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -9,6 +9,10 @@ with the generator/verifier sentence-vector memo off and on (side by side, same 
 and prints p50/p95 per stage from the answers' own timings.
 
     .venv/bin/python bench/query.py [--docs 2200] [--queries 100] [--copies 9]
+    .venv/bin/python bench/query.py --data-dir D [--queries 100]   # an existing index only
+
+The `answerable` row is the answerability judge's added latency (coverage + the trained
+judge reading the best sentences of the k = 8 chunks).
 """
 
 from __future__ import annotations
@@ -86,9 +90,13 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=2200)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--copies", type=int, default=9)
+    ap.add_argument("--data-dir", type=Path, default=None, help="measure this index only")
     args = ap.parse_args()
     with (SCIFACT / "queries.jsonl").open() as fh:
         queries = [json.loads(line)["text"] for line in fh][: args.queries]
+    if args.data_dir is not None:
+        measure(api.load_settings(args.data_dir), queries)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "corpus"
         write_markdown(corpus(args.docs), root / "copy_0")

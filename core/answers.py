@@ -105,6 +105,9 @@ class Claim(BaseModel):
     score: float  # best support score over the cited chunks, 0..1
     support_cid: str | None = None
     support_span: tuple[int, int] | None = None  # char offsets inside that chunk's text
+    # P(the support span entails the claim) from the trained judge; None when it did not run
+    entailment: float | None = None
+    contradicted: bool = False  # the judge read the span as contradicting the claim
 
 
 class Verification(BaseModel):
@@ -127,7 +130,9 @@ class Answerability(BaseModel):
     """Whether the retrieved chunks hold what the question asks about (`query.answerable`):
     the score, the floor it was held against, and the signals behind it."""
 
-    score: float  # 0..1: the best chunk's IDF-weighted coverage of the question's terms
+    # 0..1: the judge's P(the best sentence supports or contradicts the question) when the
+    # trained judge ran, else the best chunk's IDF-weighted coverage of the question's terms
+    score: float
     answerable: bool
     floor: float
     signals: dict[str, float] = Field(default_factory=dict)
@@ -149,6 +154,10 @@ class Answer(BaseModel):
     citations: list[Citation]
     claims: list[Claim]
     grounding: float  # claims supported by their cited sources ÷ claims
+    # "question answered": the answerability score (do the sources answer the question at
+    # all?), None when it was not judged; grounding alone cannot tell a faithful copy of a
+    # nearby sentence from an answer
+    answered: float | None = None
     refusal: Refusal | None = None
     answerability: Answerability | None = None  # do the sources answer the question at all?
     invented_cids: list[str] = Field(default_factory=list)

@@ -12,11 +12,14 @@ embedding lands. Pure functions; the engine supplies the chunks and the IDF stat
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ragstream.connectors.lexical import tokenize
 from ragstream.core.answers import Answerability
 from ragstream.core.models import IndexedChunk
+from ragstream.query.verify import SupportScorer, entailment, sentence_spans
 
 DocFreqs = Callable[[Sequence[str]], tuple[int, dict[str, int]]]
 
@@ -69,6 +72,117 @@ def coverage(weights: Mapping[str, float], terms: set[str]) -> float:
     return sum(w for t, w in weights.items() if t in terms) / total
 
 
+# The kind of answer a question asks for, and what a span of that kind looks like: a
+# "how many" question is not answered by a sentence without a number in it.
+_ANSWER_TYPES = (
+    (
+        re.compile(
+            r"^\W*(?:how (?:many|much|long|often|old|far|big|large|tall|high|fast)|what "
+            r"(?:percentage|proportion|fraction|share|number|amount))\b",
+            re.I,
+        ),
+        re.compile(
+            r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
+            r"dozens?|hundreds?|thousands?|millions?|billions?|percent|half|twice|once|several|"
+            r"few|many|all|none|no)\b",
+            re.I,
+        ),
+    ),
+    (
+        re.compile(r"^\W*(?:when|what (?:year|date|time|day|month|century))\b", re.I),
+        re.compile(
+            r"\b(?:1[0-9]\d\d|20\d\d|\d{1,2}:\d\d|january|february|march|april|may|june|"
+            r"july|august|september|october|november|december|monday|tuesday|wednesday|"
+            r"thursday|friday|saturday|sunday|century|decade|years?|months?|weeks?|days?|"
+            r"hours?|minutes?|seconds?|before|after|during|until|since|when|once)\b",
+            re.I,
+        ),
+    ),
+    (
+        re.compile(r"^\W*(?:who|whom|whose)\b", re.I),
+        re.compile(
+            r"\b[A-Z][\w.-]+(?:\s+[A-Z][\w.-]+)+|\b(?:he|she|they|people|users?|team|company|"
+            r"authors?|developers?|researchers?|members?|group)\b"
+        ),
+    ),
+)
+
+
+def answer_type_match(question: str, sentences: Sequence[str]) -> float:
+    """1.0 when the question asks for no particular kind of answer, or one of `sentences`
+    has a span of that kind (a number for "how many", a date for "when", a name for
+    "who"); else 0.0.
+
+    >>> answer_type_match("How many moons does Mars have?", ["Mars is red."])
+    0.0
+    >>> answer_type_match("How many moons does Mars have?", ["Mars has two moons."])
+    1.0
+    >>> answer_type_match("What does the chunker do?", ["Anything."])
+    1.0
+    """
+    for asks, looks_like in _ANSWER_TYPES:
+        if asks.search(question):
+            return float(any(looks_like.search(s) for s in sentences))
+    return 1.0
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One sentence the judge read: which chunk, where in its text, and what it said."""
+
+    chunk: int  # index into the chunks judged
+    start: int
+    end: int
+    answers: float  # P(supports) + P(contradicts): the sentence speaks to the question
+    supports: float
+
+
+def candidate_sentences(
+    weights: Mapping[str, float], chunks: Sequence[IndexedChunk], limit: int
+) -> list[tuple[int, int, int]]:
+    """(chunk index, start, end) of the sentences most likely to hold the answer, at most
+    `limit`: each chunk's sentences by IDF-weighted coverage of the question's terms, the
+    best sentence of every chunk first (in chunk order), then the rest by coverage.
+
+    A cross-encoder is too slow to read every sentence of k chunks within the latency
+    budget; the sentence that answers a question nearly always shares its rarest terms.
+    """
+    firsts: list[tuple[int, int, int]] = []
+    rest: list[tuple[float, int, int, int, int]] = []
+    for i, chunk in enumerate(chunks):
+        scored = sorted(
+            (
+                (-coverage(weights, set(tokenize(chunk.text[a:b]))), n, a, b)
+                for n, (a, b) in enumerate(sentence_spans(chunk.text))
+                if b - a >= 12
+            ),
+        )
+        if scored:
+            firsts.append((i, scored[0][2], scored[0][3]))
+            rest.extend((cov, i, n, a, b) for cov, n, a, b in scored[1:])
+    rest.sort()
+    return (firsts + [(i, a, b) for _, i, _, a, b in rest])[:limit]
+
+
+def read_evidence(
+    question: str,
+    chunks: Sequence[IndexedChunk],
+    weights: Mapping[str, float],
+    scorer: SupportScorer,
+    limit: int,
+) -> list[Evidence]:
+    """The judge's reading of the best candidate sentences, best answer first."""
+    spots = candidate_sentences(weights, chunks, limit)
+    if not spots:
+        return []
+    read = entailment(scorer, [(chunks[i].text[a:b], question) for i, a, b in spots])
+    found = [
+        Evidence(i, a, b, supports + contradicts, supports)
+        for (i, a, b), (supports, contradicts) in zip(spots, read, strict=True)
+    ]
+    return sorted(found, key=lambda e: -e.answers)
+
+
 def judge(
     question: str,
     chunks: Sequence[IndexedChunk],
@@ -76,10 +190,26 @@ def judge(
     floor: float,
     dense_best: float = 0.0,
     dense_floor: float = 1.0,
-) -> Answerability:
-    """Score the best chunk's coverage of the question and decide: answerable when it
-    reaches `floor`, or when the best dense cosine reaches `dense_floor` (a question asked in
-    other words than the documents use can still match them closely in meaning)."""
+    *,
+    scorer: SupportScorer | None = None,
+    judge_floor: float = 0.5,
+    judge_dense: float = 1.01,
+    sentences: int = 16,
+    extra: Mapping[str, float] | None = None,
+) -> tuple[Answerability, list[Evidence]]:
+    """Decide whether the chunks answer the question, and say why.
+
+    Coverage rule: the best chunk covers at least `floor` of the question's IDF-weighted
+    terms, or its dense cosine reaches `dense_floor` (a question asked in other words than
+    the documents use can still match them closely in meaning). With a trained `scorer`
+    the judge also reads the best candidate sentences against the question and needs one it
+    scores at least `judge_floor` (supports or contradicts it), unless the best dense cosine
+    reaches `judge_dense` (a chunk that close in meaning is about exactly what is asked: the
+    judge, trained on scientific claims, reads other domains' questions less surely);
+    the coverage rule must hold as well. The score
+    is the judge's when it ran, else the coverage. `extra` signals (the engine's leg
+    agreement and top margin) are recorded with the others and decide nothing.
+    """
     asked = question_terms(question)
     documents, df = doc_freqs(asked)
     weights = {t: idf(documents, df.get(t, 0)) for t in asked}
@@ -88,15 +218,30 @@ def judge(
     total = sum(weights.values())
     unseen = sum(w for t, w in weights.items() if df.get(t, 0) == 0) / total if total else 0.0
     best = max(per_chunk, default=0.0)
-    return Answerability(
-        score=round(best, 4),
-        answerable=best >= floor or dense_best >= dense_floor,
-        floor=floor,
-        signals={
-            "coverage_best": round(best, 4),
-            "dense_best": round(dense_best, 4),
-            "coverage_union": round(union, 4),
-            "unseen_term_share": round(unseen, 4),
-            "question_terms": float(len(asked)),
-        },
+    signals = {
+        "coverage_best": round(best, 4),
+        "dense_best": round(dense_best, 4),
+        "coverage_union": round(union, 4),
+        "unseen_term_share": round(unseen, 4),
+        "question_terms": float(len(asked)),
+        **(extra or {}),
+    }
+    answerable = best >= floor or dense_best >= dense_floor
+    score, used_floor = best, floor
+    evidence: list[Evidence] = []
+    if scorer is not None:
+        evidence = read_evidence(question, chunks, weights, scorer, sentences)
+        top = evidence[0] if evidence else Evidence(-1, 0, 0, 0.0, 0.0)
+        best_read = [chunks[e.chunk].text[e.start : e.end] for e in evidence[:3]]
+        signals.update(
+            judge_best=round(top.answers, 4),
+            judge_supports=round(top.supports, 4),
+            judge_sentences=float(len(evidence)),
+            answer_type_match=answer_type_match(question, best_read),
+        )
+        answerable = answerable and (top.answers >= judge_floor or dense_best >= judge_dense)
+        score, used_floor = top.answers, judge_floor
+    verdict = Answerability(
+        score=round(score, 4), answerable=answerable, floor=used_floor, signals=signals
     )
+    return verdict, evidence

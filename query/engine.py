@@ -33,10 +33,11 @@ from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
 from ragstream.operators.embed import Embedder, with_vector_memo
+from ragstream.operators.judge import load_judge
 from ragstream.query.answerable import judge
 from ragstream.query.assemble import Context, assemble
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
-from ragstream.query.generate import ExtractiveGenerator, Generator
+from ragstream.query.generate import ExtractiveGenerator, Generator, declined
 from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
 from ragstream.query.retrieve import Candidate, Retriever
 from ragstream.query.transforms import QueryTransformer, endpoint_generator, retrieve_transformed
@@ -51,13 +52,17 @@ class QueryEngine:
         self.retriever = retriever
         self.reranker = load_reranker(settings.query.reranker)
         q = settings.query
+        self.support_judge = load_judge(q.judge)
         self.log = (
             RetrievalLog(settings.retrieval_log_path, q.log_max_bytes, q.log_keep)
             if q.log_queries
             else None
         )
         self.generator: Generator = endpoint_generator(settings.generator) or ExtractiveGenerator(
-            lambda: self.sentence_embedder
+            lambda: self.sentence_embedder,
+            judge=self.support_judge,
+            judge_floor=q.sentence_floor,
+            dense_override=q.judge_dense,
         )
         # query transforms (keywords / HyDE / decompose): None unless switched on in settings
         self.transformer = QueryTransformer.from_settings(settings)
@@ -159,6 +164,7 @@ class QueryEngine:
                     timings, "answerable", lambda: self._answerable(request.query, ranked)
                 )
                 answer.refusal = refusal
+                answer.answered = answer.answerability.score
             if refusal is not None or not request.generate:
                 answer.timings_ms = timings
                 root.set_attribute("refused", refusal is not None)
@@ -218,8 +224,12 @@ class QueryEngine:
                 context.sources,
                 self.sentence_embedder,
                 cross_encoder=getattr(self.reranker, "model", None),
+                judge=self.support_judge,
+                contradiction_floor=q.contradiction_floor,
             ),
         )
+        if declined(text):
+            return self._declined(answer, text, timings)
         answer = self._complete(answer, context.sources, checked)
         answer.timings_ms = timings
         return answer
@@ -227,15 +237,26 @@ class QueryEngine:
     def _answerable(
         self, question: str, ranked: list[Reranked]
     ) -> tuple[Answerability, Refusal | None]:
-        """The evidence-coverage judge (query/answerable.py) over the chunks that passed the
-        gate; below `query.answerable_floor` the answer is a `not_answerable` refusal."""
+        """The answerability judge (query/answerable.py) over the chunks that passed the
+        gate: coverage and dense rules, and the trained judge reading the best sentences;
+        when they say no, the answer is a `not_answerable` refusal."""
         q = self.settings.query
         floor = q.answerable_floor
         chunks = [r.candidate.chunk for r in ranked]
         dense = max((r.candidate.scores.get("dense", 0.0) for r in ranked), default=0.0)
         with span("query.answerable", floor=floor, chunks=len(chunks)) as sp:
-            verdict = judge(
-                question, chunks, self.retriever.lexical.doc_freqs, floor, dense, q.answerable_dense
+            verdict, evidence = judge(
+                question,
+                chunks,
+                self.retriever.lexical.doc_freqs,
+                floor,
+                dense,
+                q.answerable_dense,
+                scorer=self.support_judge,
+                judge_floor=q.judge_floor,
+                judge_dense=q.judge_dense,
+                sentences=q.judge_sentences,
+                extra=_ranking_signals(ranked),
             )
             sp.set_attribute("score", verdict.score)
             sp.set_attribute("answerable", verdict.answerable)
@@ -243,16 +264,36 @@ class QueryEngine:
                 sp.set_attribute(f"signal.{name}", value)
         if verdict.answerable:
             return verdict, None
-        refusal = Refusal(
-            reason="not_answerable",
-            detail=(
-                f"the retrieved text covers {verdict.score:.0%} of what the question asks about "
+        coverage = verdict.signals["coverage_best"]
+        if coverage < floor and dense < q.answerable_dense:
+            detail = (
+                f"the retrieved text covers {coverage:.0%} of what the question asks about "
                 f"(minimum {floor:.0%}) and matches it in meaning at {dense:.2f} (enough: "
                 f"{q.answerable_dense:.2f}): the documents do not seem to answer it"
-            ),
-            best_score=verdict.score,
-        )
+            )
+        else:
+            detail = (
+                f"no retrieved sentence answers the question: the best scores "
+                f"{verdict.score:.2f} with the answerability judge (minimum {q.judge_floor:.2f}; "
+                f"{len(evidence)} sentences read)"
+            )
+        refusal = Refusal(reason="not_answerable", detail=detail, best_score=verdict.score)
         return verdict, refusal
+
+    def _declined(self, answer: Answer, text: str, timings: dict[str, float]) -> Answer:
+        """The generator said the sources do not hold the answer: one more answerability
+        signal, and it is a `not_answerable` refusal whatever the other signals said."""
+        if answer.answerability is not None:
+            answer.answerability.signals["generator_declined"] = 1.0
+            answer.answerability.answerable = False
+            answer.answered = answer.answerability.score
+        answer.text = ""
+        answer.refusal = Refusal(
+            reason="not_answerable",
+            detail=f"the generator found no answer in the sources: {declined(text)}",
+        )
+        answer.timings_ms = timings
+        return answer
 
     def _text(self, question: str, context: Context, on_text: Callable[[str], None] | None) -> str:
         if on_text is None:
@@ -296,10 +337,13 @@ class QueryEngine:
         answer.sources = sources
         answer.citations = [_citation(by_cid[c]) for c in cited]
         q = self.settings.query
+        if answer.answerability is not None:
+            answer.answered = answer.answerability.score
         if not checked.claims:
+            judged = answer.answerability is not None and self.support_judge is not None
             answer.refusal = Refusal(
-                reason="insufficient_evidence",
-                detail="the generator found nothing in the sources that answers the question",
+                reason="not_answerable" if judged else "insufficient_evidence",
+                detail="the generator found no sentence in the sources that answers the question",
                 best_score=max((s.score for s in sources), default=None),
             )
         elif checked.grounding < q.min_grounding and q.on_low_grounding == "refuse":
@@ -312,6 +356,19 @@ class QueryEngine:
                 best_score=checked.grounding,
             )
         return answer
+
+
+def _ranking_signals(ranked: Sequence[Reranked]) -> dict[str, float]:
+    """How decided the ranking is: do both retrieval legs put the top chunk in their own
+    top 3 (`legs_agree`), and by how much does it lead the second (`top_margin`, relative)."""
+    if not ranked:
+        return {}
+    ranks = ranked[0].candidate.ranks
+    agree = all(ranks.get(leg, 10**6) <= 3 for leg in ("dense", "lexical"))
+    first = ranked[0].score
+    second = ranked[1].score if len(ranked) > 1 else 0.0
+    margin = (first - second) / abs(first) if first else 0.0
+    return {"legs_agree": float(agree), "top_margin": round(margin, 4)}
 
 
 def _timed(timings: dict[str, float], name: str, fn: Callable[[], T]) -> T:
@@ -372,6 +429,7 @@ def _log_entry(
         ],
         "cited": [c.point_id for c in answer.citations],
         "grounding": answer.grounding,
+        "answered": answer.answered,
         "refusal": answer.refusal.reason if answer.refusal else None,
         "answerability": answer.answerability.model_dump() if answer.answerability else None,
         "trace_id": answer.trace_id,

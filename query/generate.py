@@ -9,6 +9,7 @@ and never one that reads like an instruction to the assistant (sources are untru
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
@@ -19,7 +20,42 @@ from ragstream.core.answers import SourceChunk
 from ragstream.core.telemetry import span
 from ragstream.operators.embed import Embedder
 from ragstream.operators.llm import openai_client
-from ragstream.query.verify import content_tokens, looks_like_instruction, sentence_spans
+from ragstream.query.verify import (
+    CITATION,
+    SupportScorer,
+    content_tokens,
+    entailment,
+    looks_like_instruction,
+    sentence_spans,
+)
+
+# What the system prompt (query/assemble.py) asks an LLM to reply when the sources do not
+# hold the answer; the phrasings below catch the models that answer in their own words.
+DECLINE_MARKER = "NOT_ANSWERABLE"
+_DECLINES = re.compile(
+    r"^\W*(?:NOT[_ ]ANSWERABLE\b|(?:I'?m sorry,? )?(?:I )?(?:cannot|can't|can not|am unable to|"
+    r"am not able to) answer\b.{0,60}\bsources?\b|the (?:provided )?sources? (?:do(?:es)? not|"
+    r"don't|doesn't) (?:contain|hold|say|mention|include|provide|answer)\b)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def declined(text: str) -> str:
+    """The generator's reason when its reply says the sources do not hold the answer (and
+    cites nothing), else "".
+
+    >>> declined("NOT_ANSWERABLE: the sources do not say who founded the company.")
+    'the sources do not say who founded the company.'
+    >>> declined("I cannot answer this from the sources.")
+    'I cannot answer this from the sources.'
+    >>> declined("The sources do not mention X, but Y holds [S1].")
+    ''
+    """
+    stripped = text.strip()
+    if not stripped or CITATION.search(stripped) or not _DECLINES.match(stripped):
+        return ""
+    reason = re.sub(r"^\W*NOT[_ ]ANSWERABLE\W*", "", stripped, flags=re.IGNORECASE)
+    return reason or stripped
 
 
 class ContextLike(Protocol):
@@ -117,12 +153,17 @@ class OpenAIGenerator:
 
 
 class ExtractiveGenerator:
-    """Offline default: the best question-matching source sentences, each with its `[Sn]`.
+    """Offline default: the source sentences that answer the question, each with its `[Sn]`.
 
     Score = cosine(query, sentence) with the given embedder + 0.2 x the fraction of the
     question's content tokens present in the sentence. `min_similarity=0.35` lies between
     where off-topic and on-topic sentences score with all-MiniLM-L6-v2 (figures:
     docs/measurements.md, "Extractive generator similarity floor (query/generate.py)").
+    Near is not an answer: with the trained `judge`, the best-scoring sentences are read
+    against the question and only those it scores >= `judge_floor` (they support or
+    contradict what is asked), or whose cosine with the question reaches `dense_override`
+    (as close in meaning as the answerability rule's override), are kept; none kept is an
+    empty answer (a refusal).
     """
 
     def __init__(
@@ -130,12 +171,17 @@ class ExtractiveGenerator:
         embedder: Embedder | Callable[[], Embedder],
         max_sentences: int = 3,
         min_similarity: float = 0.35,
+        *,
+        judge: SupportScorer | None = None,
+        judge_floor: float = 0.5,
+        dense_override: float = 1.01,
     ) -> None:
         # a callable is asked per answer: the engine hands the live collection's embedder,
         # which a blue/green promote or rollback replaces while the generator lives on
         self._embedder = embedder
         self.max_sentences = max_sentences
         self.min_similarity = min_similarity
+        self.judge, self.judge_floor, self.dense_override = judge, judge_floor, dense_override
         self.name = "extractive"
 
     @property
@@ -176,6 +222,14 @@ class ExtractiveGenerator:
         ]
         ranked = sorted(range(len(candidates)), key=lambda j: -scores[j])
         chosen = [j for j in ranked[: self.max_sentences] if scores[j] >= self.min_similarity]
+        if self.judge is not None:  # read 3x as many as needed; keep those that answer
+            near = [j for j in ranked[: 3 * self.max_sentences] if scores[j] >= self.min_similarity]
+            read = entailment(self.judge, [(candidates[j][3], question) for j in near])
+            chosen = [
+                j
+                for j, (s, c) in zip(near, read, strict=True)
+                if s + c >= self.judge_floor or cosine[j] >= self.dense_override
+            ][: self.max_sentences]
         parts = []
         for j in sorted(chosen, key=lambda j: candidates[j][:2]):  # source order
             _, _, cid, text = candidates[j]

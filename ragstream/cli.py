@@ -448,6 +448,13 @@ def eval_(
         ),
     ] = False,
     k: Annotated[int | None, typer.Option("--k", help="chunks an answer is built from")] = None,
+    rows: Annotated[
+        str,
+        typer.Option(
+            help="answers mode: which rows: assembly (order, parent expansion), "
+            "answerability (one row per answerability signal), or all"
+        ),
+    ] = "all",
 ) -> None:
     """Index a BEIR dataset through the real ingest, then evaluate it.
 
@@ -456,6 +463,7 @@ def eval_(
     DATA_DIR/eval/SPLIT.MODE.json. Per-query details go to DATA_DIR/eval/SPLIT.MODE.details.json.
     Reruns embed nothing.
     """
+    from ragstream.eval.answer_ablation import ROW_SETS
     from ragstream.eval.evaluation import (
         DEFAULT_DEPTH,
         DEFAULT_K,
@@ -466,6 +474,8 @@ def eval_(
 
     if mode not in MODES:
         raise typer.BadParameter(f"expected one of {', '.join(MODES)}", param_hint="--mode")
+    if rows not in ROW_SETS:
+        raise typer.BadParameter(f"expected one of {', '.join(ROW_SETS)}", param_hint="--rows")
     if not as_json:
         err.print(f"indexing {dataset_dir} into {data_dir} (incremental), then evaluating")
     report = evaluate_dataset(
@@ -477,6 +487,7 @@ def eval_(
         mode=mode,  # checked against MODES above
         answers=answers,
         k=k or DEFAULT_K,
+        row_set=rows,
     )
     if as_json:
         print(report.to_json())

@@ -58,7 +58,7 @@ def run(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     corpus, queries, qrels = load_beir(dataset, "test")
     settings = index_corpus(corpus, tmp_path_factory.mktemp("answer-ablation"))
     with Retriever.open(settings) as retriever:
-        report, _ = answer_ablation(settings, retriever, queries, qrels, DEFAULT_K)
+        report, _ = answer_ablation(settings, retriever, queries, qrels, DEFAULT_K, rows="assembly")
     print("\n" + markdown_answers(report))
     return settings, queries, qrels, report
 
@@ -84,7 +84,7 @@ def test_one_row_per_assembly_config_with_consistent_rates(
     assert report.questions == QUERIES and report.generator == "extractive"
     assert report.budget_tokens == settings.query.budget_tokens
     for row in report.rows:
-        assert (row.order, row.expand_parent) == tuple(ASSEMBLY_ROWS[row.name].values())
+        assert row.settings == ASSEMBLY_ROWS[row.name]
         assert all(0.0 <= getattr(row, m) <= 1.0 for m in RATES), row
         assert row.gold_cited <= min(row.answered, row.gold_in_context)
         assert 0.0 <= row.grounding <= 1.0 and 0 < row.context_docs <= row.sources
@@ -205,7 +205,7 @@ def test_rows_go_through_validated_settings(tmp_path: Path) -> None:
 def test_cli_answers_mode_saves_the_report(dataset: Path, run: Run) -> None:
     data = run[0].data_dir
     args = ["eval", str(dataset), "--data-dir", str(data), "--limit-queries", "1"]
-    result = CliRunner().invoke(app, [*args, "--mode", "answers", "--json"])
+    result = CliRunner().invoke(app, [*args, "--mode", "answers", "--rows", "assembly", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["mode"] == "answers" and report["assembly"]["questions"] == 1

@@ -89,7 +89,11 @@ def check_contract(answer: Answer) -> None:
         assert answer.text.strip() and answer.claims
         assert answer.grounding >= 0.5  # query.min_grounding: below it the engine refuses
     else:
-        assert answer.refusal.reason in ("insufficient_evidence", "unsupported_answer")
+        reasons = ("insufficient_evidence", "unsupported_answer", "not_answerable")
+        assert answer.refusal.reason in reasons
+        if answer.refusal.reason == "not_answerable" and "generate" in answer.timings_ms:
+            verdict = answer.answerability  # the model itself said the sources lack it
+            assert verdict is not None and verdict.signals.get("generator_declined") == 1.0
 
 
 def test_on_topic_answer_is_generated_and_verified(engine: QueryEngine) -> None:
@@ -117,14 +121,23 @@ def test_off_topic_question_is_refused_or_flagged(settings: Settings, engine: Qu
     gated = engine.answer(request)  # the sufficiency gate refuses before any LLM call
     check_contract(gated)
     assert gated.refusal is not None and "generate" not in gated.timings_ms
-    # with the gate wide open the model does answer, and the verifier must catch it
-    query = settings.query.model_copy(update={"dense_floor": -1.0})
+    # with the gate and the answerability judge off the model is asked: it must decline
+    # (NOT_ANSWERABLE, one more answerability signal) or the verifier must catch its answer
+    query = settings.query.model_copy(update={"dense_floor": -1.0, "judge": "none"})
     ungated = QueryEngine(settings.model_copy(update={"query": query}), engine.retriever)
     answer = ungated.answer(request)
     assert "generate" in answer.timings_ms
     check_contract(answer)
     unsupported = [c for c in answer.claims if not c.supported]
     assert answer.refusal is not None or unsupported or answer.invented_cids, answer
+    judged = QueryEngine(
+        settings.model_copy(
+            update={"query": settings.query.model_copy(update={"dense_floor": -1.0})}
+        ),
+        engine.retriever,
+    ).answer(request)  # the judge alone refuses it before the model is asked
+    assert judged.refusal is not None and judged.refusal.reason == "not_answerable"
+    assert "generate" not in judged.timings_ms
 
 
 def test_query_transforms_run_against_the_endpoint(

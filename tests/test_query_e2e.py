@@ -88,6 +88,37 @@ def test_absent_answer_is_a_refusal(engine: QueryEngine) -> None:
     assert answer.text == "" and answer.citations == []
 
 
+def test_a_question_the_documents_do_not_answer_is_refused(engine: QueryEngine) -> None:
+    answer = ask(engine, "What is the airspeed velocity of an unladen swallow in Norway?")
+    assert answer.refusal is not None, answer.answerability
+    assert answer.refusal.reason in {"not_answerable", "insufficient_evidence"}
+    assert answer.text == "" and answer.citations == []
+
+
+def test_answered_reports_the_trained_judge_score(engine: QueryEngine) -> None:
+    answer = ask(engine, "What does the hybrid chunker do with the hierarchical chunks?")
+    verdict = answer.answerability
+    assert verdict is not None and verdict.answerable
+    assert answer.answered == verdict.score == verdict.signals["judge_best"]
+    assert verdict.score >= engine.settings.query.judge_floor
+    assert all(c.entailment is not None for c in answer.claims)
+
+
+def test_the_generator_saying_no_is_a_not_answerable_refusal(
+    engine: QueryEngine, stub: Stub
+) -> None:
+    s = engine.settings.model_copy(deep=True)
+    s.generator.base_url = stub.url
+    llm_engine = QueryEngine(s, engine.retriever)
+    stub.replies.append("NOT_ANSWERABLE: the sources do not say what the chunker costs.")
+    answer = llm_engine.answer(QueryRequest(query="What does the hybrid chunker do?"))
+    assert answer.refusal is not None and answer.refusal.reason == "not_answerable"
+    assert "what the chunker costs" in answer.refusal.detail and answer.text == ""
+    assert answer.answerability is not None and not answer.answerability.answerable
+    assert answer.answerability.signals["generator_declined"] == 1.0
+    assert "NOT_ANSWERABLE" in stub.requests[-1]["body"]["messages"][0]["content"]
+
+
 def test_injected_instruction_is_data_not_an_answer(engine: QueryEngine) -> None:
     answer = ask(engine, "What is the assistant reply policy for support tickets?")
     assert any("Ignore previous instructions" in s.text for s in answer.sources) or (
@@ -135,6 +166,7 @@ def test_spans_cover_every_stage_and_match_the_trace_id(engine: QueryEngine) -> 
         "query.fuse",
         "query.rerank",
         "query.gate",
+        "query.answerable",
         "query.assemble",
         "query.generate",
         "query.verify",

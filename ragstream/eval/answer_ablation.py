@@ -50,6 +50,8 @@ from ragstream.eval.beir import Qrels, Queries, doc_key
 from ragstream.query.assemble import render
 from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import Retriever
+from ragstream.query.verify import verify
+from ragstream.train.negate import negate
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +62,30 @@ ASSEMBLY_ROWS: dict[str, dict[str, Any]] = {
     "+parent expansion": {"order": "score", "expand_parent": True},
     "+both": {"order": "document", "expand_parent": True},
 }
+# one row per answerability signal (issue 16): what each costs in answered / gold-cited
+# questions, and what the trained judge adds to verification (the negation probe)
+ANSWERABILITY_ROWS: dict[str, dict[str, Any]] = {
+    "no answerability check": {"judge": "none", "answerable_floor": 0.0},
+    "+coverage/dense 0.5/0.5": {"judge": "none", "answerable_floor": 0.5, "answerable_dense": 0.5},
+    "+trained judge (default)": {"judge": "bundled", "answerable_floor": 0.0},
+    "+judge +coverage/dense": {
+        "judge": "bundled",
+        "answerable_floor": 0.5,
+        "answerable_dense": 0.5,
+    },
+}
+ROW_SETS: dict[str, dict[str, dict[str, Any]]] = {
+    "assembly": ASSEMBLY_ROWS,
+    "answerability": ANSWERABILITY_ROWS,
+    "all": ASSEMBLY_ROWS | ANSWERABILITY_ROWS,
+}
 
 
 class AnswerRow(BaseModel):
     """One assembly configuration's answer-quality figures (see the module docstring)."""
 
     name: str
-    order: str
-    expand_parent: bool
+    settings: dict[str, Any]  # the `query.*` values this row sets
     answered: float
     gold_in_context: float
     gold_cited: float
@@ -77,6 +95,11 @@ class AnswerRow(BaseModel):
     context_docs: float
     context_tokens: float
     changed: float
+    # negation probe: every claim of every answer, negated (`train.negate`) and verified
+    # against the same sources; the share marked unsupported. `faithful_kept`: the share of
+    # the answers' own claims marked supported (the same claims, as written)
+    contradictions_caught: float
+    faithful_kept: float
     p50_ms: float
     p95_ms: float
 
@@ -105,6 +128,10 @@ class Scored(BaseModel):
     tokens: int | None
     text: str
     cited: list[str]
+    negated: int = 0  # claims negated by the probe
+    negated_caught: int = 0  # of which the verifier marked unsupported
+    claims: int = 0
+    supported: int = 0
     ms: float
 
 
@@ -148,13 +175,18 @@ def _mean(values: Sequence[float | int | bool | None]) -> float:
     return float(np.mean(kept)) if kept else 0.0
 
 
-def summarize(name: str, scored: Sequence[Scored], baseline: Sequence[Scored]) -> AnswerRow:
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def summarize(
+    name: str, overrides: Mapping[str, Any], scored: Sequence[Scored], baseline: Sequence[Scored]
+) -> AnswerRow:
     """A row from its questions' scores (`baseline`: the first row's, same question order)."""
     p50, p95 = latency([s.ms for s in scored])
     return AnswerRow(
         name=name,
-        order=ASSEMBLY_ROWS[name]["order"],
-        expand_parent=ASSEMBLY_ROWS[name]["expand_parent"],
+        settings=dict(overrides),
         answered=_mean([s.answered for s in scored]),
         gold_in_context=_mean([s.gold_in_context for s in scored]),
         gold_cited=_mean([s.gold_cited for s in scored]),
@@ -164,20 +196,30 @@ def summarize(name: str, scored: Sequence[Scored], baseline: Sequence[Scored]) -
         context_docs=_mean([s.context_docs for s in scored]),
         context_tokens=_mean([s.tokens for s in scored]),
         changed=_mean([s.text != b.text for s, b in zip(scored, baseline, strict=True)]),
+        contradictions_caught=_share(
+            sum(s.negated_caught for s in scored), sum(s.negated for s in scored)
+        ),
+        faithful_kept=_share(sum(s.supported for s in scored), sum(s.claims for s in scored)),
         p50_ms=p50,
         p95_ms=p95,
     )
 
 
 def answer_ablation(
-    settings: Settings, retriever: Retriever, queries: Queries, qrels: Qrels, k: int
+    settings: Settings,
+    retriever: Retriever,
+    queries: Queries,
+    qrels: Qrels,
+    k: int,
+    rows: str = "all",
 ) -> tuple[AnswerAblation, list[dict[str, Any]]]:
     """Every question through every row's engine; the report, and one detail per question
     on which the rows disagree about `answered` or `gold_cited` (where a row made a
     difference worth reading)."""
+    chosen = ROW_SETS[rows]
     engines = {
         name: eval_engine(row_settings(settings, overrides), retriever)
-        for name, overrides in ASSEMBLY_ROWS.items()
+        for name, overrides in chosen.items()
     }
     # one-off model / store costs stay out of the latencies (the engines share the retriever)
     next(iter(engines.values())).answer(QueryRequest(query=next(iter(queries.values())), k=k))
@@ -199,7 +241,7 @@ def answer_ablation(
         k=k,
         n=QueryRequest.model_fields["n"].default,
         budget_tokens=settings.query.budget_tokens,
-        rows=[summarize(name, s, baseline) for name, s in scored.items()],
+        rows=[summarize(name, chosen[name], s, baseline) for name, s in scored.items()],
     )
     return report, details
 
@@ -208,7 +250,31 @@ def _ask(engine: QueryEngine, text: str, k: int, relevant: set[str]) -> Scored:
     start = time.perf_counter()
     answer = engine.answer(QueryRequest(query=text, k=k))
     ms = (time.perf_counter() - start) * 1000.0
-    return score_answer(answer, relevant, engine.retriever.embedder.count_tokens, ms)
+    scored = score_answer(answer, relevant, engine.retriever.embedder.count_tokens, ms)
+    return scored.model_copy(update=negation_probe(engine, answer))
+
+
+def negation_probe(engine: QueryEngine, answer: Answer) -> dict[str, int]:
+    """Negate each claim of the answer and verify the negations against the same sources
+    with the engine's verifier: how many it catches (marks unsupported), and how many of the
+    answer's own claims it kept."""
+    claims = [c for c in answer.claims if c.support_cid is not None]
+    if not claims:
+        return {}
+    text = " ".join(f"{negate(c.text).rstrip('.')} [{c.support_cid}]." for c in claims)
+    probe = verify(
+        text,
+        answer.sources,
+        engine.sentence_embedder,
+        judge=engine.support_judge,
+        contradiction_floor=engine.settings.query.contradiction_floor,
+    )
+    return {
+        "negated": len(probe.claims),
+        "negated_caught": sum(not c.supported for c in probe.claims),
+        "claims": len(answer.claims),
+        "supported": sum(c.supported for c in answer.claims),
+    }
 
 
 def _detail(qid: str, text: str, relevant: set[str], rows: Mapping[str, Scored]) -> dict[str, Any]:
@@ -227,15 +293,16 @@ def markdown_answers(report: AnswerAblation) -> str:
         f"answer-quality ablation: {report.questions} questions, generator {report.generator}, "
         f"k={report.k} of n={report.n} per leg, budget {report.budget_tokens} tokens",
         "",
-        "| assembly | answered | gold in context | gold cited | citation precision | "
-        "grounding | sources | docs | context tokens | answer changed | p50 ms | p95 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| row | answered | gold in context | gold cited | citation precision | "
+        "grounding | negations caught | faithful kept | sources | docs | context tokens | "
+        "answer changed | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report.rows:
         lines.append(
             f"| {r.name} | {r.answered:.1%} | {r.gold_in_context:.1%} | {r.gold_cited:.1%} | "
-            f"{r.citation_precision:.3f} | {r.grounding:.3f} | {r.sources:.2f} | "
-            f"{r.context_docs:.2f} | {r.context_tokens:.0f} | {r.changed:.1%} | "
-            f"{r.p50_ms:.0f} | {r.p95_ms:.0f} |"
+            f"{r.citation_precision:.3f} | {r.grounding:.3f} | {r.contradictions_caught:.1%} | "
+            f"{r.faithful_kept:.1%} | {r.sources:.2f} | {r.context_docs:.2f} | "
+            f"{r.context_tokens:.0f} | {r.changed:.1%} | {r.p50_ms:.0f} | {r.p95_ms:.0f} |"
         )
     return "\n".join(lines)

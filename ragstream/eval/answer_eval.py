@@ -93,6 +93,29 @@ class AbstainGroup(BaseModel):
     rate: float  # refused / questions: the abstention rate
     by_reason: dict[str, int]
     p50_ms: float
+    # the abstention rate each answerability signal alone (after the retrieval gate) would
+    # give, decided from the signals every answer records (`signal_refusals`)
+    by_signal: dict[str, float] = {}
+
+
+def signal_refusals(answer: Answer, judge_floor: float) -> dict[str, bool]:
+    """Would each signal alone have refused this answer? The retrieval gate refuses before
+    any signal is computed; every other rule reads `answer.answerability.signals`, which the
+    engine records whatever it decides, so one run yields a row per signal."""
+    gate = answer.refusal is not None and answer.answerability is None
+    signals = answer.answerability.signals if answer.answerability else {}
+
+    def below(name: str, floor: float) -> bool:
+        return name in signals and signals[name] < floor
+
+    coverage = below("coverage_best", 0.5) and below("dense_best", 0.5)
+    return {
+        "retrieval gate only": gate,
+        "+coverage/dense 0.5/0.5": gate or coverage,
+        "+trained judge": gate or below("judge_best", judge_floor),
+        "+judge +coverage/dense": gate or coverage or below("judge_best", judge_floor),
+        "engine as configured (+generator)": answer.refusal is not None,
+    }
 
 
 class AbstainReport(BaseModel):
@@ -165,12 +188,17 @@ def abstain_group(
         ms.append((time.perf_counter() - start) * 1000.0)
     leaks = sum(any(c.doc_id in hidden for c in a.candidates) for a in answers.values())
     refused = [a for a in answers.values() if a.refusal is not None]
+    floor = engine.settings.query.judge_floor
+    decisions = [signal_refusals(a, floor) for a in answers.values()]
     group = AbstainGroup(
         questions=len(answers),
         refused=len(refused),
         rate=len(refused) / len(answers) if answers else 0.0,
         by_reason=dict(Counter(a.refusal.reason for a in refused if a.refusal)),
         p50_ms=latency(ms)[0],
+        by_signal={name: sum(d[name] for d in decisions) / len(decisions) for name in decisions[0]}
+        if decisions
+        else {},
     )
     details = [_detail(q, a) for q, a in answers.items() if a.refusal is None]
     return group, leaks, details
@@ -220,4 +248,16 @@ def markdown_abstain(report: AbstainReport) -> str:
         lines.append(
             f"| {name} | {g.questions} | {g.refused} | {g.rate:.1%} | {reasons} | {g.p50_ms:.1f} |"
         )
+    signals = list(report.heldout.by_signal)
+    if signals:
+        lines += [
+            "",
+            "| abstention rate by signal | dataset questions, docs removed | off-topic |",
+            "|---|---|---|",
+        ]
+        for name in signals:
+            lines.append(
+                f"| {name} | {report.heldout.by_signal[name]:.1%} | "
+                f"{report.offtopic.by_signal.get(name, 0.0):.1%} |"
+            )
     return "\n".join(lines)

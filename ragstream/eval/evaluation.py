@@ -390,6 +390,7 @@ def evaluate_dataset(
     mode: Mode = "retrieval",
     answers: bool = False,
     k: int = DEFAULT_K,
+    row_set: str = "all",
 ) -> EvalReport:
     """Load, index (incrementally), evaluate in `mode`, and save the report to
     `<data_dir>/eval/<split>.json` (retrieval) or `<split>.<mode>.json`, with per-query
@@ -437,7 +438,7 @@ def evaluate_dataset(
     elif mode == "answers":
         settings = index_corpus(corpus, data_dir, settings_overrides)
         with Retriever.open(settings) as retriever:
-            assembly, details = answer_ablation(settings, retriever, asked, qrels, k)
+            assembly, details = answer_ablation(settings, retriever, asked, qrels, k, row_set)
         report = EvalReport(**base, assembly=assembly)
     else:
         settings = index_corpus(corpus, data_dir, settings_overrides)

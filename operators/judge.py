@@ -1,0 +1,125 @@
+"""The support judge: does a source sentence bear on a statement, and which way?
+
+A 3-layer MiniLM cross-encoder this project trains (`make judge`, `ragstream.train.judge`)
+on SciFact train claims, shipped as int8 ONNX (`operators/judge_model/`) and run here with
+onnxruntime and the `tokenizers` library: no torch, tens of milliseconds for a few dozen
+short pairs. For a (premise, statement) pair it gives three probabilities:
+
+- `unrelated`: the premise does not speak to the statement (does not answer the question);
+- `supports`: the premise says what the statement says;
+- `contradicts`: the premise says the opposite (a negated or reversed claim).
+
+Answerability reads `supports + contradicts` (the sources speak to the question either
+way); claim verification reads `supports`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragstream.core.errors import ModelUnavailableError
+
+BUNDLED = Path(__file__).resolve().parent / "judge_model"
+UNRELATED, SUPPORTS, CONTRADICTS = 0, 1, 2
+_CHARS = 1200  # characters kept per text before tokenizing (>> max_length word pieces)
+
+
+class SupportJudge:
+    """The trained judge, loaded from a model directory (model.onnx, tokenizer.json,
+    judge.json)."""
+
+    def __init__(
+        self, model_dir: Path | str = BUNDLED, *, threads: int = 0, memo: int = 4096
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        root = Path(model_dir)
+        try:
+            meta = (
+                json.loads((root / "judge.json").read_text())
+                if (root / "judge.json").exists()
+                else {}
+            )
+            self.max_length = int(meta.get("max_length", 128))
+            self.version = str(meta.get("version", "judge-unversioned"))
+            tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+            options.inter_op_num_threads = 1
+            self._session = ort.InferenceSession(
+                str(root / "model.onnx"), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise ModelUnavailableError(
+                f"cannot load the support judge from {root}: {exc}"
+            ) from exc
+        tokenizer.enable_truncation(self.max_length, strategy="longest_first")
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tokenizer
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._lock = threading.Lock()
+        # the answerability judge, the extractive generator and the verifier of one answer
+        # read many of the same (sentence, question) pairs: each is scored once
+        self._memo: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._memo_size = memo
+
+    def probabilities(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> Any:
+        """(n, 3) probabilities [unrelated, supports, contradicts], one row per pair."""
+        keys = [(a[:_CHARS], b[:_CHARS]) for a, b in pairs]
+        with self._lock:
+            known = {k: self._memo[k] for k in keys if k in self._memo}
+        missing = list(dict.fromkeys(k for k in keys if k not in known))
+        if missing:
+            fresh = self._run(missing, batch_size)
+            known.update(zip(missing, fresh, strict=True))
+            with self._lock:
+                for k, row in zip(missing, fresh, strict=True):
+                    self._memo[k] = row
+                while len(self._memo) > self._memo_size:
+                    self._memo.popitem(last=False)
+        if not keys:
+            return np.zeros((0, 3), dtype=np.float32)
+        return np.stack([known[k] for k in keys]).astype(np.float32)
+
+    def _run(self, pairs: Sequence[tuple[str, str]], batch_size: int) -> Any:
+        rows = []
+        for start in range(0, len(pairs), batch_size):
+            batch = list(pairs[start : start + batch_size])
+            with self._lock:  # one tokenizer's padding/truncation state, shared
+                encoded = self._tokenizer.encode_batch(batch)
+            feeds = {
+                "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
+            }
+            logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[
+                0
+            ]
+            shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+            rows.append(shifted / shifted.sum(axis=1, keepdims=True))
+        return np.concatenate(rows).astype(np.float32)
+
+
+@cache
+def bundled_judge() -> SupportJudge:
+    """The shipped judge, loaded once per process."""
+    return SupportJudge(BUNDLED)
+
+
+def load_judge(spec: str | None) -> SupportJudge | None:
+    """None for "none"/"off"/""; the shipped judge for "bundled"; else a model directory."""
+    if spec is None or spec.strip().lower() in {"", "none", "off", "false", "0"}:
+        return None
+    if spec.strip().lower() == "bundled":
+        return bundled_judge()
+    return SupportJudge(spec.strip())
