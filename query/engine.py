@@ -229,7 +229,7 @@ class QueryEngine:
             ),
         )
         if declined(text):
-            return self._declined(answer, text, timings)
+            return self._declined(answer, text, timings, context.sources)
         answer = self._complete(answer, context.sources, checked)
         answer.timings_ms = timings
         return answer
@@ -280,7 +280,9 @@ class QueryEngine:
         refusal = Refusal(reason="not_answerable", detail=detail, best_score=verdict.score)
         return verdict, refusal
 
-    def _declined(self, answer: Answer, text: str, timings: dict[str, float]) -> Answer:
+    def _declined(
+        self, answer: Answer, text: str, timings: dict[str, float], sources: list[SourceChunk]
+    ) -> Answer:
         """The generator said the sources do not hold the answer: one more answerability
         signal, and it is a `not_answerable` refusal whatever the other signals said."""
         if answer.answerability is not None:
@@ -288,6 +290,7 @@ class QueryEngine:
             answer.answerability.answerable = False
             answer.answered = answer.answerability.score
         answer.text = ""
+        answer.sources = sources  # what the generator was shown, as for any answer
         answer.refusal = Refusal(
             reason="not_answerable",
             detail=f"the generator found no answer in the sources: {declined(text)}",

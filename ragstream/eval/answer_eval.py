@@ -98,7 +98,7 @@ class AbstainGroup(BaseModel):
     by_signal: dict[str, float] = {}
 
 
-def signal_refusals(answer: Answer, judge_floor: float) -> dict[str, bool]:
+def signal_refusals(answer: Answer, judge_floor: float, judge_dense: float) -> dict[str, bool]:
     """Would each signal alone have refused this answer? The retrieval gate refuses before
     any signal is computed; every other rule reads `answer.answerability.signals`, which the
     engine records whatever it decides, so one run yields a row per signal."""
@@ -109,11 +109,13 @@ def signal_refusals(answer: Answer, judge_floor: float) -> dict[str, bool]:
         return name in signals and signals[name] < floor
 
     coverage = below("coverage_best", 0.5) and below("dense_best", 0.5)
+    judged = below("judge_best", judge_floor) and below("dense_best", judge_dense)
     return {
         "retrieval gate only": gate,
         "+coverage/dense 0.5/0.5": gate or coverage,
-        "+trained judge": gate or below("judge_best", judge_floor),
-        "+judge +coverage/dense": gate or coverage or below("judge_best", judge_floor),
+        "+trained judge alone": gate or below("judge_best", judge_floor),
+        "+judge or dense override (the default rule)": gate or judged,
+        "+default rule +coverage/dense": gate or judged or coverage,
         "engine as configured (+generator)": answer.refusal is not None,
     }
 
@@ -188,8 +190,8 @@ def abstain_group(
         ms.append((time.perf_counter() - start) * 1000.0)
     leaks = sum(any(c.doc_id in hidden for c in a.candidates) for a in answers.values())
     refused = [a for a in answers.values() if a.refusal is not None]
-    floor = engine.settings.query.judge_floor
-    decisions = [signal_refusals(a, floor) for a in answers.values()]
+    q = engine.settings.query
+    decisions = [signal_refusals(a, q.judge_floor, q.judge_dense) for a in answers.values()]
     group = AbstainGroup(
         questions=len(answers),
         refused=len(refused),
