@@ -120,7 +120,9 @@ def test_sentence_is_embedded_and_bm25_indexed_but_never_cited(
         assert float(v @ np.asarray(with_sentence)) > 0.999  # the sentence is embedded
         assert float(v @ np.asarray(header_only)) < 0.995
     assert {h.chunk.point_id for h in hits} == {c.point_id for c in chunks}  # BM25 has it
-    with QueryEngine.open(settings) as engine:
+    # what reaches the prompt, whatever the answerability judge would decide
+    unjudged = settings.query.model_copy(update={"judge": "none"})
+    with QueryEngine.open(settings.model_copy(update={"query": unjudged})) as engine:
         answer = engine.answer(QueryRequest(query="What does the BaseChunker API define?"))
     assert answer.sources
     by_id = {c.point_id: c for c in chunks}
