@@ -133,13 +133,13 @@ class QuerySettings(BaseModel):
     # verifier marks a claim unsupported (`contradicted`) when the judge reads its cited span
     # as contradicting it: P(contradicts) >= `contradiction_floor` and > P(supports)
     judge: str = "bundled"
-    # ...unless the best dense cosine reaches `judge_dense` (1.01 = never). The pair 0.65 /
-    # 0.54 was chosen on SciFact train claims the judge never trained on (bench/answerability.py)
+    # ...unless the best dense cosine reaches `judge_dense` (1.01 = never). Both floors below
+    # were chosen on SciFact train claims the judge never trained on: docs/measurements.md,
+    # "Answerability floors"
     judge_floor: float = Field(default=0.65, ge=0.0, le=1.0)
     judge_dense: float = Field(default=0.54, ge=0.0, le=1.01)
     # the extractive generator copies only sentences the judge scores >= this (P(supports or
-    # contradicts the question)); none such is a refusal. 0.01 keeps 84 % of held-out SciFact
-    # evidence sentences and drops 66 % of same-topic ones that are not evidence
+    # contradicts the question)) or as close as `judge_dense`; none such is a refusal
     sentence_floor: float = Field(default=0.01, ge=0.0, le=1.0)
     contradiction_floor: float = Field(default=0.5, ge=0.0, le=1.0)
     judge_sentences: int = Field(default=16, ge=1, le=128)  # sentences read per question
