@@ -136,6 +136,7 @@ class Answerability(BaseModel):
     answerable: bool
     floor: float
     signals: dict[str, float] = Field(default_factory=dict)
+    judge: str = ""  # the trained judge's version (operators/judge.py), "" when none ran
 
 
 class CandidateView(BaseModel):

@@ -242,6 +242,10 @@ def judge(
         answerable = answerable and (top.answers >= judge_floor or dense_best >= judge_dense)
         score, used_floor = top.answers, judge_floor
     verdict = Answerability(
-        score=round(score, 4), answerable=answerable, floor=used_floor, signals=signals
+        score=round(score, 4),
+        answerable=answerable,
+        floor=used_floor,
+        signals=signals,
+        judge=str(getattr(scorer, "version", "")) if scorer is not None else "",
     )
     return verdict, evidence

@@ -359,9 +359,10 @@ def _print_answer(answer: Answer) -> None:
             f"  {n}. [{c.cid}] {escape(c.path)}{page} ({escape(where)}) "
             f"chars {c.char_start}-{c.char_end}"
         )
+    answered = f" · answered {answer.answered:.2f}" if answer.answered is not None else ""
     out.print(
-        f"[dim]grounding {answer.grounding:.0%} · embedder {answer.embedder} · reranker "
-        f"{answer.reranker} · generator {answer.generator} · trace {answer.trace_id}[/]"
+        f"[dim]grounding {answer.grounding:.0%}{answered} · embedder {answer.embedder} · "
+        f"reranker {answer.reranker} · generator {answer.generator} · trace {answer.trace_id}[/]"
     )
     out.print(f"[dim]{_timings_line(answer.timings_ms)}[/]")
 

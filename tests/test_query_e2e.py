@@ -100,6 +100,7 @@ def test_answered_reports_the_trained_judge_score(engine: QueryEngine) -> None:
     verdict = answer.answerability
     assert verdict is not None and verdict.answerable
     assert answer.answered == verdict.score == verdict.signals["judge_best"]
+    assert verdict.judge.startswith("judge-")  # the shipped model's version
     q = engine.settings.query  # the judge passed it, or the dense override did
     assert verdict.score >= q.judge_floor or verdict.signals["dense_best"] >= q.judge_dense
     assert all(c.entailment is not None for c in answer.claims)
