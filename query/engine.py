@@ -112,7 +112,7 @@ class QueryEngine:
                 query=request.query,
                 results=[_retrieved(i, r) for i, r in enumerate(ranked, 1)],
                 refusal=refusal,
-                embedder=self.retriever.embedder.version.slug,
+                embedder=self._ranked_by(ranked),
                 reranker=self.reranker_name,
                 timings_ms=timings,
                 trace_id=trace_id,
@@ -307,6 +307,13 @@ class QueryEngine:
             on_text(piece)
         return "".join(pieces)
 
+    def _ranked_by(self, ranked: Sequence[Reranked]) -> str:
+        """The slug of the embedder whose collection ranked these candidates. Read from the
+        candidates, not the live side: a promote or rollback between retrieval and here
+        must not label an answer with the model that did not rank it."""
+        slugs = (r.candidate.chunk.embedder for r in ranked if r.candidate.chunk.embedder)
+        return next(slugs, self.retriever.embedder.version.slug)
+
     def _empty(
         self, request: QueryRequest, ranked: list[Reranked], trace_id: str, refusal: Refusal | None
     ) -> Answer:
@@ -318,7 +325,7 @@ class QueryEngine:
             grounding=0.0,
             refusal=refusal,
             candidates=[_view(r) for r in ranked],
-            embedder=self.retriever.embedder.version.slug,
+            embedder=self._ranked_by(ranked),
             reranker=self.reranker_name,
             generator=self.generator.name,
             trace_id=trace_id,
