@@ -38,6 +38,11 @@ NAMED = (
     "ragstream/query/engine.py",
     "ragstream/query/fuse.py",
     "ragstream/eval/evaluation.py",
+    "ragstream/train/crossencoder.py",
+    # the shipped answerability judge: package data, not only modules
+    "ragstream/operators/judge_model/model.onnx",
+    "ragstream/operators/judge_model/tokenizer.json",
+    "ragstream/operators/judge_model/judge.json",
 )
 
 
