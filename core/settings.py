@@ -320,3 +320,9 @@ def settings_report(settings: Settings) -> list[SettingRow]:
 def env_var_help() -> str:
     """One line per settable `RAGSTREAM_*` variable with its default (for `--help`)."""
     return env_help(Settings, [(CONFIG_ENV, DEFAULT_CONFIG, "the TOML settings file")])
+
+
+def switched_off(spec: str) -> bool:
+    """True for a model setting that names no model: "", "none", "off", "false", "0"
+    (`query.reranker`, `query.judge`; None, where allowed, is checked by the caller)."""
+    return spec.strip().lower() in {"", "none", "off", "false", "0"}

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ragstream.core.errors import ModelUnavailableError
+from ragstream.core.settings import switched_off
 
 BUNDLED = Path(__file__).resolve().parent / "judge_model"
 UNRELATED, SUPPORTS, CONTRADICTS = 0, 1, 2
@@ -118,7 +119,7 @@ def bundled_judge() -> SupportJudge:
 
 def load_judge(spec: str | None) -> SupportJudge | None:
     """None for "none"/"off"/""; the shipped judge for "bundled"; else a model directory."""
-    if spec is None or spec.strip().lower() in {"", "none", "off", "false", "0"}:
+    if spec is None or switched_off(spec):
         return None
     if spec.strip().lower() == "bundled":
         return bundled_judge()

@@ -16,11 +16,11 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ragstream.core.errors import ModelUnavailableError
+from ragstream.core.settings import switched_off
 from ragstream.core.telemetry import span
 from ragstream.query.retrieve import Candidate
 
 NO_RERANKER = "none (no cross-encoder configured)"
-_DISABLED = {"", "none", "off", "false", "0"}
 # Characters kept per text before tokenizing: far more than max_length word pieces ever need
 # (a word piece is >= 1 char), so the tokenizer's own truncation still decides, but a huge
 # chunk no longer costs a full tokenization pass.
@@ -91,7 +91,7 @@ def load_reranker(spec: str | None, *, max_length: int = 512) -> Reranker | None
     Raises RerankerUnavailable when configured but not loadable offline, so a typo in a
     path is reported at startup instead of silently serving unreranked results.
     """
-    if spec is None or spec.strip().lower() in _DISABLED:
+    if spec is None or switched_off(spec):
         return None
     try:
         return CrossEncoderReranker(spec.strip(), max_length=max_length)
