@@ -46,6 +46,11 @@ from ragstream.reindex import CleanupOptions, Maintainer, PromoteOptions, StartO
 from ragstream.status import engine_status
 
 MAX_BODY = 1 << 20
+# A refused body up to this size is read and dropped before the 413 goes out: a client that
+# is still sending when the server closes gets a broken pipe instead of the 413 (urllib,
+# requests). Beyond it the server answers at once and closes; reading more would let anyone
+# make it read unbounded input.
+DRAIN_LIMIT = 16 * MAX_BODY
 Tenants = tuple[str, ...] | None
 
 
@@ -85,8 +90,14 @@ def create_app(serving: Serving) -> FastAPI:
         length = request.headers.get("content-length")
         if request.method == "POST" and length is None:
             return _error(411, "send the body with a Content-Length header", "invalid_request")
-        if int(length or 0) > MAX_BODY:
-            return _error(413, f"body too large (limit {MAX_BODY} bytes)", "invalid_request")
+        size = int(length or 0)
+        if size > MAX_BODY:
+            if size <= DRAIN_LIMIT:
+                async for _ in request.stream():
+                    pass
+            refused = _error(413, f"body too large (limit {MAX_BODY} bytes)", "invalid_request")
+            refused.headers["connection"] = "close"
+            return refused
         return await call_next(request)
 
     @app.exception_handler(RagstreamError)

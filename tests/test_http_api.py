@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -119,6 +120,17 @@ def test_health_status_and_errors(url: str, engine: QueryEngine) -> None:
     assert status == 422 and err["code"] == "invalid_request" and err["details"]
     status, err = post(f"{url}/v1/query", b"{" + b" " * (1 << 20) + b"}")
     assert status == 413 and "too large" in err["error"]
+    # a body past the drain limit is refused from its header alone, unread
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(
+            b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n{" % (1 << 30)
+        )
+        head = b""
+        while b"too large" not in head and (part := conn.recv(4096)):
+            head += part
+    assert head.startswith(b"HTTP/1.1 413") and b"too large" in head
     chunked = urllib.request.Request(
         f"{url}/v1/query", data=iter([b'{"query": "x"}']), method="POST",
         headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
