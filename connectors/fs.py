@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
+import xxhash
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
 from ragstream.core.ids import doc_id as make_doc_id
@@ -63,9 +64,16 @@ class PathFilter:
     exclude: tuple[str, ...]
 
     def wanted(self, rel_path: str) -> bool:
-        if any(glob_match(rel_path, p) for p in self.exclude):
-            return False
-        return any(glob_match(rel_path, p) for p in self.include)
+        return self.why_not(rel_path) is None
+
+    def why_not(self, rel_path: str) -> str | None:
+        """None for a file the source indexes, else why not (the ledger's 'excluded')."""
+        for pattern in self.exclude:
+            if glob_match(rel_path, pattern):
+                return f"excluded by pattern {pattern!r}"
+        if any(glob_match(rel_path, p) for p in self.include):
+            return None
+        return "matches no include pattern (not a supported file type)"
 
 
 def fingerprint_of(path: Path) -> FileFingerprint | None:
@@ -77,6 +85,25 @@ def fingerprint_of(path: Path) -> FileFingerprint | None:
             continue
         return FileFingerprint(size=st.st_size, mtime_ns=st.st_mtime_ns)
     return None
+
+
+def file_digest(path: Path, block: int = 1 << 20) -> str:
+    """xxh3-128 of the file's bytes, streamed (GB/s: cheap next to parsing). OSError
+    propagates: the caller decides whether an unreadable file is a dead letter or drift."""
+    digest = xxhash.xxh3_128()
+    with path.open("rb") as fh:
+        while chunk := fh.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def with_digest(fp: FileFingerprint, path: Path) -> FileFingerprint:
+    """The fingerprint plus the digest of the bytes now on disk ("" if they cannot be read:
+    the parser then reports why, as a dead letter)."""
+    try:
+        return fp.model_copy(update={"digest": file_digest(path)})
+    except OSError:
+        return fp
 
 
 def link_problem(path: Path, root: Path) -> str | None:
@@ -100,14 +127,20 @@ def scan_source(source: SourceConfig, pf: PathFilter) -> Iterator[tuple[str, Pat
     Directory links are never descended; a file link that loops, dangles or leaves the
     root is still listed so the read step can dead-letter it visibly (see `link_problem`).
     """
+    for did, path, rel in walk_source(source):
+        if pf.wanted(rel):
+            yield did, path
+
+
+def walk_source(source: SourceConfig) -> Iterator[tuple[str, Path, str]]:
+    """(doc_id, path, path relative to the root) of every file under the root, wanted or not."""
     root = source.root.resolve()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
-            if pf.wanted(rel):
-                yield make_doc_id(source.name, rel), path
+            yield make_doc_id(source.name, rel), path, rel
 
 
 def plan_catch_up(

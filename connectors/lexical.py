@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -184,6 +184,10 @@ class _BatchedIndex(ABC):
     def _doc_live_ids(self, doc_id: str) -> set[str]:
         """Committed live point ids of one document."""
 
+    @abstractmethod
+    def _live_chunks(self) -> Iterator[IndexedChunk]:
+        """Every committed live chunk."""
+
     # -- the LexicalIndex protocol --
     def upsert(self, chunks: Sequence[IndexedChunk]) -> None:
         for chunk in chunks:
@@ -195,6 +199,12 @@ class _BatchedIndex(ABC):
             if chunk.status == "live":
                 update = {"status": "deleted", "deleted_at": deleted_at}
                 self._pending[chunk.point_id] = chunk.model_copy(update=update)
+
+    def live_doc_ids(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for chunk in self._live_chunks():
+            out.setdefault(chunk.doc_id, set()).add(chunk.point_id)
+        return out
 
     def live_ids(self, doc_id: str) -> set[str]:
         ids = self._doc_live_ids(doc_id)
@@ -377,6 +387,10 @@ class TantivyIndex(_BatchedIndex):
         query = self._must(self._terms("doc_id", [doc_id]), self._terms("status", ["live"]))
         return {doc["point_id"][0] for _, doc in self._run(query)}
 
+    def _live_chunks(self) -> Iterator[IndexedChunk]:
+        for _, doc in self._run(self._terms("status", ["live"])):
+            yield self._chunk(doc)
+
     def close(self) -> None:
         """Commit what is staged and let background merges finish (releases the lock)."""
         if not self._closed:
@@ -465,6 +479,9 @@ class RankBM25Index(_BatchedIndex):
 
     def _doc_live_ids(self, doc_id: str) -> set[str]:
         return {p for p, c in self._chunks.items() if c.doc_id == doc_id and c.status == "live"}
+
+    def _live_chunks(self) -> Iterator[IndexedChunk]:
+        return (c for c in self._chunks.values() if c.status == "live")
 
     def close(self) -> None:
         self.commit()

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ragstream.core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
 
 # what a point cut by another chunker config reports as its file fingerprint: matches no file
 STALE_FINGERPRINT = (-1, -1)
@@ -45,7 +45,9 @@ class VectorStore(Protocol):
     def upsert(self, chunks: Sequence[IndexedChunk], vectors: Sequence[Sequence[float]]) -> None:
         """Idempotent write by point id (payload + vector)."""
 
-    def set_fingerprint(self, point_ids: Sequence[str], size: int, mtime_ns: int) -> None:
+    def set_fingerprint(
+        self, point_ids: Sequence[str], fingerprint: FileFingerprint, indexed_at: float
+    ) -> None:
         """Record the file version that the kept points now belong to (no vector change)."""
 
     def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
@@ -94,6 +96,9 @@ class LexicalIndex(Protocol):
         """Idempotent write by point id; visible to search after `commit`."""
 
     def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None: ...
+
+    def live_doc_ids(self) -> dict[str, set[str]]:
+        """doc_id -> its committed live point ids, over the whole index (`verify`)."""
 
     def live_ids(self, doc_id: str) -> set[str]:
         """Point ids of one document's live chunks here, staged writes included. The vector

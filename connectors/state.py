@@ -15,7 +15,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ragstream.core.models import DeadLetter, Redaction, ReindexRecord
+from ragstream.core.models import DeadLetter, Redaction, ReindexRecord, VerifyReport
+from ragstream.core.settings import SourceConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -123,3 +124,34 @@ class ReindexBook:
 
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+class SourcesBook:
+    """The folders last synced into this data dir, `<state_dir>/sources.json`: `verify` and
+    `files` audit them when no PATH is given and none is configured (a `sync ./docs` names its
+    folder on the command line only)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "sources.json"
+
+    def load(self) -> list[SourceConfig]:
+        return [SourceConfig.model_validate(v) for v in read_json(self.path, [])]
+
+    def record(self, sources: list[SourceConfig]) -> None:
+        """Merge by name: a later sync of another folder adds it, of the same name replaces."""
+        merged = {s.name: s for s in self.load()} | {s.name: s for s in sources}
+        write_json_atomic(self.path, [merged[k].model_dump(mode="json") for k in sorted(merged)])
+
+
+class VerifyBook:
+    """The last `verify` report, `<state_dir>/verify.json` (status shows its drift counts)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "verify.json"
+
+    def load(self) -> VerifyReport | None:
+        raw = read_json(self.path, None)
+        return VerifyReport.model_validate(raw) if raw else None
+
+    def save(self, report: VerifyReport) -> None:
+        write_json_atomic(self.path, report.model_dump(mode="json"))

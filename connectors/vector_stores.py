@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Protocol
 from ragstream.connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter, VectorStore
 from ragstream.core.errors import DataDirBusyError
 from ragstream.core.ids import doc_prefixes, prefix_key
-from ragstream.core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
 from ragstream.core.settings import Settings
 
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
@@ -32,7 +32,7 @@ FLOAT_FIELDS = ("deleted_at",)
 # What `set_positions` refreshes on a kept vector: where the chunk now sits, and the doc-level
 # fields that can change without its text changing (title, the file version it belongs to)
 POSITION_FIELDS = ("ordinal", "section_path", "page", "char_start", "char_end")
-DOC_FIELDS = ("title", "file_size", "file_mtime_ns")
+DOC_FIELDS = ("title", "file_size", "file_mtime_ns", "file_digest", "indexed_at")
 BATCH = 256  # points per write call: one engine round trip per batch, bounded memory
 PAGE = 1024  # points per scroll page
 
@@ -205,9 +205,17 @@ class BaseQdrantStore(ABC):
             stamped = [c.model_copy(update={"embedder": self.embedder.slug}) for c in part]
             self._write([c.point_id for c in part], vecs, [chunk_payload(c) for c in stamped])
 
-    def set_fingerprint(self, point_ids: Sequence[str], size: int, mtime_ns: int) -> None:
+    def set_fingerprint(
+        self, point_ids: Sequence[str], fingerprint: FileFingerprint, indexed_at: float
+    ) -> None:
+        update = {
+            "file_size": fingerprint.size,
+            "file_mtime_ns": fingerprint.mtime_ns,
+            "file_digest": fingerprint.digest,
+            "indexed_at": float(indexed_at),
+        }
         for ids in batches(point_ids):
-            self._set_payload([HasIds(ids)], {"file_size": size, "file_mtime_ns": mtime_ns})
+            self._set_payload([HasIds(ids)], update)
 
     def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
         for chunk in chunks:
@@ -257,8 +265,10 @@ class BaseQdrantStore(ABC):
 
     def vectors_for_hashes(self, hashes: Iterable[str]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
+        mine = Match("embedder", self.embedder.slug)  # a retagged point's vector is not trusted
         for part in batches(sorted(set(hashes)), PAGE):
-            for r in self._scroll_all([MatchIn("content_hash", part)], ["content_hash"], True):
+            conds: list[Condition] = [MatchIn("content_hash", part), mine]
+            for r in self._scroll_all(conds, ["content_hash"], True):
                 if r.vector is not None:
                     out.setdefault(r.payload["content_hash"], r.vector)
         return out

@@ -106,3 +106,4 @@ def _all(cls: type[RagstreamError]) -> list[type[RagstreamError]]:
 
 
 EXIT_GUARD = 3  # the mass-delete guard held deletions back (a report, not an exception)
+EXIT_DRIFT = 12  # `verify` found drift (with --repair: drift the repair left behind)

@@ -21,10 +21,13 @@ class Frozen(BaseModel):
 
 
 class FileFingerprint(Frozen):
-    """What the catch-up scan compares before it reads a byte: size and mtime."""
+    """What the catch-up scan compares before it reads a byte (size and mtime), plus the
+    xxh3-128 of the bytes that were read, once they were: a touched file with the same bytes
+    is not a changed one (`ragstream verify`), and a citation names the bytes it quotes."""
 
     size: int
     mtime_ns: int
+    digest: str = ""  # "" until the file was read (a scan event), or for points indexed before
 
 
 class FileEvent(Frozen):
@@ -115,11 +118,15 @@ class IndexedChunk(Frozen):
     deleted_at: float | None = None
     file_size: int = 0
     file_mtime_ns: int = 0
+    file_digest: str = ""  # xxh3-128 of the file's bytes as read for this version
+    indexed_at: float = 0.0  # when this file version was written (0: before it was recorded)
     tenant: str = ""
 
     @property
     def fingerprint(self) -> FileFingerprint:
-        return FileFingerprint(size=self.file_size, mtime_ns=self.file_mtime_ns)
+        return FileFingerprint(
+            size=self.file_size, mtime_ns=self.file_mtime_ns, digest=self.file_digest
+        )
 
 
 class DeadLetter(Frozen):
@@ -290,3 +297,80 @@ class StatusReport(BaseModel):
     reranker: str = ""  # the configured cross-encoder, or that none is configured
     redactions: list[Redaction] = Field(default_factory=list)
     reindex: ReindexRecord | None = None  # an open blue/green reindex (see `reindex status`)
+
+
+# --- the index audit: `ragstream verify` and the per-file ledger (`ragstream files`) --------
+
+DriftKind = Literal[
+    "stale",  # the file changed on disk since the version the index holds
+    "orphan",  # the file is gone (or now excluded) but chunks are live
+    "missing",  # the file is present and indexable but no chunk is live
+    "leg_mismatch",  # the doc's live point ids differ between the vector store and BM25
+    "foreign_embedder",  # live points tagged with another embedder than the live one
+    "duplicate",  # live points beyond the one derived id per (doc, content hash, occurrence)
+    "retry_due",  # a dead letter whose file has changed (or vanished) since
+]
+DRIFT_KINDS: tuple[DriftKind, ...] = (
+    "stale",
+    "orphan",
+    "missing",
+    "leg_mismatch",
+    "foreign_embedder",
+    "duplicate",
+    "retry_due",
+)
+
+
+class DriftExample(Frozen):
+    doc_id: str
+    detail: str
+
+
+class DriftClass(Frozen):
+    count: int = 0  # documents in this class
+    examples: tuple[DriftExample, ...] = ()  # the first few, sorted by doc id
+
+
+class VerifyReport(BaseModel):
+    """What `ragstream verify` found: each drift class with its documents."""
+
+    ok: bool  # no drift at all
+    drift: dict[DriftKind, DriftClass]
+    drifted: list[str] = Field(default_factory=list)  # every drifted doc (--repair re-queues)
+    docs_checked: int = 0
+    files_on_disk: int = 0
+    chunks_checked: int = 0
+    sampled: bool = False  # `--sample N`: N random documents, not all
+    embedder: str = ""  # the live embedder slug the points were checked against
+    seconds: float = 0.0
+    at: float = 0.0
+    repaired: VerifyReport | None = None  # with --repair: the report *before* the repair
+
+    def counts(self) -> dict[str, int]:
+        return {kind: c.count for kind, c in self.drift.items()}
+
+
+FileState = Literal["indexed", "redacted", "dead", "excluded", "stale", "missing", "orphan"]
+FILE_STATES: tuple[FileState, ...] = (
+    "indexed",
+    "redacted",
+    "dead",
+    "excluded",
+    "stale",
+    "missing",
+    "orphan",
+)
+
+
+class FileRecord(Frozen):
+    """One file of a watched source (or a document still live whose file is gone)."""
+
+    doc_id: str
+    source: str
+    path: str
+    state: FileState
+    chunks: int = 0  # live chunks in the vector store
+    embedder: str = ""  # slug(s) of those chunks, "," joined if several
+    fingerprint: FileFingerprint | None = None  # of the version the index holds
+    indexed_at: float | None = None
+    reason: str = ""  # why it is not (fully) indexed: dead letter, exclusion, redaction, drift

@@ -17,13 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ragstream.connectors.fs import link_problem
+from ragstream.connectors.fs import link_problem, with_digest
 from ragstream.connectors.lexical import section_contexts
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
@@ -32,6 +32,7 @@ from ragstream.core.models import (
     DeadLetter,
     DocOutcome,
     FileEvent,
+    FileFingerprint,
     IndexedChunk,
     ParsedDocument,
     Redaction,
@@ -65,6 +66,7 @@ class _DocPlan:
     diff: DocDiff | None = None
     stored: list[IndexedChunk] = field(default_factory=list)
     lexical_orphans: list[str] = field(default_factory=list)  # live in BM25 only (a crash)
+    lexical_live: set[str] = field(default_factory=set)  # the doc's live ids in BM25
     chunker_key: str = ""  # the ChunkerConfig.key its chunks were cut with
 
 
@@ -108,6 +110,7 @@ class DocReader:
             return ParsedWork(
                 event, dead=self._letter(event, "read", "file vanished before it could be read")
             )
+        fp = with_digest(fp, Path(event.path))
         try:
             doc = parse_file(Path(event.path), event.doc_id, event.source, fp, self.parse_timeout_s)
         except ParseError as err:
@@ -170,10 +173,19 @@ class Indexer:
             for plan in plans:
                 if plan.work.dead is None:
                     doc_id = plan.work.event.doc_id
-                    plan.stored = live.vectors.live_chunks(doc_id)
+                    # a point tagged with another embedder (never written so; `verify` finds
+                    # it) holds a vector of unknown origin: diffed as absent, so re-embedded
+                    slug = live.embedder.version.slug
+                    stored = live.vectors.live_chunks(doc_id)
+                    plan.stored = [c for c in stored if c.embedder == slug]
                     plan.diff = diff_document(plan.chunks, plan.stored)
                     settled = {c.point_id for c in plan.chunks} | set(plan.diff.tombstone)
-                    plan.lexical_orphans = sorted(self.lexical.live_ids(doc_id) - settled)
+                    foreign = {c.point_id for c in stored if c.embedder != slug} - settled
+                    if foreign:
+                        tombstone = (*plan.diff.tombstone, *sorted(foreign))
+                        plan.diff = replace(plan.diff, tombstone=tombstone)
+                    plan.lexical_live = self.lexical.live_ids(doc_id)
+                    plan.lexical_orphans = sorted(plan.lexical_live - settled)
             _diff_attributes(sp, plans)
         if self.situate is not None:
             self._situate(self.situate, plans, live.embedder)
@@ -225,7 +237,12 @@ class Indexer:
         return vectors, todo
 
     def _record(
-        self, chunk: Chunk, doc: ParsedDocument, chunker_key: str, lexical_context: str
+        self,
+        chunk: Chunk,
+        doc: ParsedDocument,
+        chunker_key: str,
+        lexical_context: str,
+        at: float,
     ) -> IndexedChunk:
         return IndexedChunk(
             point_id=chunk.point_id,
@@ -247,6 +264,8 @@ class Indexer:
             embedder="",  # stamped by each store with its own embedder
             file_size=doc.fingerprint.size,
             file_mtime_ns=doc.fingerprint.mtime_ns,
+            file_digest=doc.fingerprint.digest,
+            indexed_at=at,
             tenant=self.tenants.get(doc.source, ""),
         )
 
@@ -260,12 +279,13 @@ class Indexer:
         adds: list[IndexedChunk] = []
         moves: list[IndexedChunk] = []
         bm25_only: list[IndexedChunk] = []  # kept points whose section neighbours changed
-        keep_fps: list[tuple[list[str], int, int]] = []
+        keep_fps: list[tuple[list[str], FileFingerprint]] = []
         tombstones: list[str] = []
         orphans: list[str] = []
         outcomes = []
+        at = time.time()
         for plan in plans:
-            outcome, doc_adds, doc_moves, doc_bm25 = self._plan_writes(plan, encoded_by)
+            outcome, doc_adds, doc_moves, doc_bm25 = self._plan_writes(plan, encoded_by, at)
             outcomes.append(outcome)
             adds += doc_adds
             moves += doc_moves
@@ -279,8 +299,8 @@ class Indexer:
                 held = {c.point_id: c.fingerprint for c in plan.stored}
                 stale = [c.point_id for c in plan.diff.keep if held[c.point_id] != fp]
                 if stale:
-                    keep_fps.append((stale, fp.size, fp.mtime_ns))
-        changes = _Changes(adds, moves, keep_fps, tombstones, time.time())
+                    keep_fps.append((stale, fp))
+        changes = _Changes(adds, moves, keep_fps, tombstones, at)
         with span("ingest.write", upserts=len(adds), moves=len(moves), tombstones=len(tombstones)):
             if adds or moves or bm25_only:
                 self.lexical.upsert(adds + moves + bm25_only)
@@ -299,7 +319,7 @@ class Indexer:
         return outcomes
 
     def _plan_writes(
-        self, plan: _DocPlan, encoded_by: dict[str, str]
+        self, plan: _DocPlan, encoded_by: dict[str, str], at: float
     ) -> tuple[DocOutcome, list[IndexedChunk], list[IndexedChunk], list[IndexedChunk]]:
         """The doc's outcome, its adds, its moves (both stores), and the kept points whose
         BM25 text changed because a section neighbour did (lexical index only)."""
@@ -351,11 +371,15 @@ class Indexer:
         bm25 = [
             c
             for c in diff.keep
-            if c.point_id not in refreshed and old_ctx.get(c.point_id) != new_ctx[c.point_id]
+            if c.point_id not in refreshed
+            and (
+                old_ctx.get(c.point_id) != new_ctx[c.point_id]
+                or c.point_id not in plan.lexical_live  # lost by the BM25 leg (verify: legs)
+            )
         ]
 
         def record(c: Chunk) -> IndexedChunk:
-            return self._record(c, doc, plan.chunker_key, new_ctx[c.point_id])
+            return self._record(c, doc, plan.chunker_key, new_ctx[c.point_id], at)
 
         return (
             outcome,
@@ -371,7 +395,7 @@ class _Changes:
 
     adds: list[IndexedChunk]
     moves: list[IndexedChunk]
-    keep_fps: list[tuple[list[str], int, int]]
+    keep_fps: list[tuple[list[str], FileFingerprint]]
     tombstones: list[str]
     at: float
 
@@ -383,8 +407,8 @@ def _apply(store: VectorStore, changes: _Changes, vectors: dict[str, list[float]
         store.upsert(changes.adds, [vectors[c.content_hash] for c in changes.adds])
     if changes.moves:
         store.set_positions(changes.moves)
-    for ids, size, mtime in changes.keep_fps:
-        store.set_fingerprint(ids, size, mtime)
+    for ids, fp in changes.keep_fps:
+        store.set_fingerprint(ids, fp, changes.at)
 
 
 def _needed(plans: Sequence[_DocPlan]) -> dict[str, tuple[str, str]]:

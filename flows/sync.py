@@ -53,6 +53,7 @@ from ragstream.connectors.fs import (
     ScanHandler,
     ScanSummary,
 )
+from ragstream.connectors.protocols import STALE_FINGERPRINT
 from ragstream.connectors.vector_stores import StoreBusyError
 from ragstream.core.errors import RagstreamError
 from ragstream.core.memory import release_free_heap
@@ -167,13 +168,18 @@ def make_indexer(rt: Runtime) -> Indexer:
     )
 
 
-def known_docs(rt: Runtime) -> KnownDocs:
-    """What the index holds per doc (file fingerprints), dead-lettered files included."""
+def known_docs(rt: Runtime, force: frozenset[str] = frozenset()) -> KnownDocs:
+    """What the index holds per doc (file fingerprints), dead-lettered files included.
+
+    A doc in `force` (`verify --repair`: its legs disagree, a point is retagged or copied)
+    is known under a fingerprint no file has, so the scan re-reads it like a changed file."""
     with rt.lock:  # the writer, a backfill or a served query may be on another thread
         # a doc cut by another chunker config (settings changed) is re-read and re-cut
         known = dict(rt.vectors.live_doc_fingerprints(rt.chunker.key))
         for did, fps in rt.dead_letters.fingerprints().items():
             known.setdefault(did, fps)
+        for did in force & known.keys():
+            known[did] = {STALE_FINGERPRINT}
     return known
 
 
@@ -236,6 +242,7 @@ def build_flow(
     on_outcome: OutcomeHandler,
     on_scan: ScanHandler = lambda summary: None,
     allow_mass_delete: bool = False,
+    force: frozenset[str] = frozenset(),
 ) -> tuple[Dataflow, FolderSource]:
     """The dataflow and its source (whose `close` stops the watchers on an abrupt stop).
     Opens nothing: the owner's runtime opens when bytewax builds the owner's partitions."""
@@ -251,7 +258,7 @@ def build_flow(
         min_docs_for_guard=s.mass_delete_min_docs,
         allow_mass_delete=allow_mass_delete,
     )
-    source = FolderSource(cfg, lambda: known_docs(owner.runtime()), on_scan, owns=owner.owns)
+    source = FolderSource(cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns)
     reader = DocReader(s.max_file_bytes, s.parse_timeout_s)
     flow = Dataflow("ragstream_sync")
     events = op.input("folders", flow, source)
@@ -317,12 +324,15 @@ def run_sync(
     allow_mass_delete: bool = False,
     on_outcome: OutcomeHandler | None = None,
     on_scan: ScanHandler | None = None,
+    force: frozenset[str] = frozenset(),
     alongside: Callable[[Runtime], AbstractContextManager[object]] | None = None,
 ) -> SyncReport:
     """Run the flow in this process (`workers` bytewax threads) and return the pass's totals.
 
     `recovery` (default: on for `watch`) keeps bytewax recovery under `<data_dir>/recovery/`.
-    `alongside` is entered with the open runtime for as long as the flow runs: the face
+    `force` names docs the catch-up scan re-reads even though their fingerprints match
+    (`verify --repair`). `alongside` is entered with the open runtime for as long as the
+    flow runs: the face
     uses it to serve queries from the same stores (`watch --serve`), since one process
     owns an embedded data dir.
     """
@@ -364,6 +374,7 @@ def run_sync(
             on_outcome=handle,
             on_scan=scanned,
             allow_mass_delete=allow_mass_delete,
+            force=force,
         )
         scope.callback(source.close)
         use_recovery = watch if recovery is None else recovery

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from ragstream.connectors.fs import ScanHandler
 from ragstream.connectors.lexical import open_lexical_index, section_contexts
-from ragstream.connectors.protocols import VectorStore
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.retrieval_log import RetrievalLog
-from ragstream.connectors.state import endpoint_path, write_json_atomic
+from ragstream.connectors.state import SourcesBook, endpoint_path, write_json_atomic
 from ragstream.connectors.vector_stores import configured_live, open_configured
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import StatusReport, SyncReport
@@ -39,6 +39,7 @@ def _with_paths(settings: Settings, paths: Sequence[str | Path]) -> Settings:
     for src in chosen.sources:
         if not src.root.is_dir():
             raise InvalidRequestError(f"not a directory: {src.root} (pass a folder to sync)")
+    SourcesBook(chosen.state_dir).record(chosen.sources)  # what `verify` audits by default
     return chosen
 
 
@@ -158,6 +159,16 @@ def _serving(
 
 
 @contextmanager
+def open_stores(s: Settings) -> Iterator[tuple[VectorStore, LexicalIndex]]:
+    """The live vector store and the lexical index, opened without any model (an audit)."""
+    with _live_vectors(s) as live:
+        if live is None:
+            raise no_index(s)
+        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
+            yield live[1], lexical
+
+
+@contextmanager
 def _live_vectors(s: Settings) -> Iterator[tuple[str, VectorStore] | None]:
     """The live collection's name and store (opened with its recorded embedder), or None."""
     live = configured_live(s)
@@ -248,6 +259,7 @@ __all__ = [
     "gc",
     "load_settings",
     "open_engine",
+    "open_stores",
     "query_log",
     "rebuild_lexical",
     "serving",

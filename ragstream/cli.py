@@ -1,6 +1,6 @@
 """ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
-Index: sync, watch, status, gc, rebuild-lexical, reindex. Ask: query, serve, log.
+Index: sync, watch, status, verify, files, gc, rebuild-lexical, reindex. Ask: query, serve, log.
 Measure: eval. Settings: config. Every command takes --data-dir; most take --json.
 """
 
@@ -20,6 +20,8 @@ from rich.markup import escape
 from rich.progress import MofNCompleteColumn, Progress
 from rich.table import Table
 
+from ragstream.audit_cli import files, verify
+from ragstream.cli_options import AllowMass, AsJson, DataDir, Paths, Workers
 from ragstream.core.errors import EXIT_GUARD, InvalidRequestError, RagstreamError
 from ragstream.core.models import DocOutcome, StatusReport, SyncReport
 from ragstream.reindex_cli import app as reindex_app
@@ -30,13 +32,16 @@ if TYPE_CHECKING:
 EPILOG = (
     "Exit codes: 0 ok, 1 server-side failure, 2 usage, 3 mass-delete guard held, "
     "4 refused, 5 data dir busy, 6 no index yet, 7 model unavailable, 8 server unreachable, "
-    "9 bad API key, 10 invalid setting, 11 server not ready. --debug (or RAGSTREAM_DEBUG=1) "
-    "shows the traceback. Settings come from RAGSTREAM_* variables over ragstream.toml: "
+    "9 bad API key, 10 invalid setting, 11 server not ready, 12 verify found drift. "
+    "--debug (or RAGSTREAM_DEBUG=1) shows the traceback. Settings come from RAGSTREAM_* "
+    "variables over ragstream.toml: "
     "`ragstream config` prints each effective value and where it came from, "
     "`ragstream config --env` lists every variable."
 )
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, epilog=EPILOG)
 app.add_typer(reindex_app, name="reindex", help="blue/green reindex on an embedder upgrade")
+app.command()(verify)
+app.command()(files)
 err = Console(stderr=True)
 out = Console()
 
@@ -48,23 +53,6 @@ def _options(
     ] = False,
 ) -> None:
     """(`main` acts on --debug before the command line is parsed.)"""
-
-
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="index data directory")]
-AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object")]
-Paths = Annotated[list[Path], typer.Argument(help="folders to keep in sync")]
-AllowMass = Annotated[
-    bool, typer.Option("--allow-mass-delete", help="proceed even if most docs vanished")
-]
-Workers = Annotated[
-    int,
-    typer.Option(
-        "--workers",
-        min=1,
-        envvar="RAGSTREAM_WORKERS",
-        help="bytewax worker threads (parsing is shared; one writes)",
-    ),
-]
 
 
 def _progress_line(outcome: DocOutcome) -> None:

@@ -19,13 +19,13 @@ pid holds it and how to query it. Failures raise the typed errors of
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ragstream.connectors.state import endpoint_path, read_json
 from ragstream.core.answers import Answer, QueryRequest, Retrieval
@@ -35,7 +35,7 @@ from ragstream.core.errors import (
     UnreachableError,
     error_class,
 )
-from ragstream.core.models import ReindexStatus, StatusReport
+from ragstream.core.models import FileRecord, ReindexStatus, StatusReport, VerifyReport
 from ragstream.core.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ragstream.reindex import Maintainer, ProgressHandler
 
 M = TypeVar("M", bound=BaseModel)
+FILES = TypeAdapter(list[FileRecord])
 DataDirBusy = DataDirBusyError  # the name earlier releases exported
 StreamEvent = str | Answer  # a text delta, then the verified Answer last
 
@@ -229,6 +230,30 @@ class Client:
 
             return engine_status(self._engine)
         return _parse(StatusReport, self._remote().call("GET", "/v1/status"))
+
+    def verify(self, *, sample: int | None = None) -> VerifyReport:
+        """Audit the index against its folders (`ragstream verify`; an admin key over HTTP)."""
+        if self._engine is not None:
+            from ragstream.audit import audited, verify_stores
+
+            r = self._engine.retriever
+            return verify_stores(audited(self._engine.settings), r.vectors, r.lexical, sample)
+        query = f"?sample={sample}" if sample is not None else ""
+        return _parse(VerifyReport, self._remote().call("GET", f"/v1/verify{query}"))
+
+    def files(self, *, state: str | Sequence[str] | None = None) -> list[FileRecord]:
+        """The per-file ledger (`ragstream files`); over HTTP, the key's tenant only."""
+        states = [state] if isinstance(state, str) else list(state or ())
+        if self._engine is not None:
+            from ragstream.audit import audited, files_of_stores
+
+            r = self._engine.retriever
+            s = audited(self._engine.settings)
+            return files_of_stores(s, r.vectors, r.lexical, states)
+        query = "?" + "&".join(f"state={x}" for x in states) if states else ""
+        response = self._remote().call("GET", f"/v1/files{query}")
+        _raise_for(response)
+        return FILES.validate_python(response.json())
 
     def _remote(self) -> _Http:
         assert self._http is not None

@@ -4,6 +4,8 @@
     GET  /v1/ready               200 once the live collection is open and its embedder
                                  loaded, else 503 {"ready": false, ...}
     GET  /v1/status              StatusReport (a tenant key sees its own sources' records)
+    GET  /v1/files               the per-file ledger, [FileRecord] (tenant-scoped; ?state=)
+    GET  /v1/verify              VerifyReport: the disk ↔ vectors ↔ BM25 audit (admin; ?sample=)
     POST /v1/query               QueryRequest -> Answer; {"stream": true} -> Server-Sent
                                  Events: `text` deltas as generated, then `answer`
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
@@ -26,12 +28,13 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import uvicorn
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ragstream.audit import audited, files_of_stores, verify_stores
 from ragstream.core.answers import Answer, QueryRequest, Retrieval
 from ragstream.core.errors import (
     AuthError,
@@ -39,7 +42,7 @@ from ragstream.core.errors import (
     NotReadyError,
     RagstreamError,
 )
-from ragstream.core.models import ReindexStatus, StatusReport
+from ragstream.core.models import FileRecord, ReindexStatus, StatusReport, VerifyReport
 from ragstream.core.settings import Settings
 from ragstream.query.engine import QueryEngine
 from ragstream.reindex import CleanupOptions, Maintainer, PromoteOptions, StartOptions
@@ -185,6 +188,26 @@ def create_app(serving: Serving) -> FastAPI:
         engine = serving.ready_engine()
         with serving.lock:
             return engine.retrieve(request, tenants=caller)
+
+    @app.get("/v1/files", tags=["index"])
+    def files(
+        caller: TenantsDep, state: Annotated[list[str] | None, Query()] = None
+    ) -> list[FileRecord]:
+        """The per-file ledger: state, chunks, embedder, version, indexed-at, reason (a
+        tenant key: its own sources' files only). `?state=dead&state=stale` narrows it."""
+        engine = serving.ready_engine()
+        r = engine.retriever
+        with serving.lock:
+            return files_of_stores(audited(settings), r.vectors, r.lexical, state, caller)
+
+    @app.get("/v1/verify", tags=["index"], dependencies=[Depends(admin)])
+    def verify(sample: Annotated[int | None, Query(ge=1)] = None) -> VerifyReport:
+        """Audit disk ↔ vectors ↔ BM25 (admin): each drift class with counts and examples.
+        Repair is `ragstream verify --repair` (or a restarted `watch`: its catch-up scan)."""
+        engine = serving.ready_engine()
+        r = engine.retriever
+        with serving.lock:
+            return verify_stores(audited(settings), r.vectors, r.lexical, sample)
 
     _admin_routes(app, serving, Depends(admin))
     return app

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from ragstream.connectors import vector_stores
 from ragstream.connectors.protocols import SearchFilter, VectorStore
 from ragstream.connectors.vector_stores import (
+    HasIds,
     StoreBusyError,
     collection_name,
     live_collection,
@@ -28,7 +29,7 @@ from ragstream.connectors.vector_stores import (
     set_live_collection,
 )
 from ragstream.core.ids import doc_prefixes
-from ragstream.core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
 
 KINDS = ["edge", "qdrant"]
 EMB = EmbedderVersion(name="test/Fake-Model", fingerprint="0123456789abcdef", dimension=8)
@@ -137,6 +138,9 @@ def test_vectors_for_hashes_any_status(store: VectorStore) -> None:
     for i in (1, 2):  # cosine collections store unit vectors
         assert np.allclose(unit(got[chunks[i].content_hash]), unit(vectors[i]), atol=1e-5)
     assert store.vectors_for_hashes([]) == {}
+    # a point tagged with another embedder (corruption `verify` reports) lends no vector
+    store._set_payload([HasIds((chunks[2].point_id,))], {"embedder": "other-384-x"})  # type: ignore[attr-defined]
+    assert set(store.vectors_for_hashes([chunks[2].content_hash])) == set()
 
 
 def test_gc_purges_only_old_tombstones(store: VectorStore) -> None:
@@ -151,7 +155,7 @@ def test_gc_purges_only_old_tombstones(store: VectorStore) -> None:
     assert store.gc(older_than=1e12) == 0
     assert (store.count("live"), store.count("deleted")) == (len(chunks) - 3, 0)
     store.tombstone([chunks[0].point_id], deleted_at=1.0)  # already purged: a no-op
-    store.set_fingerprint([chunks[0].point_id], 1, 1)
+    store.set_fingerprint([chunks[0].point_id], FileFingerprint(size=1, mtime_ns=1), 1.0)
 
 
 def test_tenant_filter_never_leaks(store: VectorStore) -> None:
@@ -195,7 +199,11 @@ def test_doc_prefixes() -> None:
 def test_fingerprints_positions_and_live_chunks(store: VectorStore) -> None:
     chunks, vectors = make_corpus()
     x = [c for c in chunks if c.doc_id == "src:a/x.md"]
-    store.set_fingerprint([x[0].point_id, x[1].point_id], size=200, mtime_ns=7)
+    version = FileFingerprint(size=200, mtime_ns=7, digest="d" * 32)
+    store.set_fingerprint([x[0].point_id, x[1].point_id], version, indexed_at=42.0)
+    got = {c.point_id: c for c in store.live_chunks("src:a/x.md")}
+    assert got[x[0].point_id].fingerprint == version and got[x[0].point_id].indexed_at == 42.0
+    assert got[x[2].point_id].fingerprint == x[2].fingerprint  # only the named points
     store.tombstone([c.point_id for c in chunks if c.doc_id == "other:a/w.md"], 5.0)
     assert store.live_doc_fingerprints() == {
         "src:a/x.md": {(200, 7), (100, 5)},
@@ -279,7 +287,7 @@ def run_script(kind: str, base: Path) -> list[Any]:
     s.upsert(chunks, vectors)
     s.tombstone([c.point_id for c in chunks[::3]], 10.0)
     s.tombstone([chunks[1].point_id], 30.0)
-    s.set_fingerprint([chunks[4].point_id], 9, 9)
+    s.set_fingerprint([chunks[4].point_id], FileFingerprint(size=9, mtime_ns=9), 9.0)
     for i, flt in enumerate([ALL, SearchFilter(tenants=("t2",)), SearchFilter(path_prefix="src:")]):
         out.append([(h.chunk, round(h.score, 4)) for h in s.search(vectors[i], 5, flt)])
     out += [s.count("live"), s.count("deleted"), s.live_doc_fingerprints(), s.gc(20.0)]

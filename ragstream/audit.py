@@ -1,0 +1,122 @@
+"""`ragstream verify` and `ragstream files`: the index audit over open stores, or over
+stores opened for the occasion (no model is loaded: an audit only reads).
+
+    verify_stores(settings, vectors, lexical)     a `serve` / `watch --serve` / embedded
+    files_of_stores(settings, vectors, lexical)   Client that already holds the stores
+    verify(data_dir=..., repair=True)             opens them; --repair runs a sync pass
+
+Repair goes through the normal sync path: a `sync` pass whose catch-up scan also re-reads the
+drifted documents whose fingerprints match (`run_sync(force=...)`), so the same write order,
+dead-letter handling and mass-delete guard apply, then the audit runs again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from ragstream.connectors.audit import audit, inventory, ledger
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.state import SourcesBook, VerifyBook
+from ragstream.core.errors import InvalidRequestError
+from ragstream.core.models import FILE_STATES, FileRecord, VerifyReport
+from ragstream.core.settings import Settings, load_settings
+from ragstream.core.telemetry import record_drift, span
+
+T = TypeVar("T")
+
+
+def audited(settings: Settings, paths: Sequence[str | Path] = ()) -> Settings:
+    """The settings whose sources are audited: PATH arguments, else the configured sources,
+    else the folders the data dir was last synced from."""
+    if paths:
+        return settings.with_paths([Path(p) for p in paths])
+    if settings.sources:
+        return settings
+    return settings.model_copy(update={"sources": SourcesBook(settings.state_dir).load()})
+
+
+def verify_stores(
+    settings: Settings,
+    vectors: VectorStore,
+    lexical: LexicalIndex,
+    sample: int | None = None,
+    seed: int | None = None,
+) -> VerifyReport:
+    """Audit open stores; the report is kept for `status` and exported as metrics."""
+    with span("verify", sample=sample or 0) as sp:
+        inv = inventory(settings, vectors, lexical, sample, seed)
+        report, _ = audit(inv, vectors.embedder.slug)
+        for kind, count in report.counts().items():
+            sp.set_attribute(f"drift.{kind}", count)
+    VerifyBook(settings.state_dir).save(report)
+    record_drift(report.counts())
+    return report
+
+
+def files_of_stores(
+    settings: Settings,
+    vectors: VectorStore,
+    lexical: LexicalIndex,
+    states: Iterable[str] | None = None,
+    tenants: tuple[str, ...] | None = None,
+) -> list[FileRecord]:
+    """The per-file ledger; with `tenants` (an API key's) only those tenants' sources."""
+    chosen = list(states or ())
+    unknown = sorted(set(chosen) - set(FILE_STATES))
+    if unknown:
+        raise InvalidRequestError(f"unknown state(s) {unknown}; one of {list(FILE_STATES)}")
+    if tenants is not None:
+        mine = [s for s in settings.sources if s.tenant in tenants]
+        settings = settings.model_copy(update={"sources": mine})
+    inv = inventory(settings, vectors, lexical)
+    _, drift = audit(inv, vectors.embedder.slug)
+    records = ledger(inv, drift, chosen or None)
+    if tenants is not None:
+        names = {s.name for s in settings.sources}
+        records = [r for r in records if r.source in names]
+    return records
+
+
+def _over_stores(settings: Settings, fn: Callable[[VectorStore, LexicalIndex], T]) -> T:
+    from ragstream.api import open_stores
+
+    with open_stores(settings) as (vectors, lexical):
+        return fn(vectors, lexical)
+
+
+def verify(
+    paths: Sequence[str | Path] = (),
+    *,
+    settings: Settings | None = None,
+    data_dir: str | Path | None = None,
+    sample: int | None = None,
+    repair: bool = False,
+    allow_mass_delete: bool = False,
+) -> VerifyReport:
+    """Audit the index against its folders; with `repair`, re-queue the drifted documents
+    through a sync pass and audit again (the returned report is the one after, with
+    `repaired` holding the one before)."""
+    s = audited(settings or load_settings(data_dir), paths)
+    report = _over_stores(s, lambda v, lx: verify_stores(s, v, lx, sample))
+    if not repair or report.ok:
+        return report
+    from ragstream.flows.sync import run_sync
+
+    if not s.sources:
+        raise InvalidRequestError("nothing to repair from: pass PATH or configure `sources`")
+    run_sync(s, allow_mass_delete=allow_mass_delete, force=frozenset(report.drifted))
+    after = _over_stores(s, lambda v, lx: verify_stores(s, v, lx, sample))
+    return after.model_copy(update={"repaired": report})
+
+
+def files(
+    paths: Sequence[str | Path] = (),
+    *,
+    settings: Settings | None = None,
+    data_dir: str | Path | None = None,
+    states: Iterable[str] | None = None,
+) -> list[FileRecord]:
+    s = audited(settings or load_settings(data_dir), paths)
+    return _over_stores(s, lambda v, lx: files_of_stores(s, v, lx, states))
