@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragstream.core.models import IndexedChunk
+from ragstream.core.models import FileFingerprint, IndexedChunk
 
 Fusion = Literal["rrf", "dbsf"]
 # RRF's k, chosen on SciFact train (k=5..100 swept: smaller is slightly better; k=10 is all
@@ -61,6 +61,12 @@ class ChunkView(BaseModel):
     char_start: int
     char_end: int
     text: str
+    # the file version this text was read from, and when it was indexed (None: unknown)
+    file_version: FileFingerprint | None = None
+    indexed_at: float | None = None
+    # set on an answer's sources and citations: True when the file on disk changed (or was
+    # deleted) since that version, None when it could not be checked from this process
+    possibly_stale: bool | None = None
 
     @staticmethod
     def fields_of(chunk: IndexedChunk) -> dict[str, Any]:
@@ -75,6 +81,8 @@ class ChunkView(BaseModel):
             "char_start": chunk.char_start,
             "char_end": chunk.char_end,
             "text": chunk.text,
+            "file_version": chunk.fingerprint,
+            "indexed_at": chunk.indexed_at or None,
         }
 
 
@@ -94,6 +102,9 @@ class Citation(BaseModel):
     page: int | None = None
     char_start: int
     char_end: int
+    file_version: FileFingerprint | None = None  # the version quoted (size, mtime, digest)
+    indexed_at: float | None = None
+    possibly_stale: bool | None = None  # the file changed or vanished since that version
 
 
 class Claim(BaseModel):

@@ -297,6 +297,9 @@ class StatusReport(BaseModel):
     reranker: str = ""  # the configured cross-encoder, or that none is configured
     redactions: list[Redaction] = Field(default_factory=list)
     reindex: ReindexRecord | None = None  # an open blue/green reindex (see `reindex status`)
+    # documents per drift class found by the last `verify` (or `watch`'s scheduled audit)
+    drift: dict[str, int] | None = None
+    verified_at: float | None = None
 
 
 # --- the index audit: `ragstream verify` and the per-file ledger (`ragstream files`) --------

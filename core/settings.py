@@ -205,6 +205,10 @@ class Settings(BaseSettings):
     # documents per flow batch: all their new chunks are encoded in one length-sorted call
     ingest_batch_docs: int = 256
     gc_retention_s: float = 7 * 24 * 3600.0
+    # `watch` audits the index on this schedule (seconds; 0 = never), `verify_sample` random
+    # documents at a time (0 = all): drift counts go to `status` and the OTel gauge
+    verify_every_s: float = Field(default=900.0, ge=0.0)
+    verify_sample: int = Field(default=200, ge=0)
     mass_delete_fraction: float = 0.5
     mass_delete_min_docs: int = 10
     query: QuerySettings = Field(default_factory=QuerySettings)

@@ -36,6 +36,7 @@ from ragstream.operators.embed import Embedder, with_vector_memo
 from ragstream.operators.judge import load_judge
 from ragstream.query.answerable import judge
 from ragstream.query.assemble import Context, assemble
+from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
 from ragstream.query.generate import ExtractiveGenerator, Generator, declined
 from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
@@ -344,6 +345,9 @@ class QueryEngine:
         answer.grounding = checked.grounding
         answer.invented_cids = checked.invented_cids
         answer.injection_flags = checked.injection_flags
+        stored = self.retriever.vectors.get([s.point_id for s in sources]) if sources else []
+        sources = with_versions(sources, stored)
+        by_cid = {s.cid: s for s in sources}
         answer.sources = sources
         answer.citations = [_citation(by_cid[c]) for c in cited]
         q = self.settings.query

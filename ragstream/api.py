@@ -6,10 +6,11 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, closing, contextmanager
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragstream.audit import scheduled_verify
 from ragstream.connectors.fs import ScanHandler
 from ragstream.connectors.lexical import open_lexical_index, section_contexts
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
@@ -87,12 +88,15 @@ def watch(
     bytewax worker threads share the parsing; one of them writes.
     """
     chosen = _with_paths(settings or load_settings(data_dir), paths)
-    alongside = None
-    if serve is not None:
-        host, port = serve
 
-        def alongside(rt: Runtime) -> AbstractContextManager[object]:
-            return _serving(rt, host, port, on_serving)
+    @contextmanager
+    def alongside(rt: Runtime) -> Iterator[None]:
+        with ExitStack() as scope:
+            if chosen.verify_every_s > 0:
+                scope.enter_context(scheduled_verify(rt, chosen))
+            if serve is not None:
+                scope.enter_context(_serving(rt, serve[0], serve[1], on_serving))
+            yield
 
     return run_sync(
         chosen,

@@ -12,9 +12,12 @@ dead-letter handling and mass-delete guard apply, then the audit runs again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ragstream.connectors.audit import audit, inventory, ledger
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
@@ -24,7 +27,11 @@ from ragstream.core.models import FILE_STATES, FileRecord, VerifyReport
 from ragstream.core.settings import Settings, load_settings
 from ragstream.core.telemetry import record_drift, span
 
+if TYPE_CHECKING:
+    from ragstream.flows.runtime import Runtime
+
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def audited(settings: Settings, paths: Sequence[str | Path] = ()) -> Settings:
@@ -120,3 +127,28 @@ def files(
 ) -> list[FileRecord]:
     s = audited(settings or load_settings(data_dir), paths)
     return _over_stores(s, lambda v, lx: files_of_stores(s, v, lx, states))
+
+
+@contextmanager
+def scheduled_verify(rt: Runtime, settings: Settings) -> Iterator[None]:
+    """`watch`'s audit: every `verify_every_s`, `verify_sample` random documents (0: all),
+    between index batches (under the runtime's lock). Its counts reach `status` and the
+    `ragstream.index.drift` gauge; a failing audit is logged and never stops the watch."""
+    stop = threading.Event()
+    sample = settings.verify_sample or None
+
+    def loop() -> None:
+        while not stop.wait(settings.verify_every_s):
+            try:
+                with rt.lock:
+                    verify_stores(audited(settings), rt.vectors, rt.lexical, sample)
+            except Exception as exc:
+                log.warning("scheduled verify failed: %s", exc)
+
+    thread = threading.Thread(target=loop, name="ragstream-verify", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=60)

@@ -201,6 +201,10 @@ def _print_status(report: StatusReport) -> None:
     rx = report.reindex
     pair = f"{rx.old.collection} -> {rx.new.collection}: {rx.phase}" if rx else "-"
     table.add_row("reindex", pair)
+    if report.drift is not None:
+        drifted = {k: n for k, n in report.drift.items() if n}
+        shown = ", ".join(f"{k} {n}" for k, n in drifted.items()) or "none"
+        table.add_row("drift (last verify)", shown)
     out.print(table)
     for d in report.dead_letters:
         out.print(f"  [red]{d.path}[/] [{d.stage}] {d.reason}")

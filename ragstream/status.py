@@ -4,7 +4,13 @@ embedded `Client` holds them) or opened for the occasion (`ragstream status`).""
 from __future__ import annotations
 
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
-from ragstream.connectors.state import DeadLetterBook, RedactionBook, ReindexBook, SyncState
+from ragstream.connectors.state import (
+    DeadLetterBook,
+    RedactionBook,
+    ReindexBook,
+    SyncState,
+    VerifyBook,
+)
 from ragstream.core.models import StatusReport
 from ragstream.core.settings import Settings
 from ragstream.query.engine import QueryEngine
@@ -28,6 +34,7 @@ def status_report(
         counts["chunks_deleted"] = vectors.count("deleted")
     if lexical is not None and live is not None:
         counts["lexical_live"] = lexical.count("live")
+    audit = VerifyBook(s.state_dir).load()
     return StatusReport(
         **counts,
         embedder=embedder,
@@ -37,6 +44,8 @@ def status_report(
         reranker=s.query.reranker or NO_RERANKER,
         redactions=RedactionBook(s.state_dir).all(),
         reindex=ReindexBook(s.state_dir).load(),
+        drift=audit.counts() if audit is not None else None,
+        verified_at=audit.at if audit is not None else None,
     )
 
 

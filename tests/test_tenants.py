@@ -7,6 +7,7 @@ import random
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from conftest import StorePairing
@@ -129,3 +130,30 @@ def test_api_keys_decide_the_tenant_server_side(engine: tuple[QueryEngine, int])
         retrieved = post(url, query, "key-acme", path="/v1/retrieve")
         assert retrieved[0] == 200 and retrieved[1]["results"]
         assert {r["doc_id"].split(":")[0] for r in retrieved[1]["results"]} == {"acme"}
+
+
+def test_the_ledger_is_tenant_scoped_and_verify_needs_an_admin_key(
+    engine: tuple[QueryEngine, int],
+) -> None:
+    eng, _ = engine
+    settings = eng.settings.model_copy(update={"admin_api_keys": ["key-acme"]})
+
+    def get(url: str, path: str, key: str) -> tuple[int, Any]:
+        req = urllib.request.Request(f"{url}{path}", headers={"Authorization": f"Bearer {key}"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    with serving(Serving(settings, eng), "127.0.0.1", 0) as url:
+        for tenant in TENANTS:
+            status, records = get(url, "/v1/files", f"key-{tenant}")
+            assert status == 200 and len(records) == 8
+            assert {r["source"] for r in records} == {tenant}
+            assert {r["state"] for r in records} == {"indexed"}
+        assert get(url, "/v1/files?state=dead", "key-globex") == (200, [])
+        assert get(url, "/v1/files?state=nope", "key-globex")[0] == 422
+        assert get(url, "/v1/verify", "key-globex")[0] == 403  # not an admin key
+        status, report = get(url, "/v1/verify", "key-acme")
+        assert status == 200 and report["ok"] and report["docs_checked"] == 8 * len(TENANTS)

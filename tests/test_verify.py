@@ -246,3 +246,56 @@ def test_cli_verify_exit_codes_and_json(tmp_path: Path) -> None:
     assert fixed.returncode == 0 and json.loads(fixed.stdout)["repaired"]["ok"] is False
     listed = json.loads(cli("files", "--state", "indexed").stdout)
     assert sorted(r["doc_id"] for r in listed) == ["notes:coffee.md", "notes:tea.md"]
+
+
+def test_citations_carry_the_version_they_quote_and_flag_a_changed_file(tmp_path: Path) -> None:
+    from ragstream.client import Client
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    tea = root / "tea.md"
+    tea.write_text("# Tea\n\nGreen tea is steeped at 80 degrees Celsius for two minutes.\n")
+    settings = Settings(data_dir=tmp_path / "data")
+    api.sync([root], settings=settings)
+    question = "At what temperature is green tea steeped?"
+    with Client(settings=settings) as client:
+        first = client.query(question)
+        assert first.citations and first.sources, first.refusal
+        cited = first.citations[0]
+        assert cited.file_version is not None and cited.indexed_at
+        assert cited.file_version.size == tea.stat().st_size
+        assert len(cited.file_version.digest) == 32 and cited.possibly_stale is False
+        assert all(s.possibly_stale is False for s in first.sources)
+        tea.write_text(tea.read_text() + "\nBlack tea takes boiling water.\n")  # nobody watches
+        edited = client.query(question).citations[0]
+        assert edited.possibly_stale is True and edited.file_version == cited.file_version
+        tea.unlink()
+        assert client.query(question).citations[0].possibly_stale is True
+
+
+def test_drift_counts_are_an_otel_gauge(tmp_path: Path) -> None:
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from ragstream.core.telemetry import install_metric_reader
+
+    reader = InMemoryMetricReader()
+    install_metric_reader(reader)
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nAlpha text about apples and their orchards.\n")
+    settings = Settings(data_dir=tmp_path / "data")
+    api.sync([root], settings=settings)
+    (root / "b.md").write_text("# B\n\nBeta text written while nothing watched.\n")
+    assert verify(settings=settings).counts()["missing"] == 1
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = {
+        p.attributes["kind"]: p.value
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "ragstream.index.drift"
+        for p in m.data.data_points  # type: ignore[union-attr]
+    }
+    assert points["missing"] == 1 and points["orphan"] == 0 and len(points) == 7
+    assert api.status(settings=settings).drift == verify(settings=settings).counts()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ragstream.core.models import DRIFT_KINDS
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
 
@@ -120,7 +121,7 @@ def test_watch_serve_answers_from_the_same_process(tmp_path: Path) -> None:
     root.mkdir()
     (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
     data = tmp_path / "data"
-    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="100")
+    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="100", RAGSTREAM_VERIFY_EVERY_S="0.5")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
          "--json", "--serve", "--port", "0"],
@@ -144,6 +145,16 @@ def test_watch_serve_answers_from_the_same_process(tmp_path: Path) -> None:
             _wait_for(lines, "notes:coffee.md")
             second = client.query("At what pressure is espresso brewed?")
             assert second.refusal is None and "nine bars" in second.text
+            # the audit over HTTP, and the scheduled one reaching status
+            asked = client.verify()
+            assert asked.ok and asked.docs_checked == 2
+            ledger = {r.doc_id: r.state for r in client.files()}
+            assert ledger == {"notes:tea.md": "indexed", "notes:coffee.md": "indexed"}
+            deadline = time.monotonic() + 30
+            while (client.status().verified_at or 0) <= asked.at < deadline + asked.at:
+                assert time.monotonic() < deadline, "the scheduled audit never ran"
+                time.sleep(0.2)
+            assert client.status().drift == dict.fromkeys(DRIFT_KINDS, 0)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
