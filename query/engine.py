@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from ragstream.connectors.protocols import SearchFilter
@@ -40,11 +41,13 @@ from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
 from ragstream.query.generate import ExtractiveGenerator, Generator, declined
 from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
-from ragstream.query.retrieve import Candidate, Retriever
+from ragstream.query.retrieve import Candidate, FixedSide, LiveSide, Retriever
 from ragstream.query.transforms import QueryTransformer, endpoint_generator, retrieve_transformed
 from ragstream.query.verify import verify
 
 T = TypeVar("T")
+# the side the current answer pinned (per thread / task: concurrent answers pin their own)
+_PINNED: ContextVar[LiveSide | None] = ContextVar("ragstream_query_side", default=None)
 
 
 class QueryEngine:
@@ -77,10 +80,26 @@ class QueryEngine:
 
     @property
     def sentence_embedder(self) -> Embedder:
-        """The live collection's embedder behind the vector memo that the extractive
-        generator and the verifier share (they encode mostly the same sentences). Resolved
-        per answer, so a promote or rollback swaps the model under both."""
-        return with_vector_memo(self.retriever.embedder, self.settings.query.vector_memo)
+        """The answer's embedder behind the vector memo that the extractive generator and
+        the verifier share (they encode mostly the same sentences): the side the answer
+        pinned, so a promote or rollback landing mid-answer swaps neither model."""
+        return with_vector_memo(self._side().embedder, self.settings.query.vector_memo)
+
+    def _side(self) -> LiveSide:
+        """The side this answer pinned (`_pinned`), else the live one now."""
+        return _PINNED.get() or self.retriever.side
+
+    @contextmanager
+    def _pinned(self) -> Iterator[LiveSide]:
+        """One side for every stage of one answer: retrieval, assembly (token counts, parent
+        chunks), generation, verification and file versions all read the side the answer
+        started on, however many promotes land meanwhile (the live pointer is read once)."""
+        side = self._side()
+        token = _PINNED.set(side)
+        try:
+            yield side
+        finally:
+            _PINNED.reset(token)
 
     @property
     def reranker_name(self) -> str:
@@ -97,14 +116,18 @@ class QueryEngine:
         `on_text` receives the generator's text as it is produced (streaming); the returned
         `Answer` is the verified one either way, so a streamed answer ends equal to an
         unstreamed one."""
-        answer = self._answer(request, tenants, on_text)
+        with self._pinned():
+            answer = self._answer(request, tenants, on_text)
         if self.log is not None:
             self.log.append(_log_entry(request, tenants, answer))
         return answer
 
     def retrieve(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Retrieval:
         """Ranked candidates with their text and the gate's verdict; nothing is generated."""
-        with span("query", query_chars=len(request.query), k=request.k, n=request.n) as root:
+        with (
+            self._pinned(),
+            span("query", query_chars=len(request.query), k=request.k, n=request.n) as root,
+        ):
             trace_id = format(root.get_span_context().trace_id, "032x")
             timings: dict[str, float] = {}
             ranked, refusal = self._rank(request, tenants, timings)
@@ -132,7 +155,7 @@ class QueryEngine:
             file_types=tuple(f.file_types) if f.file_types is not None else None,
         )
         result = retrieve_transformed(
-            self.retriever,
+            Retriever(FixedSide(self._side()), self.retriever.lexical),
             request.query,
             self.transformer,
             n=request.n,
@@ -180,7 +203,10 @@ class QueryEngine:
         rerank and the gate: the gold-context evaluation asks whether the generator and the
         verifier accept an answer when the evidence is certainly in the context. Not logged:
         it is not a query anyone asked the index."""
-        with span("query", query_chars=len(request.query), gold_context=len(chunks)) as root:
+        with (
+            self._pinned(),
+            span("query", query_chars=len(request.query), gold_context=len(chunks)) as root,
+        ):
             trace_id = format(root.get_span_context().trace_id, "032x")
             ranked = [
                 Reranked(candidate=Candidate(chunk=c, score=1.0 / i, ranks={}, scores={}))
@@ -209,10 +235,10 @@ class QueryEngine:
             lambda: assemble(
                 ranked,
                 budget_tokens=q.budget_tokens,
-                count_tokens=self.retriever.embedder.count_tokens,
+                count_tokens=self._side().embedder.count_tokens,
                 order=q.order,
                 expand_parent=q.expand_parent,
-                parent_lookup=self.retriever.vectors.live_chunks,
+                parent_lookup=self._side().vectors.live_chunks,
                 query=question,
             ),
         )
@@ -313,7 +339,7 @@ class QueryEngine:
         candidates, not the live side: a promote or rollback between retrieval and here
         must not label an answer with the model that did not rank it."""
         slugs = (r.candidate.chunk.embedder for r in ranked if r.candidate.chunk.embedder)
-        return next(slugs, self.retriever.embedder.version.slug)
+        return next(slugs, self._side().embedder.version.slug)
 
     def _empty(
         self, request: QueryRequest, ranked: list[Reranked], trace_id: str, refusal: Refusal | None
@@ -345,7 +371,7 @@ class QueryEngine:
         answer.grounding = checked.grounding
         answer.invented_cids = checked.invented_cids
         answer.injection_flags = checked.injection_flags
-        stored = self.retriever.vectors.get([s.point_id for s in sources]) if sources else []
+        stored = self._side().vectors.get([s.point_id for s in sources]) if sources else []
         sources = with_versions(sources, stored)
         by_cid = {s.cid: s for s in sources}
         answer.sources = sources

@@ -90,6 +90,17 @@ class SideSource(Protocol):
     def current(self) -> LiveSide: ...
 
 
+class FixedSide:
+    """A `SideSource` that always answers one side: a query pins the side it started on
+    (`QueryEngine`), and the reindex eval gate scores each side alone."""
+
+    def __init__(self, side: LiveSide) -> None:
+        self._side = side
+
+    def current(self) -> LiveSide:
+        return self._side
+
+
 @dataclass(frozen=True)
 class OpenSide:
     collection: str
@@ -103,9 +114,12 @@ class PointerTracker:
     with that collection's recorded embedder, so a blue/green promote or rollback made through
     the same stores is picked up without a restart and a query never mixes the two sides."""
 
+    RETIRED_KEPT = 2
+
     def __init__(self, settings: Settings, embedder_override: str | Embedder | None = None):
         self._settings, self._override = settings, embedder_override
         self._lock = threading.Lock()
+        self._retired: list[OpenSide] = []
         self._side = self._open(self._read())
 
     def _read(self) -> tuple[str, EmbedderVersion]:
@@ -133,12 +147,20 @@ class PointerTracker:
             live = self._read()
             if live[0] != self._side.collection:
                 self._override = None  # an override only ever stood in for the first side
-                old, self._side = self._side, self._open(live)
-                old.vectors.close()
+                # the side a query pinned stays open after the swap (it may still read it);
+                # only sides retired RETIRED_KEPT swaps ago are closed
+                back = [r for r in self._retired if r.collection == live[0]]  # a rollback
+                self._retired = [r for r in self._retired if r.collection != live[0]]
+                self._retired.append(self._side)
+                self._side = back[0] if back else self._open(live)
+                while len(self._retired) > self.RETIRED_KEPT:
+                    self._retired.pop(0).vectors.close()
             return self._side
 
     def close(self) -> None:
-        self._side.vectors.close()
+        for side in (*self._retired, self._side):
+            side.vectors.close()
+        self._retired.clear()
 
 
 class Retriever:

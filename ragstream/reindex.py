@@ -22,7 +22,7 @@ from ragstream.core.settings import Settings
 from ragstream.core.telemetry import span
 from ragstream.flows import reindex as steps
 from ragstream.flows.sides import IndexSides, Side
-from ragstream.query.retrieve import Retriever
+from ragstream.query.retrieve import FixedSide, Retriever
 
 ProgressHandler = Callable[[ReindexProgress], None]
 
@@ -48,16 +48,6 @@ class CleanupOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     confirm: bool = False
-
-
-class _FixedSide:
-    """A `SideSource` that always answers one side (the eval gate scores each side alone)."""
-
-    def __init__(self, side: Side) -> None:
-        self._side = side
-
-    def current(self) -> Side:
-        return self._side
 
 
 class Maintainer:
@@ -143,7 +133,7 @@ class Maintainer:
 
         _, queries, qrels = load_beir(dataset, split)
         judged = [q for q in queries if q in qrels][:limit]
-        retriever = Retriever(_FixedSide(side), self.lexical)
+        retriever = Retriever(FixedSide(side), self.lexical)
         with span("reindex.eval", collection=side.collection, queries=len(judged)):
             (row,) = run_eval(
                 self.settings,

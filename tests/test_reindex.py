@@ -7,8 +7,11 @@ acceptance criterion; they run in order on one data dir per store pairing.
 
 from __future__ import annotations
 
+import random
 import shutil
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -212,6 +215,111 @@ def test_5_queries_during_promote_never_error_or_mix(settings: Settings) -> None
             thread.join()
     assert errors == []
     assert len(seen) >= 1
+
+
+STRESS_SECONDS = 12.0  # per pairing: swap for this long (and at least STRESS_SWAPS times)
+STRESS_SWAPS = 20
+STRESS_QUESTIONS = [QUESTION, "What is Python good for?", "How does docling chunk a document?"]
+
+
+def test_5b_promote_swap_loop_under_load_never_mixes_embedders(
+    settings: Settings, spans: InMemorySpanExporter
+) -> None:
+    """test_5 under load: promote/rollback in a loop while two threads answer, one retrieves
+    and one burns CPU in Python, with a short GIL switch interval so threads interleave at
+    many more points. Every answer and retrieval must come from one side: its candidates
+    carry one embedder, the one it reports, and the model that chose and checked its
+    sentences (the `query.generate` span) is that side's too."""
+    s = settings
+    versions = [load_embedder("minilm-l6").version, load_embedder("static").version]
+    sides = {v.slug for v in versions}
+    name_of = {v.slug: v.name for v in versions}
+    spans.clear()
+    errors: list[BaseException] = []
+    mixed: list[str] = []
+    seen: dict[str, int] = dict.fromkeys(sides, 0)
+    count_lock = threading.Lock()
+    stop = threading.Event()
+
+    def check(kind: str, reported: str, tags: set[str]) -> None:
+        slugs = tags - {""}  # a lexical-only candidate carries no embedder
+        if slugs != {reported}:
+            mixed.append(f"{kind}: reported {reported}, candidates {sorted(slugs)}")
+        with count_lock:
+            seen[reported] = seen.get(reported, 0) + 1
+
+    with Client(settings=s) as client:
+
+        def ask(offset: int) -> None:
+            i = offset
+            while not stop.is_set():
+                try:
+                    question = STRESS_QUESTIONS[i % len(STRESS_QUESTIONS)]
+                    answer = client.query(question)
+                    check("answer", answer.embedder, {c.embedder for c in answer.candidates})
+                    i += 1
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+
+        def fetch() -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    got = client.retrieve(STRESS_QUESTIONS[i % len(STRESS_QUESTIONS)])
+                    check("retrieval", got.embedder, {r.embedder for r in got.results})
+                    i += 1
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+
+        def burn() -> None:
+            while not stop.is_set():
+                sum(i * i for i in range(20_000))
+
+        threads = [
+            threading.Thread(target=ask, args=(0,)),
+            threading.Thread(target=ask, args=(1,)),
+            threading.Thread(target=fetch),
+            threading.Thread(target=burn),
+        ]
+        rng = random.Random(5)
+        swaps = 0
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-4)
+        try:
+            for thread in threads:
+                thread.start()
+            start = time.monotonic()
+            while not errors and (
+                swaps < STRESS_SWAPS or time.monotonic() - start < STRESS_SECONDS
+            ):
+                client.reindex_promote()
+                time.sleep(rng.uniform(0.0, 0.08))
+                client.reindex_rollback()  # ends rolled back, as the next test expects
+                time.sleep(rng.uniform(0.0, 0.08))
+                swaps += 1
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+            sys.setswitchinterval(interval)
+    assert errors == []
+    assert mixed == []
+    assert swaps >= STRESS_SWAPS
+    assert set(seen) == sides and all(n > 0 for n in seen.values()), seen  # both sides served
+    embedded: dict[int, str] = {}
+    generated: dict[int, str] = {}
+    for sp in spans.get_finished_spans():
+        trace_id = sp.context.trace_id if sp.context is not None else 0
+        model = str((sp.attributes or {}).get("model", ""))
+        if sp.name == "ragstream.query.embed":
+            embedded[trace_id] = model
+        elif sp.name == "ragstream.query.generate":
+            generated[trace_id] = model
+    assert generated, "no answer was generated"
+    crossed = [t for t, m in generated.items() if name_of.get(embedded.get(t, "")) != m]
+    assert crossed == [], f"{len(crossed)} of {len(generated)} answers switched models mid-way"
 
 
 def test_same_api_over_http_and_cleanup(settings: Settings) -> None:

@@ -202,3 +202,43 @@ def test_bad_arguments(retriever: Retriever) -> None:
         retriever.retrieve("volcano", fusion="max")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k must be"):
         retriever.retrieve("volcano", k=0)
+
+
+def test_pointer_tracker_keeps_a_pinned_side_open_across_swaps() -> None:
+    """A query pins the side it started on; a promote (or a rollback back to it) must not
+    close that side's store under it, nor open a second handle on a store it still holds."""
+    import threading
+    from dataclasses import dataclass, field
+
+    from ragstream.query.retrieve import OpenSide, PointerTracker
+
+    @dataclass
+    class Store:
+        name: str
+        closed: list[str] = field(default_factory=list)
+
+        def close(self) -> None:
+            self.closed.append(self.name)
+
+    closed: list[str] = []
+    opened: list[str] = []
+    pointer = ["A"]
+    tracker = object.__new__(PointerTracker)
+    tracker._settings, tracker._override = None, None  # type: ignore[assignment]
+    tracker._lock, tracker._retired = threading.Lock(), []
+    tracker._read = lambda: (pointer[0], None)  # type: ignore[assignment,method-assign,return-value]
+
+    def open_side(live: tuple[str, object]) -> OpenSide:
+        opened.append(live[0])
+        return OpenSide(live[0], None, Store(live[0], closed))  # type: ignore[arg-type]
+
+    tracker._open = open_side  # type: ignore[method-assign]
+    tracker._side = open_side(("A", None))
+    pinned = tracker.current()
+    for name in ("B", "A", "C", "D"):  # promote, rollback, two more promotes
+        pointer[0] = name
+        assert tracker.current().collection == name
+    assert opened == ["A", "B", "C", "D"]  # the rollback reused the open A
+    assert closed == ["B"] and pinned.collection == "A"  # only sides retired 2 swaps ago close
+    tracker.close()
+    assert sorted(closed) == ["A", "B", "C", "D"]
