@@ -81,6 +81,13 @@ class VectorStore(Protocol):
     def search(self, vector: Sequence[float], limit: int, flt: SearchFilter) -> list[Hit]:
         """Dense top-`limit` over live points matching the filter."""
 
+    def search_text(self, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
+        """BM25 top-`limit` over live points matching the filter, from the points' `bm25`
+        sparse vectors (only a store opened with `sparse=True` has them)."""
+
+    def term_doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(points, analyzed term -> points holding it, capped): the sparse leg's IDF input."""
+
     def count(self, status: str) -> int: ...
 
     def flush(self) -> None:

@@ -36,25 +36,31 @@ from qdrant_edge import (
     Distance,
     EdgeConfig,
     EdgeShard,
+    EdgeSparseVectorParams,
     EdgeVectorParams,
     FieldCondition,
     Filter,
     HasIdCondition,
     MatchAny,
     MatchValue,
+    Modifier,
     PayloadSchemaType,
     Point,
+    PointVectors,
     Query,
     QueryRequest,
     RangeFloat,
     ScrollRequest,
+    SparseVector,
     UpdateOperation,
 )
 
+from ragstream.connectors.sparse import Sparse
 from ragstream.connectors.state import write_json_atomic
 from ragstream.connectors.vector_stores import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
+    SPARSE,
     VECTOR,
     BaseQdrantStore,
     Below,
@@ -72,6 +78,7 @@ from ragstream.connectors.vector_stores import (
     embedder_from_metadata,
     embedder_metadata,
     owned_collection,
+    sparse_mismatch,
 )
 from ragstream.core.models import EmbedderVersion
 
@@ -95,7 +102,9 @@ def _filter(conds: list[Condition]) -> Filter | None:
     return Filter(must=[_condition(c) for c in conds]) if conds else None
 
 
-def _load_or_create(path: Path, embedder: EmbedderVersion | None) -> EdgeShard | None:
+def _load_or_create(
+    path: Path, embedder: EmbedderVersion | None, sparse: bool = False
+) -> EdgeShard | None:
     """Open the shard at `path` (taking its lock); create it if missing and `embedder` is
     given, else None."""
     try:
@@ -104,7 +113,10 @@ def _load_or_create(path: Path, embedder: EmbedderVersion | None) -> EdgeShard |
         if embedder is None:
             return None
         params = EdgeVectorParams(size=embedder.dimension, distance=Distance.Cosine)
-        return EdgeShard.create(str(path), EdgeConfig(vectors={VECTOR: params}))
+        bm25 = {SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)} if sparse else None
+        return EdgeShard.create(
+            str(path), EdgeConfig(vectors={VECTOR: params}, sparse_vectors=bm25)
+        )
     except Exception as exc:
         if "WouldBlock" in str(exc):
             raise StoreBusyError(f"{path} is held by another process or store") from exc
@@ -114,18 +126,25 @@ def _load_or_create(path: Path, embedder: EmbedderVersion | None) -> EdgeShard |
 class EdgeVectorStore(BaseQdrantStore):
     """One Edge shard = one collection of one embedder version."""
 
-    def __init__(self, shard: EdgeShard, path: Path, embedder: EmbedderVersion) -> None:
-        super().__init__(path.name, embedder)
+    def __init__(
+        self, shard: EdgeShard, path: Path, embedder: EmbedderVersion, sparse: bool = False
+    ) -> None:
+        super().__init__(path.name, embedder, sparse)
         self.path = path
         self._shard = shard
 
     @classmethod
-    def open(cls, base_dir: Path, index_name: str, embedder: EmbedderVersion) -> EdgeVectorStore:
+    def open(
+        cls, base_dir: Path, index_name: str, embedder: EmbedderVersion, sparse: bool = False
+    ) -> EdgeVectorStore:
         path = base_dir / collection_name(index_name, embedder)
-        shard = _load_or_create(path, embedder)
+        shard = _load_or_create(path, embedder, sparse)
         assert shard is not None
-        store = cls(shard, path, embedder)
+        store = cls(shard, path, embedder, sparse)
         try:
+            config = json.loads((path / "edge_config.json").read_text(encoding="utf-8"))
+            if sparse and SPARSE not in (config.get("sparse_vectors") or {}):
+                raise sparse_mismatch(path.name)
             store._ensure_indexes()
             sidecar = path / SIDECAR
             if sidecar.exists():
@@ -149,13 +168,43 @@ class EdgeVectorStore(BaseQdrantStore):
                 self._shard.update(UpdateOperation.create_field_index(field, schema))
 
     def _write(
-        self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]
+        self,
+        ids: list[str],
+        vectors: list[list[float]],
+        payloads: list[dict[str, Any]],
+        sparse: list[Sparse] | None,
     ) -> None:
+        named: list[dict[str, Any]] = [{VECTOR: v} for v in vectors]
+        for entry, (indices, values) in zip(named, sparse or (), strict=False):
+            entry[SPARSE] = SparseVector(indices, values)
         points = [
-            Point(id=i, vector={VECTOR: v}, payload=p)
-            for i, v, p in zip(ids, vectors, payloads, strict=True)
+            Point(id=i, vector=v, payload=p) for i, v, p in zip(ids, named, payloads, strict=True)
         ]
         self._shard.update(UpdateOperation.upsert_points(points))
+
+    def _set_sparse(self, ids: list[str], sparse: list[Sparse]) -> None:
+        update = [
+            PointVectors(i, {SPARSE: SparseVector(*vec)})
+            for i, vec in zip(ids, sparse, strict=True)
+        ]
+        self._shard.update(UpdateOperation.update_vectors(update))
+
+    def _query_sparse(
+        self, query: Sparse, limit: int, conds: list[Condition], with_payload: bool
+    ) -> list[tuple[Record, float]]:
+        if not query[0]:
+            return []
+        request = QueryRequest(
+            limit=limit,
+            query=Query.Nearest(SparseVector(*query), using=SPARSE),
+            filter=_filter(conds),
+            with_payload=with_payload,
+            with_vector=False,
+        )
+        return [
+            (Record(str(p.id), p.payload or {}, None), float(p.score))
+            for p in self._shard.query(request)
+        ]
 
     def _set_payload(self, conds: list[Condition], payload: dict[str, Any]) -> None:
         flt = Filter(must=[_condition(c) for c in conds])
@@ -223,11 +272,12 @@ class EdgeBackend:
         embedder: EmbedderVersion,
         url: str | None,
         retry: RetryPolicy | None = None,
+        sparse: bool = False,
     ) -> EdgeVectorStore:
         """`retry` is ignored: an in-process engine has no transient network errors."""
         if url is not None:
             raise ValueError("the edge vector store is embedded and takes no url")
-        return EdgeVectorStore.open(base_dir, index_name, embedder)
+        return EdgeVectorStore.open(base_dir, index_name, embedder, sparse)
 
     def read_live(
         self, base_dir: Path, index_name: str, url: str | None

@@ -45,9 +45,11 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from ragstream.connectors.sparse import Sparse
 from ragstream.connectors.vector_stores import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
+    SPARSE,
     VECTOR,
     BaseQdrantStore,
     Below,
@@ -65,6 +67,7 @@ from ragstream.connectors.vector_stores import (
     embedder_from_metadata,
     embedder_metadata,
     owned_collection,
+    sparse_mismatch,
 )
 from ragstream.core.models import EmbedderVersion
 
@@ -202,8 +205,9 @@ class QdrantClientVectorStore(BaseQdrantStore):
         collection: str,
         embedder: EmbedderVersion,
         retry: RetryPolicy | None = None,
+        sparse: bool = False,
     ) -> None:
-        super().__init__(collection, embedder)
+        super().__init__(collection, embedder, sparse)
         self._where = (Path(base_dir), url)
         self._retry = retry or RetryPolicy.default()
         self.client = acquire_client(base_dir, url)
@@ -218,8 +222,10 @@ class QdrantClientVectorStore(BaseQdrantStore):
         embedder: EmbedderVersion,
         url: str | None = None,
         retry: RetryPolicy | None = None,
+        sparse: bool = False,
     ) -> QdrantClientVectorStore:
-        store = cls(base_dir, url, collection_name(index_name, embedder), embedder, retry)
+        name = collection_name(index_name, embedder)
+        store = cls(base_dir, url, name, embedder, retry, sparse)
         try:
             store._call("ensure collection", store._ensure_collection)
         except BaseException:
@@ -245,8 +251,15 @@ class QdrantClientVectorStore(BaseQdrantStore):
                     )
                 },
                 metadata=embedder_metadata(self.embedder),
+                sparse_vectors_config=(
+                    {SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+                    if self.sparse
+                    else None
+                ),
             )
         info = client.get_collection(name)
+        if self.sparse and SPARSE not in (info.config.params.sparse_vectors or {}):
+            raise sparse_mismatch(name)
         check_embedder(name, embedder_from_metadata(name, info.config.metadata), self.embedder)
         schemas = [(f, models.PayloadSchemaType.KEYWORD) for f in KEYWORD_FIELDS]
         schemas += [(f, models.PayloadSchemaType.FLOAT) for f in FLOAT_FIELDS]
@@ -258,13 +271,47 @@ class QdrantClientVectorStore(BaseQdrantStore):
                     client.create_payload_index(name, field, field_schema=schema, wait=True)
 
     def _write(
-        self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]
+        self,
+        ids: list[str],
+        vectors: list[list[float]],
+        payloads: list[dict[str, Any]],
+        sparse: list[Sparse] | None,
     ) -> None:
+        named: list[dict[str, Any]] = [{VECTOR: v} for v in vectors]
+        for entry, (indices, values) in zip(named, sparse or (), strict=False):
+            entry[SPARSE] = models.SparseVector(indices=indices, values=values)
         points = [
-            models.PointStruct(id=i, vector={VECTOR: v}, payload=p)
-            for i, v, p in zip(ids, vectors, payloads, strict=True)
+            models.PointStruct(id=i, vector=v, payload=p)
+            for i, v, p in zip(ids, named, payloads, strict=True)
         ]
         self._call("upsert", self.client.upsert, self.collection, points=points, wait=True)
+
+    def _set_sparse(self, ids: list[str], sparse: list[Sparse]) -> None:
+        points = [
+            models.PointVectors(
+                id=i, vector={SPARSE: models.SparseVector(indices=vec[0], values=vec[1])}
+            )
+            for i, vec in zip(ids, sparse, strict=True)
+        ]
+        self._call("update_vectors", self.client.update_vectors, self.collection, points=points,
+                   wait=True)  # fmt: skip
+
+    def _query_sparse(
+        self, query: Sparse, limit: int, conds: list[Condition], with_payload: bool
+    ) -> list[tuple[Record, float]]:
+        if not query[0]:
+            return []
+        response = self._call(
+            "query_points",
+            self.client.query_points,
+            self.collection,
+            query=models.SparseVector(indices=query[0], values=query[1]),
+            using=SPARSE,
+            limit=limit,
+            query_filter=_filter(conds) if conds else None,
+            with_payload=with_payload,
+        )
+        return [(Record(str(p.id), p.payload or {}, None), float(p.score)) for p in response.points]
 
     def _set_payload(self, conds: list[Condition], payload: dict[str, Any]) -> None:
         flt = _filter(conds)
@@ -350,8 +397,9 @@ class QdrantBackend:
         embedder: EmbedderVersion,
         url: str | None,
         retry: RetryPolicy | None = None,
+        sparse: bool = False,
     ) -> QdrantClientVectorStore:
-        return QdrantClientVectorStore.open(base_dir, index_name, embedder, url, retry)
+        return QdrantClientVectorStore.open(base_dir, index_name, embedder, url, retry, sparse)
 
     def read_live(
         self, base_dir: Path, index_name: str, url: str | None

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from ragstream.connectors.lexical import tokenize
 from ragstream.connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter, VectorStore
+from ragstream.connectors.sparse import Sparse, bm25_vector, query_vector
 from ragstream.core.errors import DataDirBusyError
 from ragstream.core.ids import doc_prefixes, prefix_key
 from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
@@ -33,6 +35,8 @@ FLOAT_FIELDS = ("deleted_at",)
 # fields that can change without its text changing (title, the file version it belongs to)
 POSITION_FIELDS = ("ordinal", "section_path", "page", "char_start", "char_end")
 DOC_FIELDS = ("title", "file_size", "file_mtime_ns", "file_digest", "indexed_at")
+DF_CAP = 1000  # `term_doc_freqs` counts a term's points up to this many
+SPARSE = "bm25"  # the named sparse vector of the BM25 leg
 BATCH = 256  # points per write call: one engine round trip per batch, bounded memory
 PAGE = 1024  # points per scroll page
 
@@ -64,9 +68,11 @@ def check_embedder(collection: str, stored: EmbedderVersion, wanted: EmbedderVer
 # --- payload <-> IndexedChunk ----------------------------------------------------------------
 
 
-def chunk_payload(chunk: IndexedChunk) -> dict[str, Any]:
-    # the BM25-only neighbour text stays out of the vector store (it is the lexical index's)
-    payload = chunk.model_dump(mode="json", exclude={"point_id", "lexical_context"})
+def chunk_payload(chunk: IndexedChunk, keep_lexical: bool = False) -> dict[str, Any]:
+    """The BM25-only neighbour text stays out of the vector store unless the BM25 leg lives
+    there too (`sparse`): a blue/green backfill re-derives each point's sparse vector from it."""
+    drop = {"point_id"} if keep_lexical else {"point_id", "lexical_context"}
+    payload = chunk.model_dump(mode="json", exclude=drop)
     payload["doc_prefixes"] = doc_prefixes(chunk.doc_id)
     return payload
 
@@ -149,16 +155,31 @@ class BaseQdrantStore(ABC):
     `deleted_at` of a point already tombstoned.
     """
 
-    def __init__(self, collection: str, embedder: EmbedderVersion) -> None:
+    def __init__(self, collection: str, embedder: EmbedderVersion, sparse: bool = False) -> None:
         self.collection = collection
         self.embedder = embedder
+        # the BM25 leg lives in these points as the sparse vector `bm25` (connectors.sparse)
+        self.sparse = sparse
         self._closed = False
 
     # primitives -------------------------------------------------------------------------
     @abstractmethod
     def _write(
-        self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]
+        self,
+        ids: list[str],
+        vectors: list[list[float]],
+        payloads: list[dict[str, Any]],
+        sparse: list[Sparse] | None,
     ) -> None: ...
+
+    @abstractmethod
+    def _set_sparse(self, ids: list[str], sparse: list[Sparse]) -> None:
+        """Replace the `bm25` sparse vector of existing points (their text context moved)."""
+
+    @abstractmethod
+    def _query_sparse(
+        self, query: Sparse, limit: int, conds: list[Condition], with_payload: bool
+    ) -> list[tuple[Record, float]]: ...
 
     @abstractmethod
     def _set_payload(self, conds: list[Condition], payload: dict[str, Any]) -> None: ...
@@ -203,7 +224,9 @@ class BaseQdrantStore(ABC):
             part = chunks[start : start + BATCH]
             vecs = [self._vector(v) for v in vectors[start : start + BATCH]]
             stamped = [c.model_copy(update={"embedder": self.embedder.slug}) for c in part]
-            self._write([c.point_id for c in part], vecs, [chunk_payload(c) for c in stamped])
+            payloads = [chunk_payload(c, self.sparse) for c in stamped]
+            sparse = [bm25_vector(c) for c in part] if self.sparse else None
+            self._write([c.point_id for c in part], vecs, payloads, sparse)
 
     def set_fingerprint(
         self, point_ids: Sequence[str], fingerprint: FileFingerprint, indexed_at: float
@@ -218,10 +241,40 @@ class BaseQdrantStore(ABC):
             self._set_payload([HasIds(ids)], update)
 
     def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
+        fields = POSITION_FIELDS + DOC_FIELDS + (("lexical_context",) if self.sparse else ())
         for chunk in chunks:
-            payload = chunk_payload(chunk)
-            update = {k: payload[k] for k in POSITION_FIELDS + DOC_FIELDS}
-            self._set_payload([HasIds((chunk.point_id,))], update)
+            payload = chunk_payload(chunk, self.sparse)
+            self._set_payload([HasIds((chunk.point_id,))], {k: payload[k] for k in fields})
+        if self.sparse and chunks:  # a moved or retitled chunk's BM25 text changed too
+            for start in range(0, len(chunks), BATCH):
+                part = chunks[start : start + BATCH]
+                self._set_sparse([c.point_id for c in part], [bm25_vector(c) for c in part])
+
+    def search_text(self, query: str, limit: int, flt: SearchFilter) -> list[Hit]:
+        """BM25 top-`limit` over live points matching the filter (the sparse leg)."""
+        self._need_sparse()
+        conds = search_conditions(flt)
+        terms = tokenize(query)
+        if conds is None or limit <= 0 or not terms:
+            return []
+        scored = self._query_sparse(query_vector(terms), limit, conds, True)
+        hits = [Hit(chunk=payload_chunk(r.id, r.payload), score=s) for r, s in scored]
+        return sorted(hits, key=lambda h: (-h.score, h.chunk.point_id))
+
+    def term_doc_freqs(self, terms: Sequence[str], cap: int = DF_CAP) -> tuple[int, dict[str, int]]:
+        """(points, analyzed term -> points holding it, counted up to `cap`): Qdrant keeps
+        its IDF statistics to itself, so a term's frequency is read as the number of points a
+        one-term query matches. Past `cap` a term is common enough that its weight is ~0."""
+        self._need_sparse()
+        out = {}
+        for term in set(terms):
+            got = self._query_sparse(query_vector([term]), cap, [], False)
+            out[term] = len(got)
+        return self._count([]), out
+
+    def _need_sparse(self) -> None:
+        if not self.sparse:
+            raise RuntimeError(f"{self.collection} was opened without its BM25 sparse vectors")
 
     def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:
         for ids in batches(point_ids):
@@ -354,6 +407,7 @@ class Backend(Protocol):
         embedder: EmbedderVersion,
         url: str | None,
         retry: RetryPolicy | None = None,
+        sparse: bool = False,
     ) -> BaseQdrantStore: ...
 
     def read_live(
@@ -398,6 +452,7 @@ def open_vector_store(
     embedder: EmbedderVersion,
     url: str | None = None,
     retry: RetryPolicy | None = None,
+    sparse: bool = False,
 ) -> BaseQdrantStore:
     """Open (creating if missing) the collection of `embedder`; the first one becomes live.
 
@@ -406,10 +461,12 @@ def open_vector_store(
     `kind="edge"`: shards under `base_dir` (no url). `kind="qdrant"`: `url=None` is local mode
     persisted at `base_dir`, `url=":memory:"` is in-memory, anything else a server URL.
     `retry` (qdrant only; default: the settings' defaults) bounds how long transient store
-    errors are retried before `StoreUnavailableError`.
+    errors are retried before `StoreUnavailableError`. `sparse`: the points also carry the
+    BM25 leg as the sparse vector `bm25` (`lexical_backend = "sparse"`); a collection created
+    without it cannot gain it (reindex into a new one).
     """
     backend = _backend(kind)
-    store = backend.open_store(Path(base_dir), index_name, embedder, url, retry)
+    store = backend.open_store(Path(base_dir), index_name, embedder, url, retry, sparse)
     try:
         if backend.read_live(Path(base_dir), index_name, url) is None:
             backend.write_live(Path(base_dir), index_name, store.collection, url)
@@ -443,6 +500,7 @@ def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrant
         embedder,
         url=s.qdrant_url,
         retry=RetryPolicy.from_settings(s),
+        sparse=s.lexical_backend == "sparse",
     )
 
 
@@ -450,6 +508,14 @@ def configured_live(settings: Settings) -> tuple[str, EmbedderVersion] | None:
     """`live_collection` of the index `settings` describe."""
     s = settings
     return live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+
+
+def sparse_mismatch(collection: str) -> RuntimeError:
+    return RuntimeError(
+        f"collection {collection!r} was built without the BM25 sparse vectors that "
+        "lexical_backend = 'sparse' needs: reindex into a new collection "
+        "(`ragstream reindex start`) or keep the tantivy backend"
+    )
 
 
 def _conforms(store: BaseQdrantStore) -> VectorStore:

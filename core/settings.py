@@ -189,7 +189,7 @@ class Settings(BaseSettings):
     embedder: str = "minilm-l6"  # preset, sentence-transformers name, or local path
     vector_backend: Literal["edge", "qdrant"] = "edge"
     qdrant_url: str | None = None  # a server URL switches to qdrant-client
-    lexical_backend: Literal["tantivy", "rank-bm25"] = "tantivy"
+    lexical_backend: Literal["tantivy", "rank-bm25", "sparse"] = "tantivy"
     sources: list[SourceConfig] = Field(default_factory=list)
     include: list[str] = Field(default_factory=lambda: [f"**/*{s}" for s in SUPPORTED_SUFFIXES])
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDES))

@@ -289,7 +289,10 @@ class Indexer:
             outcomes.append(outcome)
             adds += doc_adds
             moves += doc_moves
-            bm25_only += doc_bm25
+            if getattr(self.lexical, "shares_points", False):
+                moves += doc_bm25  # the sparse BM25 leg is rewritten with the point
+            else:
+                bm25_only += doc_bm25
             if plan.diff is None:
                 continue
             tombstones += plan.diff.tombstone

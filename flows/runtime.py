@@ -91,7 +91,9 @@ def open_runtime(settings: Settings) -> Iterator[Runtime]:
     situate = open_situate(settings)  # first: a misconfiguration fails before any store opens
     try:
         with open_sides(settings) as sides:
-            lexical = open_lexical_index(settings.lexical_backend, settings.lexical_dir)
+            lexical = open_lexical_index(
+                settings.lexical_backend, settings.lexical_dir, lambda: sides.live.vectors
+            )
             try:
                 yield Runtime(
                     settings,

@@ -196,7 +196,9 @@ class Retriever:
         record."""
         tracker = PointerTracker(settings, embedder_override)
         try:
-            lexical = open_lexical_index(settings.lexical_backend, settings.lexical_dir)
+            lexical = open_lexical_index(
+                settings.lexical_backend, settings.lexical_dir, lambda: tracker.current().vectors
+            )
         except BaseException:
             tracker.close()
             raise
@@ -239,7 +241,7 @@ class Retriever:
                 vector = side.embedder.encode_query(dense_in)
             timings["embed"] = _ms(start)
             dense = _leg("dense", n, timings, lambda: side.vectors.search(vector, n, flt))
-            lexical = _leg("lexical", n, timings, lambda: self.lexical.search(lexical_in, n, flt))
+            lexical = _leg("lexical", n, timings, lambda: self._lexical(side, lexical_in, n, flt))
             legs = {"dense": dense, "lexical": lexical}
             t = time.perf_counter()
             candidates = _fuse(legs, fusion, k, weights)
@@ -249,6 +251,13 @@ class Retriever:
         return RetrievalResult(
             query=query, fusion=fusion, k=k, candidates=candidates, hits=hits, timings_ms=timings
         )
+
+    def _lexical(self, side: LiveSide, query: str, n: int, flt: SearchFilter) -> list[Hit]:
+        """BM25 hits; with the sparse leg, from the query's own side (its points carry it), so
+        a promote between the legs cannot mix two collections in one query."""
+        if getattr(self.lexical, "shares_points", False):
+            return side.vectors.search_text(query, n, flt)
+        return self.lexical.search(query, n, flt)
 
     def close(self) -> None:
         """Release the lexical index and, if this retriever opened it, the vector side (an

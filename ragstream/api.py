@@ -118,7 +118,9 @@ def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
     configure(s.telemetry_exporter, s.otlp_endpoint)
     with (
         open_sides(s) as sides,
-        closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lex,
+        closing(
+            open_lexical_index(s.lexical_backend, s.lexical_dir, lambda: sides.live.vectors)
+        ) as lex,
     ):
         yield QueryEngine(s, Retriever(sides, lex)), Maintainer(sides, lex)
 
@@ -168,8 +170,9 @@ def open_stores(s: Settings) -> Iterator[tuple[VectorStore, LexicalIndex]]:
     with _live_vectors(s) as live:
         if live is None:
             raise no_index(s)
-        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
-            yield live[1], lexical
+        vectors = live[1]
+        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir, lambda: vectors)) as lx:
+            yield vectors, lx
 
 
 @contextmanager
@@ -192,7 +195,10 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
     with _live_vectors(s) as live:
         if live is None:
             return status_report(s, None, None)
-        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
+        vectors = live[1]
+        with closing(
+            open_lexical_index(s.lexical_backend, s.lexical_dir, lambda: vectors)
+        ) as lexical:
             return status_report(s, live, lexical)
 
 
@@ -209,9 +215,10 @@ def gc(
     with _live_vectors(s) as live:
         if live is not None:
             purged["vectors"] = live[1].gc(cutoff)
-    with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
-        purged["lexical"] = lexical.gc(cutoff)
-        lexical.commit()
+    if s.lexical_backend != "sparse":  # the sparse leg's vectors go with their points
+        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
+            purged["lexical"] = lexical.gc(cutoff)
+            lexical.commit()
     return purged
 
 
@@ -222,6 +229,11 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
     are not carried over (they are invisible to search anyway). Returns chunks indexed.
     """
     s = settings or load_settings(data_dir)
+    if s.lexical_backend == "sparse":
+        raise InvalidRequestError(
+            "lexical_backend = 'sparse': the BM25 leg is part of the vector store's points, "
+            "there is no separate index to rebuild"
+        )
     with _live_vectors(s) as live:
         if live is None:
             raise no_index(s)

@@ -169,9 +169,13 @@ VECTOR_BACKENDS = {  # name -> (kind, url)
     "qdrant-memory": ("qdrant", ":memory:"),
 }
 LEXICAL_BACKENDS = ["tantivy", "rank-bm25"]
+SPARSE_BACKENDS = {  # the BM25 leg as sparse vectors in the vector store's own points
+    "sparse-edge": ("edge", None),
+    "sparse-qdrant-local": ("qdrant", None),
+}
 
 
-@pytest.fixture(scope="module", params=[*VECTOR_BACKENDS, *LEXICAL_BACKENDS])
+@pytest.fixture(scope="module", params=[*VECTOR_BACKENDS, *LEXICAL_BACKENDS, *SPARSE_BACKENDS])
 def search(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Search]:
@@ -183,6 +187,13 @@ def search(
         store.upsert(CHUNKS, VECTORS)
         store.tombstone(DEAD, deleted_at=1.0)
         yield lambda flt: store.search(QUERY_VECTOR, LIMIT, flt)
+        store.close()
+    elif name in SPARSE_BACKENDS:
+        kind, url = SPARSE_BACKENDS[name]
+        store = open_vector_store(kind, base, "idx", EMB, url=url, sparse=True)
+        store.upsert(CHUNKS, VECTORS)
+        store.tombstone(DEAD, deleted_at=1.0)
+        yield lambda flt: store.search_text(WORD, LIMIT, flt)
         store.close()
     else:
         index = open_lexical_index(name, base / "lex")
