@@ -85,12 +85,15 @@ def test_openapi_lists_every_route(url: str) -> None:
         "/v1/status": "get",
         "/v1/query": "post",
         "/v1/retrieve": "post",
+        "/v1/files": "get",
+        "/v1/verify": "get",
         **{f"/v1/admin/reindex/{c}": "post" for c in ("status", "start", "run", "promote")},
         **{f"/v1/admin/reindex/{c}": "post" for c in ("rollback", "cleanup", "abort")},
     }
     assert {p: set(m) for p, m in paths.items()} == {p: {m} for p, m in expected.items()}
     schemas = json.loads(body)["components"]["schemas"]
     assert {"QueryRequest", "Answer", "Retrieval", "StatusReport"} <= set(schemas)
+    assert {"VerifyReport", "FileRecord"} <= set(schemas)
 
 
 def test_docs_page_loads_every_asset_from_this_server(url: str) -> None:
