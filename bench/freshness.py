@@ -271,7 +271,7 @@ def main() -> None:
     query_ms = [ms for trials in results.values() for t in trials for ms in t.query_ms]
     print(
         f"settings: docs={built['docs']} chunks={built['chunks']} embedder={settings.embedder} "
-        f"vectors={settings.vector_backend} lexical={settings.lexical_backend} "
+        f"vectors={settings.vector_backend} lexical={settings.lexical} "
         f"debounce_ms={settings.debounce_ms} ingest_batch_docs={settings.ingest_batch_docs} "
         f"poll_ms={args.poll_ms:g} gap_ms={args.gap_ms:g} seed={args.seed} cpus={os.cpu_count()}"
     )

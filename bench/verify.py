@@ -1,8 +1,9 @@
 """How long `ragstream verify` takes at 10k and 100k chunks, full and `--sample`.
 
-The index is written straight through the store APIs (Qdrant Edge + tantivy, the embedded
-default), the way the writer stores points, with random unit 384-d vectors: verify never
-reads a vector or loads a model, so no encoding is needed to measure it. Each document is a
+The index is written straight through the store APIs (Qdrant Edge + tantivy, or with
+`--lexical sparse` the BM25 leg in the Edge points), the way the writer stores points, with
+random unit 384-d vectors: verify never reads a vector or loads a model, so no encoding is
+needed to measure it. Each document is a
 real file on disk whose size, mtime and xxh3 digest the points record, `--per-doc` chunks per
 file. Timed, each in a fresh store open (what `ragstream verify` does):
 
@@ -12,6 +13,7 @@ file. Timed, each in a fresh store open (what `ragstream verify` does):
               audit hashes those files' bytes to tell a touch from an edit)
 
     .venv/bin/python bench/verify.py [--chunks 10000 100000] [--per-doc 20] [--sample 200]
+        [--lexical tantivy|sparse]
 
 Prints one JSON line per size.
 """
@@ -43,15 +45,16 @@ EMBEDDER = EmbedderVersion(name="bench/random-384", fingerprint="0" * 16, dimens
 WORDS = ["index", "drift", "audit", "vector", "lexical", "chunk", "folder", "version", "sync"]
 
 
-def build(base: Path, chunks: int, per_doc: int, seed: int = 7) -> Settings:
+def build(base: Path, chunks: int, per_doc: int, lexical: str, seed: int = 7) -> Settings:
     rng = random.Random(seed)
     np_rng = np.random.default_rng(seed)
     root = base / "docs"
     root.mkdir(parents=True)
-    settings = Settings(data_dir=base / "data", sources=[SourceConfig(name="docs", root=root)])
+    source = SourceConfig(name="docs", root=root)
+    settings = Settings(data_dir=base / "data", sources=[source], lexical_backend=lexical)
     SourcesBook(settings.state_dir).record(settings.sources)
     vectors = open_configured(settings, EMBEDDER)
-    lexical = open_lexical_index(settings.lexical_backend, settings.lexical_dir)
+    lexical = open_lexical_index(settings.lexical, settings.lexical_dir, lambda: vectors)
     batch: list[IndexedChunk] = []
     for d in range(chunks // per_doc):
         texts = [" ".join(rng.choices(WORDS, k=60)) + f" {d}-{i}" for i in range(per_doc)]
@@ -100,11 +103,12 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--per-doc", type=int, default=20)
     ap.add_argument("--sample", type=int, default=200)
+    ap.add_argument("--lexical", choices=["tantivy", "sparse"], default="tantivy")
     args = ap.parse_args()
     for n in args.chunks:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            settings = build(Path(tmp), n, args.per_doc)
+            settings = build(Path(tmp), n, args.per_doc, args.lexical)
             built = time.perf_counter() - t0
             full_s, full = timed(settings)
             sample_s, sampled = timed(settings, args.sample)

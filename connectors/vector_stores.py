@@ -500,7 +500,7 @@ def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrant
         embedder,
         url=s.qdrant_url,
         retry=RetryPolicy.from_settings(s),
-        sparse=s.lexical_backend == "sparse",
+        sparse=s.lexical == "sparse",
     )
 
 
@@ -513,8 +513,9 @@ def configured_live(settings: Settings) -> tuple[str, EmbedderVersion] | None:
 def sparse_mismatch(collection: str) -> RuntimeError:
     return RuntimeError(
         f"collection {collection!r} was built without the BM25 sparse vectors that "
-        "lexical_backend = 'sparse' needs: reindex into a new collection "
-        "(`ragstream reindex start`) or keep the tantivy backend"
+        "lexical_backend = 'sparse' needs: set lexical_backend = 'tantivy' (and "
+        "`ragstream rebuild-lexical` if its index is gone), or reindex into a new collection "
+        "(`ragstream reindex start`)"
     )
 
 

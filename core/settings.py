@@ -189,7 +189,10 @@ class Settings(BaseSettings):
     embedder: str = "minilm-l6"  # preset, sentence-transformers name, or local path
     vector_backend: Literal["edge", "qdrant"] = "edge"
     qdrant_url: str | None = None  # a server URL switches to qdrant-client
-    lexical_backend: Literal["tantivy", "rank-bm25", "sparse"] = "tantivy"
+    # the BM25 leg: "sparse" (in the vector store's own points), "tantivy" or "rank-bm25" (a
+    # separate index under lexical_dir); "auto" = what this data dir was built with, sparse
+    # for a new one (see `lexical`)
+    lexical_backend: Literal["auto", "sparse", "tantivy", "rank-bm25"] = "auto"
     sources: list[SourceConfig] = Field(default_factory=list)
     include: list[str] = Field(default_factory=lambda: [f"**/*{s}" for s in SUPPORTED_SUFFIXES])
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDES))
@@ -277,6 +280,33 @@ class Settings(BaseSettings):
         return self.data_dir / "lexical"
 
     @property
+    def lexical_marker(self) -> Path:
+        """Records the BM25 leg a data dir was built with (written by the first ingest)."""
+        return self.state_dir / "lexical_backend"
+
+    @property
+    def lexical(self) -> Literal["sparse", "tantivy", "rank-bm25"]:
+        """The BM25 leg in effect. With "auto", the one this data dir was built with: its
+        marker, else a separate index it already has, else (an index older than the marker,
+        which could only have been built with tantivy) tantivy if it has vectors; a new data
+        dir gets "sparse" (README "BM25 as sparse vectors")."""
+        if self.lexical_backend != "auto":
+            return self.lexical_backend
+        try:
+            marked = self.lexical_marker.read_text(encoding="utf-8").strip()
+        except OSError:
+            marked = ""
+        if marked in ("sparse", "tantivy", "rank-bm25"):
+            return marked  # type: ignore[return-value]
+        if (self.lexical_dir / "chunks.jsonl").exists():
+            return "rank-bm25"
+        if _has_files(self.lexical_dir) or (
+            self.qdrant_url is None and _has_files(self.vectors_dir)
+        ):
+            return "tantivy"
+        return "sparse"
+
+    @property
     def retrieval_log_path(self) -> Path:
         return self.data_dir / "logs" / "retrieval.jsonl"
 
@@ -330,3 +360,7 @@ def switched_off(spec: str) -> bool:
     """True for a model setting that names no model: "", "none", "off", "false", "0"
     (`query.reranker`, `query.judge`; None, where allowed, is checked by the caller)."""
     return spec.strip().lower() in {"", "none", "off", "false", "0"}
+
+
+def _has_files(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())

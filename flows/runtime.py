@@ -89,10 +89,14 @@ def open_runtime(settings: Settings) -> Iterator[Runtime]:
     configure(settings.telemetry_exporter, settings.otlp_endpoint)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     situate = open_situate(settings)  # first: a misconfiguration fails before any store opens
+    lexical_kind = settings.lexical  # before any store opens: "auto" looks at the data dir
+    if not settings.lexical_marker.exists():  # what "auto" reads from now on
+        settings.lexical_marker.parent.mkdir(parents=True, exist_ok=True)
+        settings.lexical_marker.write_text(lexical_kind + "\n", encoding="utf-8")
     try:
         with open_sides(settings) as sides:
             lexical = open_lexical_index(
-                settings.lexical_backend, settings.lexical_dir, lambda: sides.live.vectors
+                lexical_kind, settings.lexical_dir, lambda: sides.live.vectors
             )
             try:
                 yield Runtime(

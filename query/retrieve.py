@@ -197,7 +197,7 @@ class Retriever:
         tracker = PointerTracker(settings, embedder_override)
         try:
             lexical = open_lexical_index(
-                settings.lexical_backend, settings.lexical_dir, lambda: tracker.current().vectors
+                settings.lexical, settings.lexical_dir, lambda: tracker.current().vectors
             )
         except BaseException:
             tracker.close()

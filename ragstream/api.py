@@ -118,9 +118,7 @@ def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
     configure(s.telemetry_exporter, s.otlp_endpoint)
     with (
         open_sides(s) as sides,
-        closing(
-            open_lexical_index(s.lexical_backend, s.lexical_dir, lambda: sides.live.vectors)
-        ) as lex,
+        closing(open_lexical_index(s.lexical, s.lexical_dir, lambda: sides.live.vectors)) as lex,
     ):
         yield QueryEngine(s, Retriever(sides, lex)), Maintainer(sides, lex)
 
@@ -171,7 +169,7 @@ def open_stores(s: Settings) -> Iterator[tuple[VectorStore, LexicalIndex]]:
         if live is None:
             raise no_index(s)
         vectors = live[1]
-        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir, lambda: vectors)) as lx:
+        with closing(open_lexical_index(s.lexical, s.lexical_dir, lambda: vectors)) as lx:
             yield vectors, lx
 
 
@@ -196,9 +194,7 @@ def status(*, settings: Settings | None = None, data_dir: str | Path | None = No
         if live is None:
             return status_report(s, None, None)
         vectors = live[1]
-        with closing(
-            open_lexical_index(s.lexical_backend, s.lexical_dir, lambda: vectors)
-        ) as lexical:
+        with closing(open_lexical_index(s.lexical, s.lexical_dir, lambda: vectors)) as lexical:
             return status_report(s, live, lexical)
 
 
@@ -215,8 +211,8 @@ def gc(
     with _live_vectors(s) as live:
         if live is not None:
             purged["vectors"] = live[1].gc(cutoff)
-    if s.lexical_backend != "sparse":  # the sparse leg's vectors go with their points
-        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
+    if s.lexical != "sparse":  # the sparse leg's vectors go with their points
+        with closing(open_lexical_index(s.lexical, s.lexical_dir)) as lexical:
             purged["lexical"] = lexical.gc(cutoff)
             lexical.commit()
     return purged
@@ -229,7 +225,7 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
     are not carried over (they are invisible to search anyway). Returns chunks indexed.
     """
     s = settings or load_settings(data_dir)
-    if s.lexical_backend == "sparse":
+    if s.lexical == "sparse":
         raise InvalidRequestError(
             "lexical_backend = 'sparse': the BM25 leg is part of the vector store's points, "
             "there is no separate index to rebuild"
@@ -239,7 +235,7 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
             raise no_index(s)
         vectors = live[1]
         shutil.rmtree(s.lexical_dir, ignore_errors=True)
-        with closing(open_lexical_index(s.lexical_backend, s.lexical_dir)) as lexical:
+        with closing(open_lexical_index(s.lexical, s.lexical_dir)) as lexical:
             total = pending = 0
             for doc in sorted(vectors.live_doc_fingerprints()):
                 chunks = sorted(vectors.live_chunks(doc), key=lambda c: c.ordinal)

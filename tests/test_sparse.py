@@ -95,9 +95,10 @@ def test_sync_query_edit_and_delete_through_the_sparse_leg(vector: str, tmp_path
     root.mkdir()
     (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
     (root / "coffee.md").write_text("# Coffee\n\nEspresso is brewed at nine bars of pressure.\n")
-    s = Settings(data_dir=tmp_path / "data", lexical_backend="sparse", vector_backend=vector)
+    s = Settings(data_dir=tmp_path / "data", vector_backend=vector)  # "auto": a new dir
     api.sync([root], settings=s)
     assert not (s.lexical_dir).exists()  # no separate lexical index at all
+    assert s.lexical_marker.read_text().strip() == "sparse" == s.lexical
 
     def lexical_docs(client: Client, q: str) -> set[str]:
         return {r.doc_id for r in client.retrieve(q).results if "lexical" in r.ranks}
@@ -119,3 +120,23 @@ def test_sync_query_edit_and_delete_through_the_sparse_leg(vector: str, tmp_path
     assert verify(settings=s).ok
     with pytest.raises(InvalidRequestError, match="sparse"):
         api.rebuild_lexical(settings=s)
+
+
+def test_auto_keeps_what_a_data_dir_was_built_with(tmp_path: Path) -> None:
+    assert Settings(data_dir=tmp_path / "new").lexical == "sparse"  # a new data dir
+    old = tmp_path / "old"
+    (old / "lexical").mkdir(parents=True)
+    (old / "lexical" / "meta.json").write_text("{}")
+    assert Settings(data_dir=old).lexical == "tantivy"
+    ref = tmp_path / "ref"
+    (ref / "lexical").mkdir(parents=True)
+    (ref / "lexical" / "chunks.jsonl").write_text("")
+    assert Settings(data_dir=ref).lexical == "rank-bm25"
+    pre = tmp_path / "pre"
+    (pre / "vectors" / "idx__x").mkdir(parents=True)  # vectors, no marker: built before it
+    assert Settings(data_dir=pre).lexical == "tantivy"
+    marked = Settings(data_dir=pre)
+    marked.lexical_marker.parent.mkdir(parents=True)
+    marked.lexical_marker.write_text("sparse\n")
+    assert marked.lexical == "sparse"
+    assert Settings(data_dir=pre, lexical_backend="rank-bm25").lexical == "rank-bm25"
