@@ -70,12 +70,14 @@ def test_compose_services() -> None:
         assert "image" in svc or "build" in svc
         for port in svc.get("ports", []):
             assert isinstance(port, int) or re.fullmatch(r"\d+:\d+", port), port
-    for name in ("sync", "query", "query-init"):
+    assert "query-init" not in services  # stateless query side: no index to rebuild
+    for name in ("sync", "query"):
         svc = services[name]
         _check_command(svc["command"])
         env = svc["environment"]
         assert env["RAGSTREAM_VECTOR_BACKEND"] == "qdrant"
         assert env["RAGSTREAM_QDRANT_URL"] == "http://qdrant:6333"
+        assert env["RAGSTREAM_LEXICAL_BACKEND"] == "sparse"
         assert env["RAGSTREAM_OTLP_ENDPOINT"].startswith("http://otel-collector:4318/")
         for key, value in env.items():
             _check_env_name(key)
@@ -84,8 +86,8 @@ def test_compose_services() -> None:
     assert "./docs:/docs:ro" in services["sync"]["volumes"]
     assert "8765:8765" in services["query"]["ports"]
     assert {v.split(":")[0] for v in services["sync"]["volumes"]}.isdisjoint(
-        v.split(":")[0] for v in services["query"]["volumes"]
-    ), "tantivy allows one writer per data dir"
+        v.split(":")[0] for v in services["query"].get("volumes", [])
+    ), "the sync data dir (its state) has one owner"
 
 
 def test_otel_collector_pipeline() -> None:
@@ -133,8 +135,11 @@ def test_k8s_objects() -> None:
         assert svc["spec"]["selector"].items() <= labels.items()
         for port in svc["spec"].get("ports", []):
             assert isinstance(port["port"], int)
-    query = deployments["ragstream-query"]["spec"]["template"]["spec"]["containers"][0]
+    query_pod = deployments["ragstream-query"]["spec"]["template"]["spec"]
+    query = query_pod["containers"][0]
     assert query["args"][0] == "serve" and query["ports"][0]["containerPort"] == 8765
+    assert "initContainers" not in query_pod  # no lexical index to rebuild before serving
+    assert cm["data"]["RAGSTREAM_LEXICAL_BACKEND"] == "sparse"
 
 
 def test_qdrant_values() -> None:

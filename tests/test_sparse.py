@@ -140,3 +140,32 @@ def test_auto_keeps_what_a_data_dir_was_built_with(tmp_path: Path) -> None:
     marked.lexical_marker.write_text("sparse\n")
     assert marked.lexical == "sparse"
     assert Settings(data_dir=pre, lexical_backend="rank-bm25").lexical == "rank-bm25"
+
+
+@pytest.mark.slow
+def test_a_running_query_service_sees_edits_and_deletes_in_both_legs(tmp_path: Path) -> None:
+    """Server mode (qdrant-client, here its local mode): the query side opens no lexical
+    index of its own, so what the sync side writes is what both of its legs read — a delete
+    is never returned afterwards, an edit is found at once, with no restart or rebuild."""
+    from ragstream.core.answers import QueryRequest
+    from ragstream.query.engine import QueryEngine
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
+    (root / "coffee.md").write_text("# Coffee\n\nEspresso is brewed at nine bars of pressure.\n")
+    s = Settings(data_dir=tmp_path / "data", vector_backend="qdrant")
+    api.sync([root], settings=s)
+
+    def found(engine: QueryEngine, q: str) -> dict[str, set[str]]:
+        got = engine.retrieve(QueryRequest(query=q, generate=False))
+        return {r.doc_id: set(r.ranks) for r in got.results}
+
+    with QueryEngine.open(s) as engine:  # the running query service
+        assert found(engine, "espresso pressure")["notes:coffee.md"] == {"dense", "lexical"}
+        (root / "coffee.md").unlink()
+        (root / "tea.md").write_text("# Tea\n\nOolong tea is steeped at 90 degrees.\n")
+        api.sync([root], settings=s)  # the sync side, while the service runs
+        assert "notes:coffee.md" not in found(engine, "espresso pressure")
+        assert found(engine, "oolong")["notes:tea.md"] >= {"lexical"}
+    assert not s.lexical_dir.exists()
