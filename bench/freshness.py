@@ -25,7 +25,13 @@ The cache is keyed by N and the embedder only: delete bench/out/freshness-* afte
 to chunking or to the data dir layout.
 
     nice -n 10 .venv/bin/python bench/freshness.py [--docs 2200] [--edits 100] \
-        [--debounce-ms MS] [--poll-ms 20] [--seed 0]
+        [--debounce-ms MS] [--poll-ms 20] [--seed 0] [--vector edge|qdrant] \
+        [--lexical sparse|tantivy] [--json]
+
+`--vector qdrant` runs the server code path (qdrant-client's local mode: the only server
+installable here); `--lexical` picks the BM25 leg (default: a new data dir's, sparse). `--json`
+prints the figures as one JSON object (`edit_p50_s`, `edit_p95_s`, `edit_max_s`, `new_…`,
+`delete_…`, `*_timeouts`, and the settings) instead of the text report.
 """
 
 from __future__ import annotations
@@ -59,8 +65,10 @@ TIMEOUT_S = 30.0
 
 
 def cached_index(docs: list[dict[str, str]], settings: Settings) -> tuple[Path, dict[str, int]]:
-    """The built folder + data dir for this corpus size, built once (minutes on 2 cores)."""
-    cache = OUT / f"freshness-{len(docs)}-{settings.embedder}"
+    """The built folder + data dir for this corpus size and these stores, built once
+    (minutes on 2 cores)."""
+    lexical = settings.lexical_backend.replace("auto", "sparse")
+    cache = OUT / f"freshness-{len(docs)}-{settings.embedder}-{settings.vector_backend}-{lexical}"
     marker = cache / "built.json"
     if not marker.exists():
         shutil.rmtree(cache, ignore_errors=True)
@@ -192,6 +200,27 @@ def summary(kind: str, trials: list[Trial], watcher: Watcher) -> str:
     )
 
 
+def figures(
+    results: dict[str, list[Trial]],
+    built: dict[str, int],
+    settings: Settings,
+    query_ms: list[float],
+) -> dict[str, object]:
+    out: dict[str, object] = {
+        "docs": built["docs"], "chunks": built["chunks"], "vectors": settings.vector_backend,
+        "lexical": settings.lexical_backend.replace("auto", "sparse"),
+        "debounce_ms": settings.debounce_ms, "query_p50_ms": round(pct(query_ms, 0.5), 1),
+    }  # fmt: skip
+    for kind, trials in results.items():
+        seen = [t.seconds for t in trials if t.seconds is not None]
+        out[f"{kind}_n"] = len(trials)
+        out[f"{kind}_timeouts"] = len(trials) - len(seen)
+        for name, value in (("p50", pct(seen, 0.5)), ("p95", pct(seen, 0.95))):
+            out[f"{kind}_{name}_s"] = round(value, 3) if seen else None
+        out[f"{kind}_max_s"] = round(max(seen), 3) if seen else None
+    return out
+
+
 def run_trials(
     folder: Path, client: Client, docs: list[dict[str, str]], fresh: list[dict[str, str]],
     args: argparse.Namespace,
@@ -245,7 +274,13 @@ def main() -> None:
     ap.add_argument("--poll-ms", type=float, default=20.0)
     ap.add_argument("--gap-ms", type=float, default=200.0, help="quiet time between trials")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vector", choices=["edge", "qdrant"], default="edge")
+    ap.add_argument("--lexical", choices=["sparse", "tantivy"], default=None)
+    ap.add_argument("--json", action="store_true", help="one JSON object of figures")
     args = ap.parse_args()
+    os.environ["RAGSTREAM_VECTOR_BACKEND"] = args.vector  # the watcher inherits these
+    if args.lexical:
+        os.environ["RAGSTREAM_LEXICAL_BACKEND"] = args.lexical
     if args.debounce_ms is not None:  # the watcher subprocess inherits the environment
         os.environ["RAGSTREAM_DEBOUNCE_MS"] = str(args.debounce_ms)
     pool = corpus(args.docs + args.edits)
@@ -269,6 +304,9 @@ def main() -> None:
             watcher.stop()
 
     query_ms = [ms for trials in results.values() for t in trials for ms in t.query_ms]
+    if args.json:
+        print(json.dumps(figures(results, built, settings, query_ms)))
+        return
     print(
         f"settings: docs={built['docs']} chunks={built['chunks']} embedder={settings.embedder} "
         f"vectors={settings.vector_backend} lexical={settings.lexical} "
