@@ -194,17 +194,9 @@ class EdgeVectorStore(BaseQdrantStore):
     ) -> list[tuple[Record, float]]:
         if not query[0]:
             return []
-        request = QueryRequest(
-            limit=limit,
-            query=Query.Nearest(SparseVector(*query), using=SPARSE),
-            filter=_filter(conds),
-            with_payload=with_payload,
-            with_vector=False,
+        return self._nearest(
+            Query.Nearest(SparseVector(*query), using=SPARSE), limit, conds, with_payload
         )
-        return [
-            (Record(str(p.id), p.payload or {}, None), float(p.score))
-            for p in self._shard.query(request)
-        ]
 
     def _set_payload(self, conds: list[Condition], payload: dict[str, Any]) -> None:
         flt = Filter(must=[_condition(c) for c in conds])
@@ -243,11 +235,16 @@ class EdgeVectorStore(BaseQdrantStore):
     def _query(
         self, vector: list[float], limit: int, conds: list[Condition]
     ) -> list[tuple[Record, float]]:
+        return self._nearest(Query.Nearest(vector, using=VECTOR), limit, conds, True)
+
+    def _nearest(
+        self, query: Query, limit: int, conds: list[Condition], with_payload: bool
+    ) -> list[tuple[Record, float]]:
         request = QueryRequest(
             limit=limit,
-            query=Query.Nearest(vector, using=VECTOR),
+            query=query,
             filter=_filter(conds),
-            with_payload=True,
+            with_payload=with_payload,
             with_vector=False,
         )
         return [

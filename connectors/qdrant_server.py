@@ -301,17 +301,8 @@ class QdrantClientVectorStore(BaseQdrantStore):
     ) -> list[tuple[Record, float]]:
         if not query[0]:
             return []
-        response = self._call(
-            "query_points",
-            self.client.query_points,
-            self.collection,
-            query=models.SparseVector(indices=query[0], values=query[1]),
-            using=SPARSE,
-            limit=limit,
-            query_filter=_filter(conds) if conds else None,
-            with_payload=with_payload,
-        )
-        return [(Record(str(p.id), p.payload or {}, None), float(p.score)) for p in response.points]
+        sparse = models.SparseVector(indices=query[0], values=query[1])
+        return self._nearest(sparse, SPARSE, limit, conds, with_payload)
 
     def _set_payload(self, conds: list[Condition], payload: dict[str, Any]) -> None:
         flt = _filter(conds)
@@ -359,15 +350,25 @@ class QdrantClientVectorStore(BaseQdrantStore):
     def _query(
         self, vector: list[float], limit: int, conds: list[Condition]
     ) -> list[tuple[Record, float]]:
+        return self._nearest(vector, VECTOR, limit, conds, True)
+
+    def _nearest(
+        self,
+        query: list[float] | models.SparseVector,
+        using: str,
+        limit: int,
+        conds: list[Condition],
+        with_payload: bool,
+    ) -> list[tuple[Record, float]]:
         response = self._call(
             "query_points",
             self.client.query_points,
             self.collection,
-            query=vector,
-            using=VECTOR,
+            query=query,
+            using=using,
             limit=limit,
-            query_filter=_filter(conds),
-            with_payload=True,
+            query_filter=_filter(conds) if conds else None,
+            with_payload=with_payload,
         )
         return [(Record(str(p.id), p.payload or {}, None), float(p.score)) for p in response.points]
 
