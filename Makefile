@@ -29,7 +29,7 @@ demo: install
 	@echo "== indexing the bundled samples/ into $(DEMO_DIR) =="
 	$(BIN)/ragstream sync samples --data-dir $(DEMO_DIR)
 	$(BIN)/ragstream status --data-dir $(DEMO_DIR)
-	@echo "== watching samples/ and serving queries on http://$(DEMO_HOST):$(DEMO_PORT) (API docs: /docs)"
+	@echo "== watching samples/ and serving queries on http://$(DEMO_HOST):$(DEMO_PORT) (web console: http://$(DEMO_HOST):$(DEMO_PORT)/ , API docs: /docs)"
 	@echo "== edit, add or delete a file in samples/; in another terminal, ask:"
 	@echo "try: $(BIN)/ragstream query \"$(DEMO_QUESTION)\" --data-dir $(DEMO_DIR)"
 	$(BIN)/ragstream watch samples --data-dir $(DEMO_DIR) --serve --host $(DEMO_HOST) --port $(DEMO_PORT)

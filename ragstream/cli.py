@@ -158,7 +158,7 @@ def watch(
             allow_mass_delete=allow_mass_delete,
             on_outcome=emit,
             serve=address,
-            on_serving=lambda url: err.print(f"serving queries at {url}"),
+            on_serving=lambda url: err.print(f"serving queries at {url} (web console: {url}/)"),
             workers=workers,
         )
     except KeyboardInterrupt:
@@ -396,7 +396,10 @@ def serve(
     state = Serving(settings)
 
     def announce(url: str) -> None:
-        err.print(f"serving {settings.data_dir} at {url} (API docs: {url}/docs; Ctrl-C to stop)")
+        err.print(
+            f"serving {settings.data_dir} at {url} (web console: {url}/, API docs: {url}/docs; "
+            "Ctrl-C to stop)"
+        )
         print(json.dumps({"url": url}), flush=True)
 
     with (

@@ -11,6 +11,7 @@
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
     POST /v1/admin/reindex/{cmd} blue/green commands; with `api_keys` set, an admin key only
     GET  /openapi.json, /docs, /redoc   the schema and its viewers, every asset served here
+    GET  /, /console/*           the web console (Ask, Files), plain files in the package
 
 With `api_keys` configured every request needs `Authorization: Bearer KEY` and the key's
 tenant becomes a filter inside both stores; the body can never widen it. Errors are JSON
@@ -25,12 +26,14 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import uvicorn
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -48,6 +51,7 @@ from ragstream.query.engine import QueryEngine
 from ragstream.reindex import CleanupOptions, Maintainer, PromoteOptions, StartOptions
 from ragstream.status import engine_status
 
+CONSOLE = Path(__file__).parent / "console"  # the web console's page, script and styles
 MAX_BODY = 1 << 20
 # A refused body up to this size is read and dropped before the 413 goes out: a client that
 # is still sending when the server closes gets a broken pipe instead of the 413 (urllib,
@@ -208,6 +212,13 @@ def create_app(serving: Serving) -> FastAPI:
         r = engine.retriever
         with serving.lock:
             return verify_stores(audited(settings), r.vectors, r.lexical, sample)
+
+    # the web console: plain files in the package, every asset served here (offline)
+    app.mount("/console", StaticFiles(directory=CONSOLE), name="console")
+
+    @app.get("/", include_in_schema=False)
+    def console() -> FileResponse:
+        return FileResponse(CONSOLE / "index.html")
 
     _admin_routes(app, serving, Depends(admin))
     return app

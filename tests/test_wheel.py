@@ -43,6 +43,10 @@ NAMED = (
     "ragstream/operators/judge_model/model.onnx",
     "ragstream/operators/judge_model/tokenizer.json",
     "ragstream/operators/judge_model/judge.json",
+    # the web console's files
+    "ragstream/console/index.html",
+    "ragstream/console/console.js",
+    "ragstream/console/console.css",
 )
 
 

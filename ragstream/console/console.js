@@ -1,0 +1,234 @@
+// ragstream console: plain JavaScript over the HTTP API (no build step, no CDN).
+// Ask: POST /v1/query {"stream": true} (Server-Sent Events: `text` deltas, then `answer`).
+// Files: GET /v1/files (the per-file ledger; a tenant key sees its own sources only).
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+const keyInput = $("#api-key");
+keyInput.value = localStorage.getItem("ragstream-key") || "";
+keyInput.addEventListener("change", () => localStorage.setItem("ragstream-key", keyInput.value));
+
+function headers(json) {
+  const h = json ? { "Content-Type": "application/json" } : {};
+  if (keyInput.value) h.Authorization = "Bearer " + keyInput.value;
+  return h;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+// ---- views ---------------------------------------------------------------------------------
+function show(view) {
+  for (const section of document.querySelectorAll(".view")) {
+    section.hidden = section.id !== "view-" + view;
+  }
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.view === view);
+  }
+  if (view === "files") loadFiles();
+}
+window.addEventListener("hashchange", () => show(location.hash.slice(1) || "ask"));
+
+// ---- Ask -----------------------------------------------------------------------------------
+$("#ask-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const question = $("#question").value.trim();
+  if (!question) return;
+  const answerBox = $("#answer");
+  answerBox.textContent = "";
+  answerBox.dataset.state = "streaming";
+  $("#refusal").hidden = true;
+  $("#source").hidden = true;
+  $("#why").hidden = true;
+  $("#ask-status").textContent = "asking…";
+  try {
+    const response = await fetch("/v1/query", {
+      method: "POST",
+      headers: headers(true),
+      body: JSON.stringify({ query: question, stream: true }),
+    });
+    if (!response.ok) {
+      const err = await response.json().catch(() => ({ error: response.statusText }));
+      throw new Error(err.error || response.statusText);
+    }
+    await readEvents(response, (kind, data) => {
+      if (kind === "text") answerBox.textContent += data.delta;
+      else if (kind === "answer") renderAnswer(data);
+      else if (kind === "error") throw new Error(data.error);
+    });
+    $("#ask-status").textContent = "";
+  } catch (error) {
+    $("#ask-status").textContent = "error: " + error.message;
+  } finally {
+    answerBox.dataset.state = "done";
+  }
+});
+
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const kind = (frame.match(/^event: (.*)$/m) || [])[1];
+      const data = (frame.match(/^data: (.*)$/m) || [])[1];
+      if (kind && data) onEvent(kind, JSON.parse(data));
+    }
+  }
+}
+
+function claimClass(claim) {
+  if (claim.contradicted) return "contradicted";
+  return claim.supported ? "supported" : "unsupported";
+}
+
+function renderAnswer(answer) {
+  const box = $("#answer");
+  box.textContent = "";
+  const sources = Object.fromEntries(answer.sources.map((s) => [s.cid, s]));
+  for (const claim of answer.claims) {
+    const span = el("span", {
+      class: "claim " + claimClass(claim),
+      title: `${claimClass(claim)} (score ${claim.score.toFixed(2)})`,
+    });
+    span.textContent = claim.text.replace(/\s*\[S\d+\]/g, "");
+    for (const cid of claim.cids) {
+      const cite = el("button", { class: "cite", type: "button", text: cid });
+      cite.addEventListener("click", () => showSource(sources[cid], claim));
+      span.append(cite);
+    }
+    box.append(span, " ");
+  }
+  if (answer.refusal) {
+    const r = answer.refusal;
+    const panel = $("#refusal");
+    panel.hidden = false;
+    panel.textContent = "";
+    panel.append(
+      el("strong", { text: "Refused: " + r.reason }),
+      el("p", { text: r.detail }),
+    );
+    const scores = answer.answerability ? answer.answerability.signals : {};
+    if (r.best_score !== null && r.best_score !== undefined) scores.best_score = r.best_score;
+    const list = el("ul", { class: "muted" });
+    for (const [name, value] of Object.entries(scores)) {
+      list.append(el("li", { text: `${name}: ${Number(value).toFixed(3)}` }));
+    }
+    panel.append(list);
+  }
+  renderWhy(answer);
+}
+
+function showSource(source, claim) {
+  const panel = $("#source");
+  panel.hidden = false;
+  panel.textContent = "";
+  if (!source) return;
+  const version = source.file_version || {};
+  const when = source.indexed_at ? new Date(source.indexed_at * 1000).toLocaleString() : "-";
+  panel.append(
+    el("div", { class: "meta", text: `${source.cid} · ${source.path}` }),
+    el("div", {
+      class: "meta",
+      text: `${(source.section_path || []).join(" › ") || "(no section)"}`
+        + (source.page ? ` · page ${source.page}` : ""),
+    }),
+    el("div", {
+      class: "meta",
+      text: `version ${version.size ?? "?"} B, xxh3 ${(version.digest || "").slice(0, 12)}, `
+        + `indexed ${when}` + (source.possibly_stale ? " · the file changed since" : ""),
+    }),
+  );
+  const text = source.text;
+  const pre = el("pre");
+  const span = claim && claim.support_cid === source.cid ? claim.support_span : null;
+  if (span) {
+    pre.append(text.slice(0, span[0]), el("mark", { text: text.slice(span[0], span[1]) }),
+      text.slice(span[1]));
+  } else {
+    pre.textContent = text;
+  }
+  panel.append(pre);
+}
+
+function renderWhy(answer) {
+  $("#why").hidden = false;
+  const used = new Set(answer.sources.map((s) => s.point_id));
+  const body = $("#candidates tbody");
+  body.textContent = "";
+  answer.candidates.forEach((c, i) => {
+    const fmt = (v) => (v === null || v === undefined ? "-" : Number(v).toFixed(3));
+    const row = el("tr", { class: used.has(c.point_id) ? "used" : "cut" },
+      el("td", { text: String(i + 1) }),
+      el("td", { text: c.doc_id }),
+      el("td", { text: c.ranks.lexical ?? "-" }),
+      el("td", { text: c.ranks.dense ?? "-" }),
+      el("td", { text: fmt(c.score) }),
+      el("td", { text: fmt(c.rerank_score) }),
+      el("td", { text: used.has(c.point_id) ? "in context" : "cut" }));
+    body.append(row);
+  });
+  const timings = $("#timings tbody");
+  timings.textContent = "";
+  for (const [stage, ms] of Object.entries(answer.timings_ms)) {
+    timings.append(el("tr", {}, el("td", { text: stage }), el("td", { text: ms.toFixed(1) })));
+  }
+  $("#trace").textContent = answer.trace_id;
+}
+
+// ---- Files ---------------------------------------------------------------------------------
+let ledger = [];
+
+async function loadFiles() {
+  const response = await fetch("/v1/files", { headers: headers(false) });
+  if (!response.ok) {
+    const err = await response.json().catch(() => ({ error: response.statusText }));
+    $("#file-counts").textContent = "error: " + (err.error || response.statusText);
+    ledger = [];
+  } else {
+    ledger = await response.json();
+  }
+  renderFiles();
+}
+
+function renderFiles() {
+  const text = $("#file-search").value.toLowerCase();
+  const state = $("#file-state").value;
+  const counts = {};
+  for (const r of ledger) counts[r.state] = (counts[r.state] || 0) + 1;
+  $("#file-counts").textContent = Object.entries(counts)
+    .map(([s, n]) => `${s} ${n}`).join(" · ") || "no files";
+  const body = $("#files tbody");
+  body.textContent = "";
+  for (const r of ledger) {
+    if (state && r.state !== state) continue;
+    if (text && !r.doc_id.toLowerCase().includes(text)) continue;
+    const when = r.indexed_at ? new Date(r.indexed_at * 1000).toLocaleString() : "-";
+    body.append(el("tr", { "data-state": r.state },
+      el("td", { class: "state " + r.state, text: r.state }),
+      el("td", { text: r.doc_id, title: r.path }),
+      el("td", { text: String(r.chunks) }),
+      el("td", { text: r.embedder || "-" }),
+      el("td", { text: when }),
+      el("td", { text: r.reason })));
+  }
+}
+$("#file-search").addEventListener("input", renderFiles);
+$("#file-state").addEventListener("change", renderFiles);
+$("#files-reload").addEventListener("click", loadFiles);
+
+show(location.hash.slice(1) || "ask");

@@ -1,0 +1,151 @@
+"""The web console as a person sees it: headless Chromium (Selenium) against a real
+`ragstream watch --serve` over a temporary folder of real documents, every host but
+127.0.0.1 unresolvable (so nothing may come from a CDN).
+
+Ask: the answer streams in, its claims are marked by support, a citation opens its source
+with the supporting span highlighted and the file version, the "why" panel lists the
+candidates with both legs' ranks, the stage timings and the trace id. Files: the ledger shows
+a corrupt file as a dead letter with its reason, and the state filter narrows the table.
+Screenshots go to a temp dir, or to the README's images with SCREENSHOT_DIR=docs/img.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ready
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from ragstream.client import Client
+from tests.helpers import copy_docs
+from tests.test_docs_browser import SCREENSHOT_DIR, browser  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.slow  # a watch --serve subprocess and a browser
+
+QUESTION = "At what temperature is green tea steeped?"
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Iterator[str]:
+    """A `watch --serve` over tea notes, two shared documents and one corrupt PDF."""
+    base = tmp_path_factory.mktemp("console")
+    root = copy_docs(
+        shared_docs,
+        ["md/docling_concepts_chunking.md", "html/python311_tutorial_appetite.html"],
+        base / "notes",
+        flat=True,
+    )
+    (root / "tea.md").write_text(
+        "# Tea\n\nGreen tea is steeped at 80 degrees Celsius for two minutes.\n\n"
+        "## Black tea\n\nBlack tea takes boiling water and four minutes.\n"
+    )
+    (root / "broken.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2048))  # not a PDF inside
+    data = base / "data"
+    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="100")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
+         "--json", "--serve", "--port", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    try:
+        endpoint = data / "state" / "endpoint.json"
+        deadline = time.monotonic() + 240
+        url = None
+        while url is None or not _indexed(url):
+            assert time.monotonic() < deadline, "watch --serve did not index the folder"
+            assert proc.poll() is None, "watch --serve exited"
+            if url is None and endpoint.exists():
+                url = json.loads(endpoint.read_text())["url"]
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def _indexed(url: str) -> bool:
+    """Ready, and the first catch-up is done (the ledger has the tea note and the dead PDF)."""
+    try:
+        with Client(url=url) as client:
+            states = {r.doc_id.split(":", 1)[1]: r.state for r in client.files()}
+    except Exception:
+        return False
+    return states.get("tea.md") == "indexed" and states.get("broken.pdf") == "dead"
+
+
+def _shots(tmp_path: Path) -> Path:
+    shots = Path(os.environ.get(SCREENSHOT_DIR) or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
+
+
+def test_ask_shows_claims_sources_and_why(
+    console: str,
+    browser: webdriver.Chrome,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    browser.get(f"{console}/")
+    wait = WebDriverWait(browser, 120)
+    wait.until(ready.presence_of_element_located((By.ID, "question")))
+    timing = browser.execute_script(
+        "const n = performance.getEntriesByType('navigation')[0];"
+        "return [n.domContentLoadedEventEnd, n.loadEventEnd];"
+    )
+    print(f"console page: DOMContentLoaded {timing[0]:.0f} ms, load {timing[1]:.0f} ms")
+    assert 0 < timing[1] < 1000, timing  # target: a page renders in under 1 s
+    browser.find_element(By.ID, "question").send_keys(QUESTION)
+    browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
+    wait.until(lambda b: b.find_element(By.ID, "answer").get_attribute("data-state") == "done")
+    claims = browser.find_elements(By.CSS_SELECTOR, "#answer .claim")
+    assert claims, browser.find_element(By.ID, "ask-status").text
+    supported = browser.find_elements(By.CSS_SELECTOR, "#answer .claim.supported")
+    assert supported and "80 degrees" in supported[0].text
+    supported[0].find_element(By.CSS_SELECTOR, "button.cite").click()
+    source = browser.find_element(By.ID, "source")
+    wait.until(lambda b: source.is_displayed())
+    assert "tea.md" in source.text and "version" in source.text and "xxh3" in source.text
+    assert "80 degrees" in source.find_element(By.TAG_NAME, "mark").text
+    rows = browser.find_elements(By.CSS_SELECTOR, "#candidates tbody tr")
+    assert rows and any("tea.md" in r.text for r in rows)
+    first = rows[0].find_elements(By.TAG_NAME, "td")
+    assert first[2].text != "-" or first[3].text != "-"  # ranked by at least one leg
+    assert browser.find_elements(By.CSS_SELECTOR, "#timings tbody tr")
+    assert len(browser.find_element(By.ID, "trace").text) == 32
+    loaded = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
+    assert all(name.startswith(console) for name in loaded), loaded  # nothing from elsewhere
+    assert browser.save_screenshot(str(_shots(tmp_path) / "console-ask.png"))
+
+
+def test_files_lists_the_ledger_with_dead_letters(
+    console: str,
+    browser: webdriver.Chrome,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    browser.get(f"{console}/#files")
+    wait = WebDriverWait(browser, 60)
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#files tbody tr"))
+    rows = {
+        r.find_elements(By.TAG_NAME, "td")[1].text: r
+        for r in browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")
+    }
+    assert {"notes:tea.md", "notes:broken.pdf"} <= set(rows)
+    dead = rows["notes:broken.pdf"].find_elements(By.TAG_NAME, "td")
+    assert dead[0].text == "dead" and dead[5].text  # with its reason
+    assert rows["notes:tea.md"].find_elements(By.TAG_NAME, "td")[0].text == "indexed"
+    assert "dead 1" in browser.find_element(By.ID, "file-counts").text
+    assert browser.save_screenshot(str(_shots(tmp_path) / "console-files.png"))
+    Select(browser.find_element(By.ID, "file-state")).select_by_visible_text("dead")
+    shown = browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")
+    assert [r.get_attribute("data-state") for r in shown] == ["dead"]
