@@ -161,6 +161,9 @@ class DocOutcome(Frozen):
     chunks_tombstoned: int = 0
     dead_letter: DeadLetter | None = None
     redactions: tuple[str, ...] = ()
+    at: float = 0.0  # when the batch holding it was written (0: no write, e.g. a dead letter)
+    # save → searchable: `at` minus the file's mtime, for a changed document
+    lag_s: float | None = None
 
 
 class DeadLetterView(Frozen):

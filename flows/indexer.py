@@ -345,6 +345,7 @@ class Indexer:
                     doc_id=event.doc_id,
                     deleted=bool(diff.tombstone),
                     chunks_tombstoned=len(diff.tombstone),
+                    at=at,
                 ),
                 [],
                 [],
@@ -360,6 +361,8 @@ class Indexer:
             chunks_moved=len(diff.move),
             chunks_tombstoned=len(diff.tombstone),
             redactions=kinds,
+            at=at,
+            lag_s=round(at - doc.fingerprint.mtime_ns / 1e9, 3) if not diff.unchanged else None,
         )
         # a retitled doc (e.g. its first heading edited) refreshes its kept chunks too: the
         # title is on every point and in the BM25 text

@@ -18,9 +18,10 @@ from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.connectors.state import SourcesBook, endpoint_path, write_json_atomic
 from ragstream.connectors.vector_stores import configured_live, open_configured
 from ragstream.core.errors import InvalidRequestError
-from ragstream.core.models import StatusReport, SyncReport
+from ragstream.core.models import DocOutcome, StatusReport, SyncReport
 from ragstream.core.settings import Settings, load_settings
 from ragstream.core.telemetry import configure
+from ragstream.feed import OutcomeFeed
 from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import open_sides
 from ragstream.flows.sync import OutcomeHandler, run_sync
@@ -88,6 +89,7 @@ def watch(
     bytewax worker threads share the parsing; one of them writes.
     """
     chosen = _with_paths(settings or load_settings(data_dir), paths)
+    feed = OutcomeFeed() if serve is not None else None  # the console's Live page
 
     @contextmanager
     def alongside(rt: Runtime) -> Iterator[None]:
@@ -95,15 +97,21 @@ def watch(
             if chosen.verify_every_s > 0:
                 scope.enter_context(scheduled_verify(rt, chosen))
             if serve is not None:
-                scope.enter_context(_serving(rt, serve[0], serve[1], on_serving))
+                scope.enter_context(_serving(rt, serve[0], serve[1], on_serving, feed))
             yield
+
+    def published(outcome: DocOutcome) -> None:
+        if feed is not None:
+            feed.publish(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
 
     return run_sync(
         chosen,
         watch=True,
         workers=workers,
         allow_mass_delete=allow_mass_delete,
-        on_outcome=on_outcome,
+        on_outcome=published,
         alongside=alongside,
     )
 
@@ -151,14 +159,18 @@ def serving(
 
 
 def _serving(
-    rt: Runtime, host: str, port: int, on_serving: Callable[[str], None] | None
+    rt: Runtime,
+    host: str,
+    port: int,
+    on_serving: Callable[[str], None] | None,
+    feed: OutcomeFeed | None = None,
 ) -> AbstractContextManager[str]:
     from ragstream.server import Serving
 
     engine = QueryEngine(rt.settings, Retriever(rt.sides, rt.lexical))
     kick = rt.backfill.kick if rt.backfill is not None else None
     maintainer = Maintainer(rt.sides, rt.lexical, kick=kick)
-    state = Serving(rt.settings, engine, maintainer, lock=rt.lock)
+    state = Serving(rt.settings, engine, maintainer, lock=rt.lock, feed=feed)
     return serving(state, host, port, on_serving)
 
 

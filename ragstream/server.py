@@ -6,6 +6,7 @@
     GET  /v1/status              StatusReport (a tenant key sees its own sources' records)
     GET  /v1/files               the per-file ledger, [FileRecord] (tenant-scoped; ?state=)
     GET  /v1/verify              VerifyReport: the disk ↔ vectors ↔ BM25 audit (admin; ?sample=)
+    GET  /v1/events              sync outcomes live, Server-Sent Events (`watch --serve` only)
     POST /v1/query               QueryRequest -> Answer; {"stream": true} -> Server-Sent
                                  Events: `text` deltas as generated, then `answer`
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
@@ -38,6 +39,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragstream.audit import audited, files_of_stores, verify_stores
+from ragstream.connectors.state import VerifyBook
 from ragstream.core.answers import Answer, QueryRequest, Retrieval
 from ragstream.core.errors import (
     AuthError,
@@ -47,6 +49,7 @@ from ragstream.core.errors import (
 )
 from ragstream.core.models import FileRecord, ReindexStatus, StatusReport, VerifyReport
 from ragstream.core.settings import Settings
+from ragstream.feed import OutcomeFeed
 from ragstream.query.engine import QueryEngine
 from ragstream.reindex import CleanupOptions, Maintainer, PromoteOptions, StartOptions
 from ragstream.status import engine_status
@@ -71,6 +74,7 @@ class Serving:
     # one query at a time through the embedded stores; shared with the index batches when
     # the app runs inside `watch --serve`
     lock: AbstractContextManager[object] = field(default_factory=threading.Lock)
+    feed: OutcomeFeed | None = None  # sync outcomes, when this process syncs (`watch --serve`)
 
     def ready_engine(self) -> QueryEngine:
         if self.engine is None:
@@ -213,6 +217,20 @@ def create_app(serving: Serving) -> FastAPI:
         with serving.lock:
             return verify_stores(audited(settings), r.vectors, r.lexical, sample)
 
+    @app.get("/v1/events", tags=["index"], responses=_EVENTS_DOC)
+    def events(caller: TenantsDep) -> Any:
+        """Sync outcomes as they happen (Server-Sent Events), from `watch --serve` only: first
+        `drift` (the last audit's counts), then one `outcome` per document written (a tenant
+        key: its own sources' documents only)."""
+        if serving.feed is None:
+            return _error(404, "the live feed is served by `ragstream watch --serve`", "not_found")
+        own = None if caller is None else {s.name for s in settings.sources if s.tenant in caller}
+        return StreamingResponse(
+            _outcome_events(serving.feed, settings, own),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
     # the web console: plain files in the package, every asset served here (offline)
     app.mount("/console", StaticFiles(directory=CONSOLE), name="console")
 
@@ -299,6 +317,32 @@ def _answer_events(
         data = payload.model_dump_json() if isinstance(payload, Answer) else json.dumps(payload)
         yield _frame(kind, data)
         return
+
+
+_EVENTS_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-Sent Events: one `drift` event ({kind: count} of the last audit, "
+        "or null), then an `outcome` event (a DocOutcome) per document written; a comment "
+        "line every few seconds keeps the connection checked",
+        "content": {"text/event-stream": {}},
+    }
+}
+KEEPALIVE_S = 5.0
+
+
+def _outcome_events(feed: OutcomeFeed, settings: Settings, own: set[str] | None) -> Iterator[str]:
+    """SSE frames of the feed; the keep-alive comment makes a gone client end the stream."""
+    audit = VerifyBook(settings.state_dir).load()
+    yield _frame("drift", json.dumps(audit.counts() if audit is not None else None))
+    with feed.subscribe() as inbox:
+        while True:
+            try:
+                outcome = inbox.get(timeout=KEEPALIVE_S)
+            except queue.Empty:
+                yield ": keep-alive\n\n"
+                continue
+            if own is None or outcome.doc_id.split(":", 1)[0] in own:
+                yield _frame("outcome", outcome.model_dump_json())
 
 
 def _frame(event: str, data: str) -> str:

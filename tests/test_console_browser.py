@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,14 @@ pytestmark = pytest.mark.slow  # a watch --serve subprocess and a browser
 QUESTION = "At what temperature is green tea steeped?"
 
 
+@dataclass(frozen=True)
+class Console:
+    url: str
+    folder: Path
+
+
 @pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Iterator[str]:
+def console(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Iterator[Console]:
     """A `watch --serve` over tea notes, two shared documents and one corrupt PDF."""
     base = tmp_path_factory.mktemp("console")
     root = copy_docs(
@@ -67,7 +74,7 @@ def console(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Iter
             if url is None and endpoint.exists():
                 url = json.loads(endpoint.read_text())["url"]
             time.sleep(0.5)
-        yield url
+        yield Console(url, root)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -90,11 +97,11 @@ def _shots(tmp_path: Path) -> Path:
 
 
 def test_ask_shows_claims_sources_and_why(
-    console: str,
+    console: Console,
     browser: webdriver.Chrome,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    browser.get(f"{console}/")
+    browser.get(f"{console.url}/")
     wait = WebDriverWait(browser, 120)
     wait.until(ready.presence_of_element_located((By.ID, "question")))
     timing = browser.execute_script(
@@ -124,16 +131,16 @@ def test_ask_shows_claims_sources_and_why(
     loaded = browser.execute_script(
         "return performance.getEntriesByType('resource').map(e => e.name)"
     )
-    assert all(name.startswith(console) for name in loaded), loaded  # nothing from elsewhere
+    assert all(name.startswith(console.url) for name in loaded), loaded  # nothing from elsewhere
     assert browser.save_screenshot(str(_shots(tmp_path) / "console-ask.png"))
 
 
 def test_files_lists_the_ledger_with_dead_letters(
-    console: str,
+    console: Console,
     browser: webdriver.Chrome,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    browser.get(f"{console}/#files")
+    browser.get(f"{console.url}/#files")
     wait = WebDriverWait(browser, 60)
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#files tbody tr"))
     rows = {
@@ -149,3 +156,35 @@ def test_files_lists_the_ledger_with_dead_letters(
     Select(browser.find_element(By.ID, "file-state")).select_by_visible_text("dead")
     shown = browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")
     assert [r.get_attribute("data-state") for r in shown] == ["dead"]
+
+
+def test_live_reports_an_edit_and_the_new_text_is_answerable(
+    console: Console,
+    browser: webdriver.Chrome,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    browser.get(f"{console.url}/#live")
+    wait = WebDriverWait(browser, 120)
+    status = browser.find_element(By.ID, "live-status")
+    wait.until(lambda b: status.get_attribute("data-state") == "connected")
+    wait.until(lambda b: "drift" in b.find_element(By.ID, "live-drift").text)
+    tea = console.folder / "tea.md"
+    tea.write_text(tea.read_text() + "\n## Oolong\n\nOolong tea is steeped at 90 degrees.\n")
+    row = wait.until(
+        lambda b: next(
+            (
+                r
+                for r in b.find_elements(By.CSS_SELECTOR, "#live tbody tr")
+                if r.get_attribute("data-doc") == "notes:tea.md" and "indexed" in r.text
+            ),
+            None,
+        )
+    )
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    assert int(cells[3]) >= 1 and cells[7].endswith(" s"), cells  # embedded; save→searchable
+    assert browser.save_screenshot(str(_shots(tmp_path) / "console-live.png"))
+    browser.get(f"{console.url}/#ask")
+    browser.find_element(By.ID, "question").send_keys("At what temperature is oolong steeped?")
+    browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
+    wait.until(lambda b: b.find_element(By.ID, "answer").get_attribute("data-state") == "done")
+    assert "90 degrees" in browser.find_element(By.ID, "answer").text

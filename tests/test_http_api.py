@@ -87,6 +87,7 @@ def test_openapi_lists_every_route(url: str) -> None:
         "/v1/retrieve": "post",
         "/v1/files": "get",
         "/v1/verify": "get",
+        "/v1/events": "get",
         **{f"/v1/admin/reindex/{c}": "post" for c in ("status", "start", "run", "promote")},
         **{f"/v1/admin/reindex/{c}": "post" for c in ("rollback", "cleanup", "abort")},
     }

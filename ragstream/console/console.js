@@ -34,6 +34,7 @@ function show(view) {
     a.classList.toggle("active", a.dataset.view === view);
   }
   if (view === "files") loadFiles();
+  if (view === "live") followLive();
 }
 window.addEventListener("hashchange", () => show(location.hash.slice(1) || "ask"));
 
@@ -230,5 +231,60 @@ function renderFiles() {
 $("#file-search").addEventListener("input", renderFiles);
 $("#file-state").addEventListener("change", renderFiles);
 $("#files-reload").addEventListener("click", loadFiles);
+
+// ---- Live ----------------------------------------------------------------------------------
+let following = false;
+
+async function followLive() {
+  if (following) return;
+  following = true;
+  const status = $("#live-status");
+  try {
+    const response = await fetch("/v1/events", { headers: headers(false) });
+    if (!response.ok) {
+      const err = await response.json().catch(() => ({ error: response.statusText }));
+      throw new Error(err.error || response.statusText);
+    }
+    status.textContent = "following the sync: every document written appears here";
+    status.dataset.state = "connected";
+    await readEvents(response, (kind, data) => {
+      if (kind === "drift") renderDrift(data);
+      else if (kind === "outcome") addOutcome(data);
+    });
+    status.textContent = "the feed ended";
+  } catch (error) {
+    status.textContent = "live feed unavailable: " + error.message;
+  } finally {
+    status.dataset.state = "closed";
+    following = false;
+  }
+}
+
+function renderDrift(counts) {
+  const box = $("#live-drift");
+  if (!counts) {
+    box.textContent = "drift: no audit yet (ragstream verify)";
+    return;
+  }
+  const found = Object.entries(counts).filter(([, n]) => n > 0);
+  box.textContent = "drift (last audit): "
+    + (found.length ? found.map(([k, n]) => `${k} ${n}`).join(" · ") : "none");
+}
+
+function addOutcome(o) {
+  const what = o.dead_letter ? "dead letter: " + o.dead_letter.reason
+    : o.deleted ? "deleted" : o.changed ? "indexed" : "unchanged";
+  const when = o.at ? new Date(o.at * 1000).toLocaleTimeString() : "-";
+  const row = el("tr", { "data-doc": o.doc_id },
+    el("td", { text: when }),
+    el("td", { text: o.doc_id }),
+    el("td", { text: what }),
+    el("td", { text: String(o.chunks_embedded) }),
+    el("td", { text: String(o.chunks_reused) }),
+    el("td", { text: String(o.chunks_moved) }),
+    el("td", { text: String(o.chunks_tombstoned) }),
+    el("td", { text: o.lag_s === null || o.lag_s === undefined ? "-" : o.lag_s.toFixed(2) + " s" }));
+  $("#live tbody").prepend(row);
+}
 
 show(location.hash.slice(1) || "ask");
