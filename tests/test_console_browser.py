@@ -188,3 +188,50 @@ def test_live_reports_an_edit_and_the_new_text_is_answerable(
     browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
     wait.until(lambda b: b.find_element(By.ID, "answer").get_attribute("data-state") == "done")
     assert "90 degrees" in browser.find_element(By.ID, "answer").text
+
+
+def test_a_tenant_key_sees_only_its_own_files_and_answers(
+    tmp_path: Path,
+    browser: webdriver.Chrome,  # noqa: F811
+) -> None:
+    from ragstream import api
+    from ragstream.core.settings import Settings, SourceConfig
+    from ragstream.query.engine import QueryEngine
+    from ragstream.server import Serving
+
+    sources = []
+    for tenant, drink in (("acme", "Green tea"), ("globex", "Yerba mate")):
+        root = tmp_path / tenant
+        root.mkdir()
+        (root / "drink.md").write_text(
+            f"# Drink\n\n{drink} is steeped at 80 degrees Celsius for three minutes.\n"
+        )
+        sources.append(SourceConfig(name=tenant, root=root, tenant=tenant))
+    settings = Settings(
+        data_dir=tmp_path / "data", sources=sources, api_keys={"key-a": "acme", "key-g": "globex"}
+    )
+    api.sync([s.root for s in sources], settings=settings)
+    wait = WebDriverWait(browser, 120)
+    with (
+        QueryEngine.open(settings) as engine,
+        api.serving(Serving(settings, engine), "127.0.0.1", 0) as url,
+    ):
+        browser.get(f"{url}/")
+        for key, own, other in (("key-a", "acme", "globex"), ("key-g", "globex", "acme")):
+            # the key the page sends, as typing it into the key box stores it
+            browser.execute_script("localStorage.setItem('ragstream-key', arguments[0])", key)
+            browser.get(f"{url}/?as={key}#files")  # a fresh page load with that key
+            wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#files tbody tr"))
+            files = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")]
+            assert files and all(f"{own}:" in f and f"{other}:" not in f for f in files), files
+            browser.get(f"{url}/?as={key}&ask=1#ask")
+            browser.find_element(By.ID, "question").send_keys("What is steeped at 80 degrees?")
+            browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
+            wait.until(
+                lambda b: b.find_element(By.ID, "answer").get_attribute("data-state") == "done"
+            )
+            docs = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#candidates tbody tr")]
+            assert docs and all(f"{other}:" not in d for d in docs), docs
+        browser.execute_script("localStorage.removeItem('ragstream-key')")
+        browser.get(f"{url}/?as=nobody#files")  # no key: the API refuses, the page says so
+        wait.until(lambda b: "error" in b.find_element(By.ID, "file-counts").text)

@@ -196,14 +196,15 @@ let ledger = [];
 
 async function loadFiles() {
   const response = await fetch("/v1/files", { headers: headers(false) });
-  if (!response.ok) {
-    const err = await response.json().catch(() => ({ error: response.statusText }));
-    $("#file-counts").textContent = "error: " + (err.error || response.statusText);
-    ledger = [];
-  } else {
+  if (response.ok) {
     ledger = await response.json();
+    renderFiles();
+    return;
   }
+  const err = await response.json().catch(() => ({ error: response.statusText }));
+  ledger = [];
   renderFiles();
+  $("#file-counts").textContent = "error: " + (err.error || response.statusText);
 }
 
 function renderFiles() {
