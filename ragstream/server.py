@@ -12,7 +12,7 @@
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
     POST /v1/admin/reindex/{cmd} blue/green commands; with `api_keys` set, an admin key only
     GET  /openapi.json, /docs, /redoc   the schema and its viewers, every asset served here
-    GET  /, /console/*           the web console (Ask, Files), plain files in the package
+    GET  /, /console/*           the web console (Ask, Files, Live, Reindex), plain files
 
 With `api_keys` configured every request needs `Authorization: Bearer KEY` and the key's
 tenant becomes a filter inside both stores; the body can never widen it. Errors are JSON

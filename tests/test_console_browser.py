@@ -190,6 +190,48 @@ def test_live_reports_an_edit_and_the_new_text_is_answerable(
     assert "90 degrees" in browser.find_element(By.ID, "answer").text
 
 
+def test_reindex_start_promote_and_roll_back_to_the_static_embedder(
+    console: Console,
+    browser: webdriver.Chrome,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Last on the shared `watch --serve`: it ends rolled back, serving the first embedder."""
+    browser.get(f"{console.url}/#reindex")
+    wait = WebDriverWait(browser, 240)
+
+    def phase() -> str:
+        return str(browser.find_element(By.ID, "phase").text)
+
+    def serving() -> str:
+        rows = browser.find_elements(By.CSS_SELECTOR, "#reindex-sides tbody tr")
+        named = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
+        return next(
+            (
+                n
+                for r, n in zip(rows, named, strict=True)
+                if r.get_attribute("data-serving") == "true"
+            ),
+            "",
+        )
+
+    def press(button: str) -> None:
+        browser.find_element(By.ID, button).click()
+        WebDriverWait(browser, 10).until(ready.alert_is_present()).accept()  # the confirmation
+
+    wait.until(lambda b: phase() == "none" and serving())
+    first = serving()
+    Select(browser.find_element(By.ID, "reindex-embedder")).select_by_visible_text("static")
+    press("reindex-start")
+    wait.until(lambda b: phase() == "ready")  # the watch's background backfill finished
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#reindex-sides tbody tr")) == 2
+    press("reindex-promote")
+    wait.until(lambda b: phase() == "promoted" and "static" in serving())
+    assert "gate passed" in browser.find_element(By.ID, "reindex-gate").text
+    assert browser.save_screenshot(str(_shots(tmp_path) / "console-reindex.png"))
+    press("reindex-rollback")
+    wait.until(lambda b: phase() == "rolled_back" and serving() == first)
+
+
 def test_a_tenant_key_sees_only_its_own_files_and_answers(
     tmp_path: Path,
     browser: webdriver.Chrome,  # noqa: F811

@@ -35,6 +35,11 @@ function show(view) {
   }
   if (view === "files") loadFiles();
   if (view === "live") followLive();
+  clearInterval(reindexTimer);
+  if (view === "reindex") {
+    refreshReindex();
+    reindexTimer = setInterval(refreshReindex, 1000);
+  }
 }
 window.addEventListener("hashchange", () => show(location.hash.slice(1) || "ask"));
 
@@ -286,6 +291,72 @@ function addOutcome(o) {
     el("td", { text: String(o.chunks_tombstoned) }),
     el("td", { text: o.lag_s === null || o.lag_s === undefined ? "-" : o.lag_s.toFixed(2) + " s" }));
   $("#live tbody").prepend(row);
+}
+
+// ---- Reindex -------------------------------------------------------------------------------
+let reindexTimer = null;
+
+async function admin(command, body) {
+  const response = await fetch("/v1/admin/reindex/" + command, {
+    method: "POST",
+    headers: headers(true),
+    body: JSON.stringify(body || {}),
+  });
+  const data = await response.json().catch(() => ({ error: response.statusText }));
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+async function refreshReindex() {
+  try {
+    renderReindex(await admin("status"));
+  } catch (error) {
+    $("#reindex-message").textContent = "error: " + error.message;
+  }
+}
+
+function renderReindex(st) {
+  const record = st.record;
+  $("#phase").textContent = record ? record.phase : "none";
+  $("#reindex-message").textContent = st.message || "";
+  const body = $("#reindex-sides tbody");
+  body.textContent = "";
+  for (const side of st.sides) {
+    body.append(el("tr", { "data-serving": String(side.serving) },
+      el("td", { text: side.collection }),
+      el("td", { text: side.embedder.name }),
+      el("td", { text: String(side.live) }),
+      el("td", { text: String(side.deleted) }),
+      el("td", { text: side.serving ? "serving" : "" })));
+  }
+  const p = record ? record.progress : null;
+  $("#reindex-progress").textContent = p && p.total
+    ? `backfill ${p.done} / ${p.total} checked, ${p.embedded} embedded, ${p.reused} reused`
+      + (p.eta_s ? `, ETA ${p.eta_s.toFixed(0)} s` : "")
+      + (st.lag !== null && st.lag !== undefined ? ` · lag ${st.lag}` : "")
+    : "";
+  const g = record ? record.gate : null;
+  $("#reindex-gate").textContent = g
+    ? `gate ${g.passed ? "passed" : "refused"}: missing ${g.missing}, stale ${g.stale}`
+      + (g.eval_metric ? `, ${g.eval_metric} old ${g.eval_old} new ${g.eval_new}` : "")
+      + ` — ${g.reason}`
+    : "";
+}
+
+for (const button of document.querySelectorAll("#view-reindex button[data-cmd]")) {
+  button.addEventListener("click", async () => {
+    const command = button.dataset.cmd;
+    const embedder = $("#reindex-embedder").value;
+    const what = command === "start" ? `start a reindex to ${embedder}` : command;
+    if (!confirm(`Really ${what}?`)) return;
+    const body = command === "start" ? { embedder }
+      : command === "cleanup" ? { confirm: true } : {};
+    try {
+      renderReindex(await admin(command, body));
+    } catch (error) {
+      $("#reindex-message").textContent = "error: " + error.message;
+    }
+  });
 }
 
 show(location.hash.slice(1) || "ask");
