@@ -158,6 +158,8 @@ def _total(result: tantivy.SearchResult) -> int:
 class _BatchedIndex(ABC):
     """Soft-delete, GC and per-batch commit semantics shared by both backends."""
 
+    shares_points = False  # a separate index: it is written (and searched) on its own
+
     def __init__(self) -> None:
         # point_id -> staged chunk, or None for a staged hard delete (GC).
         self._pending: dict[str, IndexedChunk | None] = {}

@@ -99,6 +99,10 @@ class VectorStore(Protocol):
 class LexicalIndex(Protocol):
     """A persistent BM25 index over chunk text, independent of the embedder."""
 
+    # True when the BM25 leg lives in the vector store's own points (`sparse`): its writes
+    # go with the vector store's, and a query searches the side it pinned
+    shares_points: bool
+
     def upsert(self, chunks: Sequence[IndexedChunk]) -> None:
         """Idempotent write by point id; visible to search after `commit`."""
 

@@ -289,7 +289,7 @@ class Indexer:
             outcomes.append(outcome)
             adds += doc_adds
             moves += doc_moves
-            if getattr(self.lexical, "shares_points", False):
+            if self.lexical.shares_points:
                 moves += doc_bm25  # the sparse BM25 leg is rewritten with the point
             else:
                 bm25_only += doc_bm25

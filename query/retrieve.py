@@ -255,7 +255,7 @@ class Retriever:
     def _lexical(self, side: LiveSide, query: str, n: int, flt: SearchFilter) -> list[Hit]:
         """BM25 hits; with the sparse leg, from the query's own side (its points carry it), so
         a promote between the legs cannot mix two collections in one query."""
-        if getattr(self.lexical, "shares_points", False):
+        if self.lexical.shares_points:
             return side.vectors.search_text(query, n, flt)
         return self.lexical.search(query, n, flt)
 

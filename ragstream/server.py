@@ -182,11 +182,7 @@ def create_app(serving: Serving) -> FastAPI:
         """Answer with verified citations, or a structured refusal."""
         engine = serving.ready_engine()
         if request.stream:
-            return StreamingResponse(
-                _answer_events(serving, engine, request, caller),
-                media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            )
+            return _sse(_answer_events(serving, engine, request, caller))
         with serving.lock:
             return engine.answer(request, tenants=caller)
 
@@ -225,11 +221,7 @@ def create_app(serving: Serving) -> FastAPI:
         if serving.feed is None:
             return _error(404, "the live feed is served by `ragstream watch --serve`", "not_found")
         own = None if caller is None else {s.name for s in settings.sources if s.tenant in caller}
-        return StreamingResponse(
-            _outcome_events(serving.feed, settings, own),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return _sse(_outcome_events(serving.feed, settings, own))
 
     # the web console: plain files in the package, every asset served here (offline)
     app.mount("/console", StaticFiles(directory=CONSOLE), name="console")
@@ -343,6 +335,15 @@ def _outcome_events(feed: OutcomeFeed, settings: Settings, own: set[str] | None)
                 continue
             if own is None or outcome.doc_id.split(":", 1)[0] in own:
                 yield _frame("outcome", outcome.model_dump_json())
+
+
+def _sse(frames: Iterator[str]) -> StreamingResponse:
+    """A Server-Sent Events response, unbuffered by proxies."""
+    return StreamingResponse(
+        frames,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 def _frame(event: str, data: str) -> str:

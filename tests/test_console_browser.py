@@ -90,6 +90,13 @@ def _indexed(url: str) -> bool:
     return states.get("tea.md") == "indexed" and states.get("broken.pdf") == "dead"
 
 
+def _ask(browser: webdriver.Chrome, wait: WebDriverWait, question: str) -> None:  # noqa: F811
+    """Type a question on the Ask page and wait until its verified answer is rendered."""
+    browser.find_element(By.ID, "question").send_keys(question)
+    browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
+    wait.until(lambda b: b.find_element(By.ID, "answer").get_attribute("data-state") == "done")
+
+
 def _shots(tmp_path: Path) -> Path:
     shots = Path(os.environ.get(SCREENSHOT_DIR) or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
@@ -110,9 +117,7 @@ def test_ask_shows_claims_sources_and_why(
     )
     print(f"console page: DOMContentLoaded {timing[0]:.0f} ms, load {timing[1]:.0f} ms")
     assert 0 < timing[1] < 1000, timing  # target: a page renders in under 1 s
-    browser.find_element(By.ID, "question").send_keys(QUESTION)
-    browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
-    wait.until(lambda b: b.find_element(By.ID, "answer").get_attribute("data-state") == "done")
+    _ask(browser, wait, QUESTION)
     claims = browser.find_elements(By.CSS_SELECTOR, "#answer .claim")
     assert claims, browser.find_element(By.ID, "ask-status").text
     supported = browser.find_elements(By.CSS_SELECTOR, "#answer .claim.supported")
@@ -184,9 +189,7 @@ def test_live_reports_an_edit_and_the_new_text_is_answerable(
     assert int(cells[3]) >= 1 and cells[7].endswith(" s"), cells  # embedded; save→searchable
     assert browser.save_screenshot(str(_shots(tmp_path) / "console-live.png"))
     browser.get(f"{console.url}/#ask")
-    browser.find_element(By.ID, "question").send_keys("At what temperature is oolong steeped?")
-    browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
-    wait.until(lambda b: b.find_element(By.ID, "answer").get_attribute("data-state") == "done")
+    _ask(browser, wait, "At what temperature is oolong steeped?")
     assert "90 degrees" in browser.find_element(By.ID, "answer").text
 
 
@@ -267,11 +270,7 @@ def test_a_tenant_key_sees_only_its_own_files_and_answers(
             files = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")]
             assert files and all(f"{own}:" in f and f"{other}:" not in f for f in files), files
             browser.get(f"{url}/?as={key}&ask=1#ask")
-            browser.find_element(By.ID, "question").send_keys("What is steeped at 80 degrees?")
-            browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
-            wait.until(
-                lambda b: b.find_element(By.ID, "answer").get_attribute("data-state") == "done"
-            )
+            _ask(browser, wait, "What is steeped at 80 degrees?")
             docs = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#candidates tbody tr")]
             assert docs and all(f"{other}:" not in d for d in docs), docs
         browser.execute_script("localStorage.removeItem('ragstream-key')")
