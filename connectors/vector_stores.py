@@ -34,7 +34,7 @@ FLOAT_FIELDS = ("deleted_at",)
 # What `set_positions` refreshes on a kept vector: where the chunk now sits, and the doc-level
 # fields that can change without its text changing (title, the file version it belongs to)
 POSITION_FIELDS = ("ordinal", "section_path", "page", "char_start", "char_end")
-DOC_FIELDS = ("title", "file_size", "file_mtime_ns", "file_digest", "indexed_at")
+DOC_FIELDS = ("title", "file_size", "file_mtime_ns", "file_digest", "indexed_at", "vector_origin")
 DF_CAP = 1000  # `term_doc_freqs` counts a term's points up to this many
 SPARSE = "bm25"  # the named sparse vector of the BM25 leg
 BATCH = 256  # points per write call: one engine round trip per batch, bounded memory
@@ -236,6 +236,7 @@ class BaseQdrantStore(ABC):
             "file_mtime_ns": fingerprint.mtime_ns,
             "file_digest": fingerprint.digest,
             "indexed_at": float(indexed_at),
+            "vector_origin": "kept",  # only kept points get a new version without a write
         }
         for ids in batches(point_ids):
             self._set_payload([HasIds(ids)], update)

@@ -7,7 +7,7 @@ message is one line that says what to do; the CLI prints it without a traceback.
 | code | error |
 |---|---|
 | 1 | any other `RagstreamError` (a server-side failure) |
-| 2 | `InvalidRequestError`: a bad argument or request body |
+| 2 | `InvalidRequestError`: a bad argument or request body (`NotFoundError`: no such document) |
 | 3 | (not an error) the mass-delete guard held deletions back |
 | 4 | `RefusedError`: a reindex command refused; nothing changed |
 | 5 | `DataDirBusyError`: another process holds the data dir and serves no endpoint |
@@ -36,6 +36,14 @@ class InvalidRequestError(RagstreamError, ValueError):
     exit_code = 2
     code = "invalid_request"
     http_status = 422
+
+
+class NotFoundError(InvalidRequestError):
+    """No such document (or not one of the caller's tenant: the same answer, so a key cannot
+    probe another tenant's paths)."""
+
+    code = "not_found"
+    http_status = 404
 
 
 class RefusedError(RagstreamError):

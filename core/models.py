@@ -92,6 +92,9 @@ class EmbedderVersion(Frozen):
         return f"{base.strip('-')}-{self.dimension}-{self.fingerprint[:8]}"
 
 
+VectorOrigin = Literal["", "embedded", "reused", "kept"]
+
+
 class IndexedChunk(Frozen):
     """A chunk as both stores hold it: the chunk plus where it came from and its status."""
 
@@ -121,6 +124,10 @@ class IndexedChunk(Frozen):
     file_digest: str = ""  # xxh3-128 of the file's bytes as read for this version
     indexed_at: float = 0.0  # when this file version was written (0: before it was recorded)
     tenant: str = ""
+    # how the vector got here at the file's last change: encoded then ("embedded"), copied
+    # from a point with the same content hash ("reused"), or left as it was ("kept": the
+    # chunk was unchanged or only moved); empty before it was recorded
+    vector_origin: VectorOrigin = ""
 
     @property
     def fingerprint(self) -> FileFingerprint:
@@ -380,3 +387,26 @@ class FileRecord(Frozen):
     fingerprint: FileFingerprint | None = None  # of the version the index holds
     indexed_at: float | None = None
     reason: str = ""  # why it is not (fully) indexed: dead letter, exclusion, redaction, drift
+
+
+class ChunkRecord(Frozen):
+    """One live chunk of a file, as the console's file page lists it (in reading order)."""
+
+    point_id: str
+    ordinal: int
+    content_hash: str
+    section_path: tuple[str, ...] = ()
+    page: int | None = None
+    char_start: int
+    char_end: int
+    text: str
+    vector_origin: VectorOrigin = ""
+    in_bm25: bool  # the lexical leg holds it live too (false: `verify` reports leg_mismatch)
+    indexed_at: float = 0.0
+
+
+class FileDetail(Frozen):
+    """A file's ledger record and its live chunks in order (`GET /v1/files/{doc_id}`)."""
+
+    record: FileRecord
+    chunks: list[ChunkRecord]

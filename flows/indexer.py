@@ -36,6 +36,7 @@ from ragstream.core.models import (
     IndexedChunk,
     ParsedDocument,
     Redaction,
+    VectorOrigin,
 )
 from ragstream.core.telemetry import span
 from ragstream.operators.chunk import ChunkerConfig, chunk_document, embedding_text
@@ -351,7 +352,11 @@ class Indexer:
                 [],
                 [],
             )
-        embedded = sum(1 for c in diff.add if encoded_by.pop(c.content_hash, None) == event.doc_id)
+        # the first add of a hash this doc needed first was encoded; every other add reused
+        fresh = {
+            c.point_id for c in diff.add if encoded_by.pop(c.content_hash, None) == event.doc_id
+        }
+        embedded = len(fresh)
         outcome = DocOutcome(
             doc_id=event.doc_id,
             changed=not diff.unchanged,
@@ -384,12 +389,13 @@ class Indexer:
             )
         ]
 
-        def record(c: Chunk) -> IndexedChunk:
-            return self._record(c, doc, plan.chunker_key, new_ctx[c.point_id], at)
+        def record(c: Chunk, origin: VectorOrigin = "kept") -> IndexedChunk:
+            chunk = self._record(c, doc, plan.chunker_key, new_ctx[c.point_id], at)
+            return chunk.model_copy(update={"vector_origin": origin})
 
         return (
             outcome,
-            [record(c) for c in diff.add],
+            [record(c, "embedded" if c.point_id in fresh else "reused") for c in diff.add],
             [record(c) for c in refresh],
             [record(c) for c in bm25],
         )

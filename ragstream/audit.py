@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, TypeVar
 from ragstream.connectors.audit import audit, inventory, ledger
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.state import SourcesBook, VerifyBook
-from ragstream.core.errors import InvalidRequestError
-from ragstream.core.models import FILE_STATES, FileRecord, VerifyReport
+from ragstream.core.errors import InvalidRequestError, NotFoundError
+from ragstream.core.models import FILE_STATES, ChunkRecord, FileDetail, FileRecord, VerifyReport
 from ragstream.core.settings import Settings, load_settings
 from ragstream.core.telemetry import record_drift, span
 
@@ -86,6 +86,45 @@ def files_of_stores(
     return records
 
 
+def file_detail(
+    settings: Settings,
+    vectors: VectorStore,
+    lexical: LexicalIndex,
+    doc_id: str,
+    tenants: tuple[str, ...] | None = None,
+) -> FileDetail:
+    """One file's ledger record and its live chunks in reading order, each with its hash,
+    how its vector came to be at the file's last change, and whether BM25 holds it too."""
+    record = next(
+        (
+            r
+            for r in files_of_stores(settings, vectors, lexical, None, tenants)
+            if r.doc_id == doc_id
+        ),
+        None,
+    )
+    if record is None:
+        raise NotFoundError(f"no file {doc_id!r} in the ledger; `ragstream files` lists them")
+    in_bm25 = lexical.live_ids(doc_id)
+    chunks = [
+        ChunkRecord(
+            point_id=c.point_id,
+            ordinal=c.ordinal,
+            content_hash=c.content_hash,
+            section_path=c.section_path,
+            page=c.page,
+            char_start=c.char_start,
+            char_end=c.char_end,
+            text=c.text,
+            vector_origin=c.vector_origin,
+            in_bm25=c.point_id in in_bm25,
+            indexed_at=c.indexed_at,
+        )
+        for c in sorted(vectors.live_chunks(doc_id), key=lambda c: (c.ordinal, c.point_id))
+    ]
+    return FileDetail(record=record, chunks=chunks)
+
+
 def _over_stores(settings: Settings, fn: Callable[[VectorStore, LexicalIndex], T]) -> T:
     from ragstream.api import open_stores
 
@@ -127,6 +166,13 @@ def files(
 ) -> list[FileRecord]:
     s = audited(settings or load_settings(data_dir), paths)
     return _over_stores(s, lambda v, lx: files_of_stores(s, v, lx, states))
+
+
+def file(
+    doc_id: str, *, settings: Settings | None = None, data_dir: str | Path | None = None
+) -> FileDetail:
+    s = audited(settings or load_settings(data_dir))
+    return _over_stores(s, lambda v, lx: file_detail(s, v, lx, doc_id))
 
 
 @contextmanager

@@ -117,6 +117,41 @@ def files(
     _print_files(records)
 
 
+def file(
+    doc_id: Annotated[str, typer.Argument(help="a document id as `files` lists it")],
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """One file: its ledger record and live chunks in order, with content hashes and whether
+    each vector was embedded, reused or kept at the file's last change."""
+    from ragstream import audit
+    from ragstream.client import Client, recorded_endpoint
+    from ragstream.core.settings import load_settings
+
+    url = recorded_endpoint(load_settings(data_dir))
+    if url is not None:
+        with Client(url=url) as client:
+            detail = client.file(doc_id)
+    else:
+        detail = audit.file(doc_id, data_dir=data_dir)
+    if as_json:
+        print(detail.model_dump_json())
+        return
+    _print_files([detail.record])
+    table = Table("#", "hash", "vector", "bm25", "section", "chars", "text")
+    for c in detail.chunks:
+        table.add_row(
+            str(c.ordinal),
+            c.content_hash[:12],
+            c.vector_origin or "-",
+            "yes" if c.in_bm25 else "[red]no[/]",
+            escape(" > ".join(c.section_path)),
+            f"{c.char_start}-{c.char_end}",
+            escape(" ".join(c.text.split())[:60]),
+        )
+    out.print(table)
+
+
 def _print_files(records: list[FileRecord]) -> None:
     table = Table("state", "file", "chunks", "embedder", "indexed at", "reason")
     for r in records:

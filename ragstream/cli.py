@@ -1,6 +1,7 @@
 """ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
-Index: sync, watch, status, verify, files, gc, rebuild-lexical, reindex. Ask: query, serve, log.
+Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex.
+Ask: query, serve, log.
 Measure: eval. Settings: config. Every command takes --data-dir; most take --json.
 """
 
@@ -20,7 +21,7 @@ from rich.markup import escape
 from rich.progress import MofNCompleteColumn, Progress
 from rich.table import Table
 
-from ragstream.audit_cli import files, verify
+from ragstream.audit_cli import file, files, verify
 from ragstream.cli_options import AllowMass, AsJson, DataDir, Paths, Workers
 from ragstream.core.errors import EXIT_GUARD, InvalidRequestError, RagstreamError
 from ragstream.core.models import DocOutcome, StatusReport, SyncReport
@@ -42,6 +43,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, epil
 app.add_typer(reindex_app, name="reindex", help="blue/green reindex on an embedder upgrade")
 app.command()(verify)
 app.command()(files)
+app.command()(file)
 err = Console(stderr=True)
 out = Console()
 
@@ -451,6 +453,14 @@ def eval_(
             "answerability (one row per answerability signal), or all"
         ),
     ] = "all",
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="retrieval mode: also write the figures as PNG files into this folder "
+            "(ndcg.png: nDCG@10 per configuration; latency.png: each stage's latency)",
+        ),
+    ] = None,
 ) -> None:
     """Index a BEIR dataset through the real ingest, then evaluate it.
 
@@ -472,6 +482,8 @@ def eval_(
         raise typer.BadParameter(f"expected one of {', '.join(MODES)}", param_hint="--mode")
     if rows not in ROW_SETS:
         raise typer.BadParameter(f"expected one of {', '.join(ROW_SETS)}", param_hint="--rows")
+    if plot is not None and mode != "retrieval":
+        raise typer.BadParameter("plots are drawn from --mode retrieval", param_hint="--plot")
     if not as_json:
         err.print(f"indexing {dataset_dir} into {data_dir} (incremental), then evaluating")
     report = evaluate_dataset(
@@ -485,11 +497,18 @@ def eval_(
         k=k or DEFAULT_K,
         row_set=rows,
     )
+    written = []
+    if plot is not None:
+        from ragstream.eval.plots import write_plots
+
+        written = write_plots(report, plot)
     if as_json:
         print(report.to_json())
         return
     out.print(f"{report.dataset} {split}: {report.queries} queries, depth {report.depth}/leg\n")
     print(markdown_report(report))
+    for path in written:
+        err.print(f"wrote {path}")
 
 
 @app.command()

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
@@ -35,7 +36,7 @@ from ragstream.core.errors import (
     UnreachableError,
     error_class,
 )
-from ragstream.core.models import FileRecord, ReindexStatus, StatusReport, VerifyReport
+from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
 from ragstream.core.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -254,6 +255,17 @@ class Client:
         response = self._remote().call("GET", f"/v1/files{query}")
         _raise_for(response)
         return FILES.validate_python(response.json())
+
+    def file(self, doc_id: str) -> FileDetail:
+        """One file's record and live chunks in order (`ragstream file DOC_ID`); over HTTP,
+        another tenant's file is `NotFoundError` like a file that does not exist."""
+        if self._engine is not None:
+            from ragstream.audit import audited, file_detail
+
+            r = self._engine.retriever
+            return file_detail(audited(self._engine.settings), r.vectors, r.lexical, doc_id)
+        path = "/v1/files/" + quote(doc_id, safe="")
+        return _parse(FileDetail, self._remote().call("GET", path))
 
     def _remote(self) -> _Http:
         assert self._http is not None

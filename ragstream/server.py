@@ -5,6 +5,8 @@
                                  loaded, else 503 {"ready": false, ...}
     GET  /v1/status              StatusReport (a tenant key sees its own sources' records)
     GET  /v1/files               the per-file ledger, [FileRecord] (tenant-scoped; ?state=)
+    GET  /v1/files/{doc_id}      FileDetail: one file's record and chunks (tenant-scoped)
+    GET  /v1/eval                the saved `ragstream eval` reports, newest first (admin)
     GET  /v1/verify              VerifyReport: the disk ↔ vectors ↔ BM25 audit (admin; ?sample=)
     GET  /v1/events              sync outcomes live, Server-Sent Events (`watch --serve` only)
     POST /v1/query               QueryRequest -> Answer; {"stream": true} -> Server-Sent
@@ -12,7 +14,7 @@
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
     POST /v1/admin/reindex/{cmd} blue/green commands; with `api_keys` set, an admin key only
     GET  /openapi.json, /docs, /redoc   the schema and its viewers, every asset served here
-    GET  /, /console/*           the web console (Ask, Files, Live, Reindex), plain files
+    GET  /, /console/*           the web console (Ask, Files, Live, Reindex, Quality)
 
 With `api_keys` configured every request needs `Authorization: Bearer KEY` and the key's
 tenant becomes a filter inside both stores; the body can never widen it. Errors are JSON
@@ -38,7 +40,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ragstream.audit import audited, files_of_stores, verify_stores
+from ragstream.audit import audited, file_detail, files_of_stores, verify_stores
 from ragstream.connectors.state import VerifyBook
 from ragstream.core.answers import Answer, QueryRequest, Retrieval
 from ragstream.core.errors import (
@@ -47,7 +49,7 @@ from ragstream.core.errors import (
     NotReadyError,
     RagstreamError,
 )
-from ragstream.core.models import FileRecord, ReindexStatus, StatusReport, VerifyReport
+from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
 from ragstream.core.settings import Settings
 from ragstream.feed import OutcomeFeed
 from ragstream.query.engine import QueryEngine
@@ -204,6 +206,15 @@ def create_app(serving: Serving) -> FastAPI:
         with serving.lock:
             return files_of_stores(audited(settings), r.vectors, r.lexical, state, caller)
 
+    @app.get("/v1/files/{doc_id:path}", tags=["index"])
+    def file(doc_id: str, caller: TenantsDep) -> FileDetail:
+        """One file: its ledger record and live chunks in order, with hashes and whether each
+        vector was embedded, reused or kept at its last change (a tenant key: its own only)."""
+        engine = serving.ready_engine()
+        r = engine.retriever
+        with serving.lock:
+            return file_detail(audited(settings), r.vectors, r.lexical, doc_id, caller)
+
     @app.get("/v1/verify", tags=["index"], dependencies=[Depends(admin)])
     def verify(sample: Annotated[int | None, Query(ge=1)] = None) -> VerifyReport:
         """Audit disk ↔ vectors ↔ BM25 (admin): each drift class with counts and examples.
@@ -212,6 +223,15 @@ def create_app(serving: Serving) -> FastAPI:
         r = engine.retriever
         with serving.lock:
             return verify_stores(audited(settings), r.vectors, r.lexical, sample)
+
+    @app.get("/v1/eval", tags=["quality"], dependencies=[Depends(admin)])
+    def eval_reports() -> JSONResponse:
+        """The saved `ragstream eval` reports of this data dir, newest first (admin): what
+        the console's Quality page tables and plots. `[{"file", "report"}]`."""
+        from ragstream.eval.evaluation import saved_reports
+
+        saved = saved_reports(settings.data_dir)
+        return JSONResponse([{"file": f, "report": json.loads(r.to_json())} for f, r in saved])
 
     @app.get("/v1/events", tags=["index"], responses=_EVENTS_DOC)
     def events(caller: TenantsDep) -> Any:

@@ -161,6 +161,20 @@ def test_files_lists_the_ledger_with_dead_letters(
     Select(browser.find_element(By.ID, "file-state")).select_by_visible_text("dead")
     shown = browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")
     assert [r.get_attribute("data-state") for r in shown] == ["dead"]
+    # a file's page: its chunks in order, with hashes and how each vector came
+    Select(browser.find_element(By.ID, "file-state")).select_by_visible_text("indexed")
+    browser.find_element(By.LINK_TEXT, "notes:tea.md").click()
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#file-chunks tbody tr"))
+    with Client(url=console.url) as client:
+        detail = client.file("notes:tea.md")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#file-chunks tbody tr")
+    cells = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+    assert [c[1] for c in cells] == [c.content_hash for c in detail.chunks]
+    assert [c[2] for c in cells] == [c.vector_origin for c in detail.chunks]
+    assert {c[2] for c in cells} <= {"embedded", "reused", "kept"} and cells[0][3] == "yes"
+    assert "80 degrees" in " ".join(c[7] for c in cells)
+    assert "indexed" in browser.find_element(By.ID, "file-meta").text
+    assert browser.save_screenshot(str(_shots(tmp_path) / "console-file.png"))
 
 
 def test_live_reports_an_edit_and_the_new_text_is_answerable(
@@ -276,3 +290,52 @@ def test_a_tenant_key_sees_only_its_own_files_and_answers(
         browser.execute_script("localStorage.removeItem('ragstream-key')")
         browser.get(f"{url}/?as=nobody#files")  # no key: the API refuses, the page says so
         wait.until(lambda b: "error" in b.find_element(By.ID, "file-counts").text)
+
+
+def test_quality_shows_the_last_eval_as_a_table_and_plots(
+    tmp_path: Path,
+    scifact_dir: Path,
+    browser: webdriver.Chrome,  # noqa: F811
+) -> None:
+    """`ragstream eval --plot DIR` on a SciFact slice writes the PNGs and the report; the
+    Quality page of a server over that data dir shows the same rows as a table and plots."""
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from ragstream import api
+    from ragstream.cli import app
+    from ragstream.core.settings import Settings
+    from ragstream.eval.beir import beir_subset, load_beir, write_beir
+    from ragstream.query.engine import QueryEngine
+    from ragstream.server import Serving
+
+    dataset = write_beir(tmp_path / "slice", *beir_subset(*load_beir(scifact_dir, "test"), 6, 20))
+    data, plots = tmp_path / "data", tmp_path / "plots"
+    run = CliRunner().invoke(
+        app, ["eval", str(dataset), "--data-dir", str(data), "--json", "--plot", str(plots)]
+    )
+    assert run.exit_code == 0, run.output
+    report = json.loads(run.output)
+    names = [r["name"] for r in report["rows"]]
+    assert {"bm25", "dense", "hybrid-rrf", "hybrid-dbsf"} <= set(names)
+    for png in ("ndcg.png", "latency.png"):
+        with Image.open(plots / png) as image:
+            assert image.format == "PNG" and image.width >= 600 and image.height >= 150
+    stages = [k for k, v in report["stage_ms"].items() if v]
+    wait = WebDriverWait(browser, 60)
+    settings = Settings(data_dir=data, sources=[])
+    with (
+        QueryEngine.open(settings) as engine,
+        api.serving(Serving(settings, engine), "127.0.0.1", 0) as url,
+    ):
+        browser.get(f"{url}/?quality=1#quality")
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#quality-rows tbody tr"))
+        rows = browser.find_elements(By.CSS_SELECTOR, "#quality-rows tbody tr")
+        assert [r.get_attribute("data-name") for r in rows] == names
+        ndcg = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
+        assert ndcg == [f"{r['ndcg@10']:.4f}" for r in report["rows"]]
+        bars = browser.find_elements(By.CSS_SELECTOR, "#quality-ndcg rect.bar")
+        assert [b.get_attribute("data-name") for b in bars] == names
+        boxes = browser.find_elements(By.CSS_SELECTOR, "#quality-latency g.stage")
+        assert [b.get_attribute("data-stage") for b in boxes] == stages
+        assert browser.save_screenshot(str(_shots(tmp_path) / "console-quality.png"))

@@ -88,8 +88,13 @@ def test_retrieval_failures_are_the_first_stage_that_broke(
     qids = list(queries)
     qrels = {**real, qids[0]: real[qids[-1]]}
     depth, k = 1, 1
-    rows, pipeline, details = evaluate_retrieval(settings, queries, qrels, depth=depth, k=k)
+    rows, pipeline, details, stage_ms = evaluate_retrieval(
+        settings, queries, qrels, depth=depth, k=k
+    )
     assert pipeline.name == "hybrid-rrf" and "hybrid-rrf" in [r.name for r in rows]
+    # one latency sample per judged query for every stage of the plain retrieve
+    assert {"embed", "dense", "lexical", "fuse", "total"} <= set(stage_ms)
+    assert all(len(v) == len(queries) and min(v) >= 0 for v in stage_ms.values())
     counts = count_failures(details, depth, answers=False)
     assert list(counts) == [f"not_retrieved@{depth}", "below_k"]
     assert counts[f"not_retrieved@{depth}"] >= 1 and counts["below_k"] >= 1
@@ -121,7 +126,9 @@ def test_gate_refusal_with_relevant_context_is_refused_wrongly(
     settings, queries, qrels = indexed
     strict = with_query(settings, dense_floor=0.99)  # the gate refuses every question
     one = [fused_config("rrf")]
-    _, _, details = evaluate_retrieval(strict, queries, qrels, depth=100, answers=True, configs=one)
+    _, _, details, _ = evaluate_retrieval(
+        strict, queries, qrels, depth=100, answers=True, configs=one
+    )
     answered = [d for d in details if d.refusal is not None]
     assert answered, "no query reached the answer stage"
     for d in answered:
@@ -139,7 +146,7 @@ def test_answer_the_sources_do_not_support_is_unsupported(
     stub.replies += ["The Eiffel Tower is in Paris and was painted red in 1999 [S1]."] * QUERIES
     # only the plain row: with an endpoint the default rows would add transform calls
     configs = [fused_config("rrf")]
-    _, _, details = evaluate_retrieval(
+    _, _, details, _ = evaluate_retrieval(
         llm, queries, qrels, depth=100, answers=True, configs=configs
     )
     unsupported = [d for d in details if d.failure == "unsupported_answer"]
@@ -223,7 +230,7 @@ def test_answers_flag_adds_the_answer_classes(
 ) -> None:
     settings, queries, qrels = indexed
     one = [fused_config("rrf")]  # the failure report's subject; the other rows add nothing here
-    _, _, details = evaluate_retrieval(
+    _, _, details, _ = evaluate_retrieval(
         settings, queries, qrels, depth=100, answers=True, configs=one
     )
     counts = count_failures(details, 100, answers=True)

@@ -86,6 +86,8 @@ def test_openapi_lists_every_route(url: str) -> None:
         "/v1/query": "post",
         "/v1/retrieve": "post",
         "/v1/files": "get",
+        "/v1/files/{doc_id}": "get",
+        "/v1/eval": "get",
         "/v1/verify": "get",
         "/v1/events": "get",
         **{f"/v1/admin/reindex/{c}": "post" for c in ("status", "start", "run", "promote")},
@@ -94,7 +96,7 @@ def test_openapi_lists_every_route(url: str) -> None:
     assert {p: set(m) for p, m in paths.items()} == {p: {m} for p, m in expected.items()}
     schemas = json.loads(body)["components"]["schemas"]
     assert {"QueryRequest", "Answer", "Retrieval", "StatusReport"} <= set(schemas)
-    assert {"VerifyReport", "FileRecord"} <= set(schemas)
+    assert {"VerifyReport", "FileRecord", "FileDetail", "ChunkRecord"} <= set(schemas)
 
 
 def test_docs_page_loads_every_asset_from_this_server(url: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -154,6 +155,16 @@ def test_the_ledger_is_tenant_scoped_and_verify_needs_an_admin_key(
             assert {r["state"] for r in records} == {"indexed"}
         assert get(url, "/v1/files?state=dead", "key-globex") == (200, [])
         assert get(url, "/v1/files?state=nope", "key-globex")[0] == 422
+        own = "/v1/files/" + urllib.parse.quote("acme:doc3.md", safe="")
+        status, detail = get(url, own, "key-acme")
+        assert status == 200 and detail["record"]["doc_id"] == "acme:doc3.md"
+        assert detail["chunks"] and all(c["in_bm25"] for c in detail["chunks"])
+        # another tenant's file is "not found", exactly like a file that does not exist
+        hidden, absent = get(url, own, "key-globex"), get(url, "/v1/files/acme%3Ano.md", "key-acme")
+        assert hidden[0] == absent[0] == 404
+        assert hidden[1]["code"] == absent[1]["code"] == "not_found"
+        assert get(url, "/v1/eval", "key-globex")[0] == 403  # eval reports: admin only
+        assert get(url, "/v1/eval", "key-acme") == (200, [])  # none saved for this data dir
         assert get(url, "/v1/verify", "key-globex")[0] == 403  # not an admin key
         status, report = get(url, "/v1/verify", "key-acme")
         assert status == 200 and report["ok"] and report["docs_checked"] == 8 * len(TENANTS)

@@ -9,6 +9,7 @@ a fresh sync of the same folder. Classification is also tested as the pure funct
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -221,6 +222,62 @@ def test_ledger_lists_every_shared_file_with_its_state(tmp_path: Path, shared_do
             assert len(r.fingerprint.digest) == 32
     dead = files(settings=settings, states=["dead"])
     assert dead and {r.state for r in dead} == {"dead"}
+
+
+def test_a_files_page_lists_its_chunks_and_how_each_vector_came(
+    tmp_path: Path, store_pairing: StorePairing
+) -> None:
+    """A file's chunks in reading order with their hashes; at the last change each vector was
+    embedded (new text), reused (the same text held elsewhere) or kept (unchanged or moved)."""
+    from ragstream.audit import file
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    body = "".join(
+        f"## {name}\n\n{name} tea is steeped at {deg} degrees Celsius for {m} minutes. " * 6
+        + "\n\n"
+        for name, deg, m in (("Green", 80, 2), ("Black", 100, 4), ("White", 75, 3))
+    )
+    tea = root / "tea.md"
+    tea.write_text("# Tea\n\n" + body)
+    settings = _settings(tmp_path / "data", store_pairing)
+    api.sync([root], settings=settings)
+    first = file("notes:tea.md", settings=settings)
+    assert first.record.state == "indexed" and first.record.chunks == len(first.chunks) > 1
+    assert [c.ordinal for c in first.chunks] == sorted(c.ordinal for c in first.chunks)
+    assert {c.vector_origin for c in first.chunks} == {"embedded"}
+    assert all(c.in_bm25 and len(c.content_hash) == 32 for c in first.chunks)
+
+    shutil.copy(tea, root / "copy.md")  # the same text under another path: nothing to embed
+    tea.write_text("# Tea\n\n## Oolong\n\nOolong tea is steeped at 90 degrees.\n\n" + body)
+    api.sync([root], settings=settings)
+    copy = file("notes:copy.md", settings=settings)
+    assert {c.vector_origin for c in copy.chunks} == {"reused"}
+    assert [c.content_hash for c in copy.chunks] == [c.content_hash for c in first.chunks]
+    edited = file("notes:tea.md", settings=settings)
+    before = {c.content_hash for c in first.chunks}
+    for c in edited.chunks:
+        assert c.vector_origin == ("kept" if c.content_hash in before else "embedded"), c
+    assert {c.vector_origin for c in edited.chunks} == {"kept", "embedded"}
+    assert any("Oolong" in c.text for c in edited.chunks if c.vector_origin == "embedded")
+
+    data = str(settings.data_dir)
+    env = dict(
+        os.environ,
+        RAGSTREAM_VECTOR_BACKEND=store_pairing.vector,
+        RAGSTREAM_LEXICAL_BACKEND=store_pairing.lexical,
+    )
+    shown = subprocess.run(
+        [sys.executable, "-m", "ragstream.cli", "file", "notes:tea.md", "--data-dir", data,
+         "--json"], capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["chunks"] == [c.model_dump(mode="json") for c in edited.chunks]
+    absent = subprocess.run(
+        [sys.executable, "-m", "ragstream.cli", "file", "notes:nope.md", "--data-dir", data],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert absent.returncode == 2 and "no file 'notes:nope.md'" in absent.stderr
 
 
 def test_cli_verify_exit_codes_and_json(tmp_path: Path) -> None:

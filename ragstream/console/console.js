@@ -1,6 +1,8 @@
 // ragstream console: plain JavaScript over the HTTP API (no build step, no CDN).
 // Ask: POST /v1/query {"stream": true} (Server-Sent Events: `text` deltas, then `answer`).
-// Files: GET /v1/files (the per-file ledger; a tenant key sees its own sources only).
+// Files: GET /v1/files (the per-file ledger; a tenant key sees its own sources only), a
+// file's page GET /v1/files/{doc_id} (its chunks in order). Live: GET /v1/events (SSE).
+// Reindex: /v1/admin/reindex/*. Quality: GET /v1/eval (the saved `ragstream eval` reports).
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -26,7 +28,8 @@ function el(tag, attrs = {}, ...children) {
 }
 
 // ---- views ---------------------------------------------------------------------------------
-function show(view) {
+function show(route) {
+  const [view, ...rest] = route.split("/");
   for (const section of document.querySelectorAll(".view")) {
     section.hidden = section.id !== "view-" + view;
   }
@@ -34,7 +37,9 @@ function show(view) {
     a.classList.toggle("active", a.dataset.view === view);
   }
   if (view === "files") loadFiles();
+  if (view === "file") loadFile(decodeURIComponent(rest.join("/")));
   if (view === "live") followLive();
+  if (view === "quality") loadQuality();
   clearInterval(reindexTimer);
   if (view === "reindex") {
     refreshReindex();
@@ -227,7 +232,8 @@ function renderFiles() {
     const when = r.indexed_at ? new Date(r.indexed_at * 1000).toLocaleString() : "-";
     body.append(el("tr", { "data-state": r.state },
       el("td", { class: "state " + r.state, text: r.state }),
-      el("td", { text: r.doc_id, title: r.path }),
+      el("td", { title: r.path },
+        el("a", { href: "#file/" + encodeURIComponent(r.doc_id), text: r.doc_id })),
       el("td", { text: String(r.chunks) }),
       el("td", { text: r.embedder || "-" }),
       el("td", { text: when }),
@@ -237,6 +243,44 @@ function renderFiles() {
 $("#file-search").addEventListener("input", renderFiles);
 $("#file-state").addEventListener("change", renderFiles);
 $("#files-reload").addEventListener("click", loadFiles);
+
+// ---- a file's page: its chunks in order -----------------------------------------------------
+async function loadFile(docId) {
+  $("#file-title").textContent = docId;
+  $("#file-meta").textContent = "loading…";
+  $("#file-summary").textContent = "";
+  const body = $("#file-chunks tbody");
+  body.textContent = "";
+  const response = await fetch("/v1/files/" + encodeURIComponent(docId), { headers: headers(false) });
+  const data = await response.json().catch(() => ({ error: response.statusText }));
+  if (!response.ok) {
+    $("#file-meta").textContent = "error: " + (data.error || response.statusText);
+    return;
+  }
+  const r = data.record;
+  const fp = r.fingerprint;
+  $("#file-meta").textContent = [
+    r.state, r.path, r.embedder || "no embedder",
+    fp ? `version ${fp.size} B, xxh3 ${fp.digest || "-"}` : "no version",
+    r.indexed_at ? "indexed " + new Date(r.indexed_at * 1000).toLocaleString() : "",
+    r.reason,
+  ].filter(Boolean).join(" · ");
+  const origins = {};
+  for (const c of data.chunks) origins[c.vector_origin || "unknown"] = (origins[c.vector_origin || "unknown"] || 0) + 1;
+  $("#file-summary").textContent = `${data.chunks.length} live chunks; at the last change: `
+    + (Object.entries(origins).map(([k, n]) => `${k} ${n}`).join(" · ") || "none");
+  for (const c of data.chunks) {
+    body.append(el("tr", { "data-origin": c.vector_origin || "unknown" },
+      el("td", { text: String(c.ordinal) }),
+      el("td", { class: "hash", text: c.content_hash, title: "point " + c.point_id }),
+      el("td", { class: "origin " + (c.vector_origin || "unknown"), text: c.vector_origin || "-" }),
+      el("td", { text: c.in_bm25 ? "yes" : "missing" }),
+      el("td", { text: c.section_path.join(" › ") }),
+      el("td", { text: c.page === null ? "-" : String(c.page) }),
+      el("td", { text: `${c.char_start}–${c.char_end}` }),
+      el("td", { class: "chunk-text", text: c.text })));
+  }
+}
 
 // ---- Live ----------------------------------------------------------------------------------
 let following = false;
@@ -357,6 +401,117 @@ for (const button of document.querySelectorAll("#view-reindex button[data-cmd]")
       $("#reindex-message").textContent = "error: " + error.message;
     }
   });
+}
+
+// ---- Quality: the saved eval reports as a table and two plots (SVG, drawn here) -------------
+let reports = [];
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+async function loadQuality() {
+  const response = await fetch("/v1/eval", { headers: headers(false) });
+  const data = await response.json().catch(() => ({ error: response.statusText }));
+  const pick = $("#quality-report");
+  pick.textContent = "";
+  if (!response.ok) {
+    reports = [];
+    $("#quality-meta").textContent = "error: " + (data.error || response.statusText);
+    return;
+  }
+  reports = data;
+  for (const [i, saved] of reports.entries()) {
+    const r = saved.report;
+    const when = r.created_at ? new Date(r.created_at * 1000).toLocaleString() : "";
+    pick.append(el("option", { value: String(i), text: `${saved.file} — ${r.dataset} ${r.split} ${r.mode} ${when}` }));
+  }
+  if (!reports.length) {
+    $("#quality-meta").textContent = "no eval yet: run `ragstream eval DATASET --data-dir` on this data dir";
+    return;
+  }
+  renderQuality(reports[0].report);
+}
+$("#quality-report").addEventListener("change", (e) => renderQuality(reports[Number(e.target.value)].report));
+
+function renderQuality(r) {
+  $("#quality-meta").textContent = `${r.dataset} ${r.split}, mode ${r.mode}: ${r.queries} queries, `
+    + `depth ${r.depth} per leg` + (r.failure_config ? `; failures of ${r.failure_config}: `
+    + Object.entries(r.failures || {}).map(([k, n]) => `${k} ${n}`).join(" · ") : "");
+  const body = $("#quality-rows tbody");
+  body.textContent = "";
+  const f = (v, d) => (v === null || v === undefined ? "-" : Number(v).toFixed(d));
+  for (const row of r.rows || []) {
+    body.append(el("tr", { "data-name": row.name },
+      el("td", { text: row.name }),
+      el("td", { text: f(row["ndcg@10"], 4) }),
+      el("td", { text: f(row["recall@10"], 4) }),
+      el("td", { text: f(row["recall@100"], 4) }),
+      el("td", { text: f(row["mrr@10"], 4) }),
+      el("td", { text: f(row.p50_ms, 1) }),
+      el("td", { text: f(row.p95_ms, 1) })));
+  }
+  plotBars($("#quality-ndcg"), (r.rows || []).map((row) => [row.name, row["ndcg@10"]]));
+  plotBoxes($("#quality-latency"), Object.entries(r.stage_ms || {}).filter(([, v]) => v.length));
+  const summary = $("#quality-summary tbody");
+  summary.textContent = "";
+  for (const [section, values] of Object.entries(r)) {
+    if (!values || typeof values !== "object" || Array.isArray(values) || section === "stage_ms"
+        || section === "failures") continue;
+    for (const [k, v] of Object.entries(values)) {
+      if (typeof v === "number") summary.append(el("tr", {}, el("td", { text: `${section}.${k}` }), el("td", { text: f(v, 4) })));
+    }
+  }
+}
+
+const LABEL_W = 170, PLOT_W = 420, ROW_H = 24;
+
+function plotBars(box, bars) {
+  box.textContent = "";
+  box.setAttribute("width", LABEL_W + PLOT_W + 60);
+  box.setAttribute("height", bars.length * ROW_H + 24);
+  for (const [i, [name, value]] of bars.entries()) {
+    const y = i * ROW_H + 4;
+    box.append(svg("text", { x: LABEL_W - 6, y: y + 15, "text-anchor": "end", class: "label" }, name));
+    box.append(svg("rect", { x: LABEL_W, y, width: Math.max(0, value) * PLOT_W, height: ROW_H - 6, class: "bar", "data-name": name }));
+    box.append(svg("text", { x: LABEL_W + value * PLOT_W + 4, y: y + 15, class: "value" }, Number(value).toFixed(4)));
+  }
+  for (const t of [0, 0.25, 0.5, 0.75, 1]) {
+    box.append(svg("text", { x: LABEL_W + t * PLOT_W, y: bars.length * ROW_H + 18, "text-anchor": "middle", class: "tick" }, String(t)));
+  }
+}
+
+function quantile(sorted, q) {
+  return sorted[Math.min(sorted.length - 1, Math.round(q * (sorted.length - 1)))];
+}
+
+function plotBoxes(box, stages) {
+  box.textContent = "";
+  box.setAttribute("width", LABEL_W + PLOT_W + 60);
+  box.setAttribute("height", stages.length * ROW_H + 24);
+  const all = stages.flatMap(([, v]) => v).map((x) => Math.max(x, 0.001));
+  if (!all.length) return;
+  const lo = Math.floor(Math.log10(Math.min(...all))), hi = Math.ceil(Math.log10(Math.max(...all)));
+  const x = (ms) => LABEL_W + ((Math.log10(Math.max(ms, 0.001)) - lo) / Math.max(hi - lo, 1)) * PLOT_W;
+  for (const [i, [name, values]] of stages.entries()) {
+    const v = [...values].sort((a, b) => a - b);
+    const [p5, p25, p50, p75, p95] = [0.05, 0.25, 0.5, 0.75, 0.95].map((q) => quantile(v, q));
+    const y = i * ROW_H + 4, mid = y + (ROW_H - 6) / 2;
+    const g = svg("g", { class: "stage", "data-stage": name, "data-p50": p50 });
+    g.append(svg("text", { x: LABEL_W - 6, y: y + 15, "text-anchor": "end", class: "label" }, name));
+    g.append(svg("line", { x1: x(p5), x2: x(p95), y1: mid, y2: mid, class: "whisker" }));
+    g.append(svg("rect", { x: x(p25), y, width: Math.max(1, x(p75) - x(p25)), height: ROW_H - 6, class: "box" }));
+    g.append(svg("line", { x1: x(p50), x2: x(p50), y1: y, y2: y + ROW_H - 6, class: "median" }));
+    g.append(svg("text", { x: x(p95) + 4, y: y + 15, class: "value" }, `p50 ${p50.toFixed(1)}`));
+    box.append(g);
+  }
+  for (let e = lo; e <= hi; e++) {
+    box.append(svg("text", { x: x(10 ** e), y: stages.length * ROW_H + 18, "text-anchor": "middle", class: "tick" }, String(10 ** e)));
+  }
 }
 
 show(location.hash.slice(1) || "ask");

@@ -29,6 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -132,6 +133,10 @@ class EvalReport(BaseModel):
     abstain: AbstainReport | None = None
     assembly: AnswerAblation | None = None
     details_file: str | None = None
+    # retrieval mode: each stage's latency per query (ms) of the plain hybrid retrieve, plus
+    # the reranker's when a row reranks (the Quality page and `--plot` draw their spread)
+    stage_ms: dict[str, list[float]] | None = None
+    created_at: float | None = None
 
     def to_json(self, indent: int | None = None) -> str:
         return self.model_dump_json(by_alias=True, indent=indent, exclude_none=True)
@@ -226,9 +231,9 @@ def run_eval(
     by default one is opened on the live index of `settings` and closed after."""
     configs = list(configs) if configs is not None else default_configs(settings)
     if retriever is not None:
-        return _run(settings, retriever, queries, qrels, configs, depth)[0]
+        return _run(settings, retriever, queries, qrels, configs, depth).rows
     with Retriever.open(settings) as opened:
-        return _run(settings, opened, queries, qrels, configs, depth)[0]
+        return _run(settings, opened, queries, qrels, configs, depth).rows
 
 
 def _judged(queries: Queries, qrels: Qrels) -> list[str]:
@@ -236,6 +241,13 @@ def _judged(queries: Queries, qrels: Qrels) -> list[str]:
     if not qids:
         raise ValueError("no query has relevance judgments in this split")
     return qids
+
+
+@dataclass(frozen=True)
+class _RunResult:
+    rows: list[Row]
+    kept: dict[str, list[str]]  # qid -> chunk ranking (BEIR doc ids) of the `keep` config
+    stage_ms: dict[str, list[float]]  # stage -> per-query latency of the plain retrieve
 
 
 def _run(
@@ -246,9 +258,10 @@ def _run(
     configs: Sequence[EvalConfig],
     depth: int,
     keep: str | None = None,
-) -> tuple[list[Row], dict[str, list[str]]]:
+) -> _RunResult:
     """Rows per config, plus (for config `keep`) each query's chunk ranking as BEIR doc ids:
-    the failure report needs chunk ranks, the metrics only document ranks."""
+    the failure report needs chunk ranks, the metrics only document ranks; and each stage's
+    latency per query."""
     qids = _judged(queries, qrels)
     plain = sorted({(c.fusion, c.rrf_k) for c in configs if c.leg is None and not c.transforms})
     plain = plain or [("rrf", DEFAULT_RRF_K)]  # the single-leg configs still need both legs
@@ -258,12 +271,15 @@ def _run(
     runs: dict[str, dict[str, list[tuple[str, float]]]] = {c.name: {} for c in configs}
     latency_ms: dict[str, list[float]] = {c.name: [] for c in configs}
     kept: dict[str, list[str]] = {}
+    stage_ms: dict[str, list[float]] = {}
     retriever.retrieve("warm-up", n=depth)  # first call pays one-off model/store costs
     for qid in qids:
         text = queries[qid]
         results: dict[tuple[Fusion, int, tuple[Transform, ...]], RetrievalResult] = {
             (f, k, ()): retriever.retrieve(text, n=depth, fusion=f, k=k) for f, k in plain
         }
+        for stage, ms in results[(*plain[0], ())].timings_ms.items():
+            stage_ms.setdefault(stage, []).append(round(ms, 3))
         for f, k, t in transformed:
             results[(f, k, t)] = retrieve_transformed(
                 retriever, text, transformers[t], n=depth, fusion=f, k=k
@@ -275,7 +291,9 @@ def _run(
             if config.rerank:
                 t0 = time.perf_counter()
                 top = rerank(text, result.candidates[:RERANK_DEPTH], reranker, RERANK_DEPTH)
-                ms += (time.perf_counter() - t0) * 1000.0
+                rerank_ms = (time.perf_counter() - t0) * 1000.0
+                ms += rerank_ms
+                stage_ms.setdefault(f"rerank ({config.name})", []).append(round(rerank_ms, 3))
                 rescored = [r.candidate.model_copy(update={"score": r.score}) for r in top]
                 head = rescored + result.candidates[RERANK_DEPTH:]
             chunks = ranked_chunks(config, result, head)
@@ -284,7 +302,7 @@ def _run(
             runs[config.name][qid] = aggregate(chunks)
             latency_ms[config.name].append(ms)
     rows = [score_run(c.name, runs[c.name], qrels, latency_ms[c.name]) for c in configs]
-    return rows, kept
+    return _RunResult(rows, kept, stage_ms)
 
 
 def evaluate_retrieval(
@@ -296,19 +314,20 @@ def evaluate_retrieval(
     k: int = DEFAULT_K,
     answers: bool = False,
     configs: Sequence[EvalConfig] | None = None,
-) -> tuple[list[Row], EvalConfig, list[FailureDetail]]:
-    """The ablation rows and the failure report of the pipeline config, in one pass."""
+) -> tuple[list[Row], EvalConfig, list[FailureDetail], dict[str, list[float]]]:
+    """The ablation rows, the failure report of the pipeline config and each stage's
+    latency per query, in one pass."""
     configs = list(configs) if configs is not None else default_configs(settings)
     pipeline = pipeline_config(settings)
     if pipeline.name not in {c.name for c in configs}:
         configs.append(pipeline)
     with Retriever.open(settings) as retriever:
-        rows, ranked = _run(settings, retriever, queries, qrels, configs, depth, pipeline.name)
+        run = _run(settings, retriever, queries, qrels, configs, depth, pipeline.name)
         engine = eval_engine(settings, retriever) if answers else None
         details = classify_failures(
-            queries, qrels, ranked, k=k, depth=depth, engine=engine, config=pipeline
+            queries, qrels, run.kept, k=k, depth=depth, engine=engine, config=pipeline
         )
-    return rows, pipeline, details
+    return run.rows, pipeline, details, run.stage_ms
 
 
 def score_run(
@@ -442,7 +461,7 @@ def evaluate_dataset(
         report = EvalReport(**base, assembly=assembly)
     else:
         settings = index_corpus(corpus, data_dir, settings_overrides)
-        rows, pipeline, failing = evaluate_retrieval(
+        rows, pipeline, failing, stage_ms = evaluate_retrieval(
             settings, asked, qrels, depth=depth, k=k, answers=answers
         )
         report = EvalReport(
@@ -451,6 +470,7 @@ def evaluate_dataset(
             rows=rows,
             failure_config=pipeline.name,
             failures=count_failures(failing, depth, answers),
+            stage_ms=stage_ms,
         )
         details = [d.model_dump() for d in failing]
     folder = Path(data_dir) / "eval"
@@ -459,5 +479,24 @@ def evaluate_dataset(
     details_path = folder / f"{split}.{mode}.details.json"
     details_path.write_text(json.dumps(details, indent=2) + "\n", encoding="utf-8")
     report.details_file = str(details_path)
+    report.created_at = time.time()
     (folder / f"{stem}.json").write_text(report.to_json(indent=2) + "\n", encoding="utf-8")
     return report
+
+
+def saved_reports(data_dir: str | Path) -> list[tuple[str, EvalReport]]:
+    """The reports `evaluate_dataset` saved under `<data_dir>/eval/`, newest first, as
+    (file name, report); per-query details files and unreadable files are left out."""
+    folder = Path(data_dir) / "eval"
+    found = []
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        if path.name.endswith(".details.json"):
+            continue
+        try:
+            report = EvalReport.model_validate_json(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            log.warning("skipping eval report %s: %s", path, exc)
+            continue
+        found.append((report.created_at or path.stat().st_mtime, path.name, report))
+    found.sort(key=lambda f: f[0], reverse=True)
+    return [(name, report) for _, name, report in found]
