@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge
+.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge tune
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -59,6 +59,16 @@ test-fast: install
 # 2 cores; a GPU is used when present). RAGSTREAM_SHARED_DATA points elsewhere.
 judge: install
 	$(BIN)/python -m ragstream.train.judge
+
+# A reranker tuned for the SciFact index (issue 19): indexes the corpus into $(TUNE_DIR) (the
+# first run embeds it, ~5 min), mines hard negatives from its hybrid candidates for the
+# *train* queries, trains on CPU with a fixed seed and writes $(TUNE_DIR)/models/reranker-*/
+# (int8 ONNX); then compares it on the test split (`+rerank(tuned)` rows).
+TUNE_DIR ?= bench/out/scifact-data
+tune: install
+	$(BIN)/ragstream tune ../shared/data/scifact --split train --data-dir $(TUNE_DIR)
+	RAGSTREAM_QUERY__RERANKER=$$(ls -td $(TUNE_DIR)/models/reranker-* | head -1) \
+	  $(BIN)/ragstream eval ../shared/data/scifact --split test --data-dir $(TUNE_DIR)
 
 bench: install
 	$(BIN)/python bench/ingest.py

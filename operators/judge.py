@@ -15,8 +15,6 @@ way); claim verification reads `supports`.
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -26,12 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.settings import switched_off
+from ragstream.operators.cross_encoder import CHARS, OnnxCrossEncoder
 
 BUNDLED = Path(__file__).resolve().parent / "judge_model"
 UNRELATED, SUPPORTS, CONTRADICTS = 0, 1, 2
-_CHARS = 1200  # characters kept per text before tokenizing (>> max_length word pieces)
 
 
 class SupportJudge:
@@ -41,33 +38,11 @@ class SupportJudge:
     def __init__(
         self, model_dir: Path | str = BUNDLED, *, threads: int = 0, memo: int = 4096
     ) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        root = Path(model_dir)
-        try:
-            meta = (
-                json.loads((root / "judge.json").read_text())
-                if (root / "judge.json").exists()
-                else {}
-            )
-            self.max_length = int(meta.get("max_length", 128))
-            self.version = str(meta.get("version", "judge-unversioned"))
-            tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-            options.inter_op_num_threads = 1
-            self._session = ort.InferenceSession(
-                str(root / "model.onnx"), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:
-            raise ModelUnavailableError(
-                f"cannot load the support judge from {root}: {exc}"
-            ) from exc
-        tokenizer.enable_truncation(self.max_length, strategy="longest_first")
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._tokenizer = tokenizer
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._model = OnnxCrossEncoder(
+            model_dir, "judge.json", "the support judge", threads=threads
+        )
+        self.max_length = self._model.max_length
+        self.version = str(self._model.meta.get("version", "judge-unversioned"))
         self._lock = threading.Lock()
         # the answerability judge, the extractive generator and the verifier of one answer
         # read many of the same (sentence, question) pairs: each is scored once
@@ -76,7 +51,7 @@ class SupportJudge:
 
     def probabilities(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> Any:
         """(n, 3) probabilities [unrelated, supports, contradicts], one row per pair."""
-        keys = [(a[:_CHARS], b[:_CHARS]) for a, b in pairs]
+        keys = [(a[:CHARS], b[:CHARS]) for a, b in pairs]
         with self._lock:
             known = {k: self._memo[k] for k in keys if k in self._memo}
         missing = list(dict.fromkeys(k for k in keys if k not in known))
@@ -93,22 +68,9 @@ class SupportJudge:
         return np.stack([known[k] for k in keys]).astype(np.float32)
 
     def _run(self, pairs: Sequence[tuple[str, str]], batch_size: int) -> Any:
-        rows = []
-        for start in range(0, len(pairs), batch_size):
-            batch = list(pairs[start : start + batch_size])
-            with self._lock:  # one tokenizer's padding/truncation state, shared
-                encoded = self._tokenizer.encode_batch(batch)
-            feeds = {
-                "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
-            }
-            logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[
-                0
-            ]
-            shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-            rows.append(shifted / shifted.sum(axis=1, keepdims=True))
-        return np.concatenate(rows).astype(np.float32)
+        logits = self._model.logits(pairs, batch_size)
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
 @cache

@@ -41,7 +41,13 @@ from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
 from ragstream.query.generate import ExtractiveGenerator, Generator, declined
 from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
-from ragstream.query.retrieve import Candidate, FixedSide, LiveSide, Retriever
+from ragstream.query.retrieve import (
+    Candidate,
+    FixedSide,
+    LiveSide,
+    RetrievalResult,
+    Retriever,
+)
 from ragstream.query.transforms import QueryTransformer, endpoint_generator, retrieve_transformed
 from ragstream.query.verify import verify
 
@@ -84,6 +90,13 @@ class QueryEngine:
         the verifier share (they encode mostly the same sentences): the side the answer
         pinned, so a promote or rollback landing mid-answer swaps neither model."""
         return with_vector_memo(self._side().embedder, self.settings.query.vector_memo)
+
+    def _rerank_head(self, result: RetrievalResult, k: int) -> list[Candidate]:
+        """What the reranker re-scores: the best `query.rerank_depth` fused candidates (at
+        least k); without a reranker every candidate (the fused order is cut to k)."""
+        if self.reranker is None:
+            return list(result.candidates)
+        return list(result.candidates[: max(self.settings.query.rerank_depth, k)])
 
     def _side(self) -> LiveSide:
         """The side this answer pinned (`_pinned`), else the live one now."""
@@ -167,7 +180,9 @@ class QueryEngine:
         ranked = _timed(
             timings,
             "rerank",
-            lambda: rerank(request.query, result.candidates, self.reranker, request.k),
+            lambda: rerank(
+                request.query, self._rerank_head(result, request.k), self.reranker, request.k
+            ),
         )
         floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
         return ranked, gate(ranked, rerank_floor=q.rerank_floor, dense_floor=floor)

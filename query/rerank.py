@@ -5,12 +5,18 @@ first-class state, not a crash: `load_reranker(None)` returns None, `rerank` the
 fused order and cuts to k, and the span (and `Answer.reranker`) say so with `NO_RERANKER`.
 A reranker that *is* configured but cannot be loaded offline is a configuration error and
 raises `RerankerUnavailable` with the reason, rather than silently degrading ranking quality.
+
+`ragstream tune` trains one per index: a model directory with `reranker.json` (its version,
+the `max_length` it was trained with, `"tuned": true`) and an int8 `model.onnx`, run by
+`OnnxReranker` without torch. Every reranker reads what the embedder reads: the chunk's
+contextual header (title, section path) and its text.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -18,9 +24,12 @@ from pydantic import BaseModel, ConfigDict
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.settings import switched_off
 from ragstream.core.telemetry import span
+from ragstream.operators.chunk import embedding_text
+from ragstream.operators.cross_encoder import OnnxCrossEncoder
 from ragstream.query.retrieve import Candidate
 
 NO_RERANKER = "none (no cross-encoder configured)"
+RERANKER_META = "reranker.json"  # marks a model directory `ragstream tune` wrote
 # Characters kept per text before tokenizing: far more than max_length word pieces ever need
 # (a word piece is >= 1 char), so the tokenizer's own truncation still decides, but a huge
 # chunk no longer costs a full tokenization pass.
@@ -32,9 +41,13 @@ class RerankerUnavailable(ModelUnavailableError):
 
 
 class Reranker(Protocol):
-    """Anything that scores (query, text) pairs; higher means more relevant."""
+    """Anything that scores (query, text) pairs; higher means more relevant.
+
+    `prior_weight` > 0 orders by the score blended with the fused rank (`blend`): a model
+    trained on a few hundred questions knows things the fusion does not, and vice versa."""
 
     name: str
+    prior_weight: float
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
 
@@ -62,6 +75,7 @@ class CrossEncoderReranker:
         if max_length < 8 or batch_size < 1:
             raise ValueError(f"bad max_length={max_length} / batch_size={batch_size}")
         self.name = name_or_path
+        self.prior_weight = 0.0  # a general cross-encoder's score alone orders
         self.batch_size = batch_size
         self.model: Any = CrossEncoder(
             name_or_path, max_length=max_length, device="cpu", local_files_only=True
@@ -85,6 +99,33 @@ class CrossEncoderReranker:
         return [float(s) for s in scores.reshape(len(texts), -1)[:, 0]]
 
 
+class OnnxReranker:
+    """A tuned reranker (`ragstream tune`): int8 ONNX on onnxruntime, one logit per pair."""
+
+    def __init__(self, model_dir: Path | str, *, batch_size: int = 32) -> None:
+        self._model = OnnxCrossEncoder(model_dir, RERANKER_META, "the tuned reranker")
+        self.version = str(self._model.meta.get("version", "reranker-unversioned"))
+        self.name = f"{self.version} ({model_dir})"
+        self.tuned = bool(self._model.meta.get("tuned", False))
+        # chosen by `ragstream tune` on its held-out queries (0: the score alone)
+        self.prior_weight = float(self._model.meta.get("prior_weight", 0.0))
+        self.batch_size = batch_size
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        if not texts:
+            return []
+        logits = self._model.logits([(query, t) for t in texts], self.batch_size)
+        return [float(x) for x in logits[:, 0]]
+
+
+def is_tuned(spec: str | None) -> bool:
+    """Is `spec` a reranker directory `ragstream tune` wrote (eval names its rows
+    `+rerank(tuned)`)?"""
+    return (
+        bool(spec) and not switched_off(spec or "") and (Path(spec or "") / RERANKER_META).is_file()
+    )
+
+
 def load_reranker(spec: str | None, *, max_length: int = 512) -> Reranker | None:
     """None when not configured (None, "", "none"); else a loaded cross-encoder.
 
@@ -93,6 +134,8 @@ def load_reranker(spec: str | None, *, max_length: int = 512) -> Reranker | None
     """
     if spec is None or switched_off(spec):
         return None
+    if is_tuned(spec):
+        return OnnxReranker(spec.strip())  # its own error names the directory
     try:
         return CrossEncoderReranker(spec.strip(), max_length=max_length)
     except Exception as exc:  # any load failure means: this reranker is not usable here
@@ -115,17 +158,31 @@ def rerank(
         if reranker is None:
             out = [Reranked(candidate=c) for c in candidates[:k]]
         else:
-            scores = reranker.score(query, [c.chunk.text for c in candidates])
+            texts = [embedding_text(c.chunk.context, c.chunk.text) for c in candidates]
+            scores = reranker.score(query, texts)
             if len(scores) != len(candidates):
                 raise RuntimeError(
                     f"reranker {name!r} returned {len(scores)} scores for {len(candidates)} texts"
                 )
-            order = sorted(range(len(candidates)), key=lambda i: _sort_key(scores[i], i))
+            keys = blend(scores, reranker.prior_weight) if reranker.prior_weight else scores
+            order = sorted(range(len(candidates)), key=lambda i: _sort_key(keys[i], i))
             out = [Reranked(candidate=candidates[i], rerank_score=scores[i]) for i in order[:k]]
         sp.set_attribute("returned", len(out))
         if out:
             sp.set_attribute("top_score", out[0].score)
     return out
+
+
+def blend(scores: Sequence[float], prior_weight: float) -> list[float]:
+    """The ordering key of candidates in fused order: each score standardized within the
+    query, plus `prior_weight` × −ln(1 + fused position). 0 keeps the score's own order; a
+    large weight keeps the fused order; NaN scores stay NaN (ordered last)."""
+    finite = [s for s in scores if math.isfinite(s)]
+    mean = sum(finite) / len(finite) if finite else 0.0
+    spread = math.sqrt(sum((s - mean) ** 2 for s in finite) / len(finite)) if finite else 0.0
+    return [
+        (s - mean) / (spread or 1.0) - prior_weight * math.log1p(i) for i, s in enumerate(scores)
+    ]
 
 
 def _sort_key(score: float, index: int) -> tuple[float, int]:
@@ -136,9 +193,12 @@ def _sort_key(score: float, index: int) -> tuple[float, int]:
 __all__ = [
     "NO_RERANKER",
     "CrossEncoderReranker",
+    "OnnxReranker",
     "Reranked",
     "Reranker",
     "RerankerUnavailable",
+    "blend",
+    "is_tuned",
     "load_reranker",
     "rerank",
 ]

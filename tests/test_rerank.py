@@ -7,11 +7,14 @@ path (load, batching, truncation, ordering, k cut, spans) is the real one.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragstream.core.models import IndexedChunk
@@ -20,6 +23,7 @@ from ragstream.query.rerank import (
     CrossEncoderReranker,
     Reranked,
     RerankerUnavailable,
+    blend,
     load_reranker,
     rerank,
 )
@@ -119,8 +123,9 @@ class Fixed:
 
     name = "fixed"
 
-    def __init__(self, scores: dict[str, float]) -> None:
+    def __init__(self, scores: dict[str, float], prior_weight: float = 0.0) -> None:
         self.scores = scores
+        self.prior_weight = prior_weight
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         return [self.scores[t] for t in texts]
@@ -131,6 +136,33 @@ def test_ties_keep_fused_order_and_nan_sorts_last() -> None:
     out = rerank("q", CANDIDATES, Fixed(scores), k=6)
     assert [r.candidate.chunk.point_id for r in out] == ["p1", "p4", "p0", "p2", "p5", "p3"]
     assert isinstance(out[0], Reranked)
+
+
+def test_a_prior_weight_blends_the_score_with_the_fused_rank() -> None:
+    """0: the score alone orders; a large weight: the fused order; in between, a candidate
+    the reranker likes much more can still overtake one fused a place above it."""
+    scores = dict(zip(TEXTS, [0.1, 0.2, 0.3, 0.4, 0.5, 3.0], strict=True))
+    ids = lambda out: [r.candidate.chunk.point_id for r in out]  # noqa: E731
+    assert ids(rerank("q", CANDIDATES, Fixed(scores), k=6))[:2] == ["p5", "p4"]
+    assert ids(rerank("q", CANDIDATES, Fixed(scores, 100.0), k=6)) == [f"p{i}" for i in range(6)]
+    blended = ids(rerank("q", CANDIDATES, Fixed(scores, 1.0), k=6))
+    assert blended[0] == "p5" and blended[1:] == ["p0", "p1", "p2", "p3", "p4"]
+    out = rerank("q", CANDIDATES, Fixed(scores, 1.0), k=1)
+    assert out[0].rerank_score == 3.0  # the model's own score is reported, not the blend
+
+
+@given(st.lists(st.floats(-50, 50).map(lambda x: round(x, 3)), min_size=1, max_size=30),
+       st.floats(0, 10))  # fmt: skip
+def test_blend_is_shift_and_scale_free_and_zero_weight_keeps_the_score_order(
+    scores: list[float], weight: float
+) -> None:
+    keys = blend(scores, weight)
+    shifted = blend([3 * s + 7 for s in scores], weight)
+    assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(keys, shifted, strict=True))
+    plain = blend(scores, 0.0)
+    for i, j in itertools.combinations(range(len(scores)), 2):
+        if scores[i] > scores[j] + 1e-9:
+            assert plain[i] > plain[j]
 
 
 def test_bad_k_and_bad_reranker() -> None:

@@ -23,14 +23,20 @@ Queries = dict[str, str]  # query id -> text
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded relevance
 
 
-def load_beir(dataset_dir: str | Path, split: str = "test") -> tuple[Corpus, Queries, Qrels]:
-    """corpus.jsonl, queries.jsonl and qrels/<split>.tsv (with header) of a BEIR dataset."""
-    root = Path(dataset_dir)
+def load_corpus(dataset_dir: str | Path) -> Corpus:
+    """corpus.jsonl of a BEIR dataset (all a label-free run reads)."""
     corpus: Corpus = {}
-    with (root / "corpus.jsonl").open(encoding="utf-8") as fh:
+    with (Path(dataset_dir) / "corpus.jsonl").open(encoding="utf-8") as fh:
         for line in filter(str.strip, fh):
             d = json.loads(line)
             corpus[str(d["_id"])] = {"title": d.get("title") or "", "text": d.get("text") or ""}
+    return corpus
+
+
+def load_beir(dataset_dir: str | Path, split: str = "test") -> tuple[Corpus, Queries, Qrels]:
+    """corpus.jsonl, queries.jsonl and qrels/<split>.tsv (with header) of a BEIR dataset."""
+    root = Path(dataset_dir)
+    corpus = load_corpus(root)
     queries: Queries = {}
     with (root / "queries.jsonl").open(encoding="utf-8") as fh:
         for line in filter(str.strip, fh):

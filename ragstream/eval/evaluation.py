@@ -64,7 +64,7 @@ from ragstream.eval.failures import (
     count_failures,
     markdown_failures,
 )
-from ragstream.query.rerank import load_reranker, rerank
+from ragstream.query.rerank import is_tuned, load_reranker, rerank
 from ragstream.query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
 from ragstream.query.transforms import (
     TRANSFORMS,
@@ -77,7 +77,6 @@ from ragstream.query.transforms import (
 log = logging.getLogger(__name__)
 
 DEFAULT_DEPTH = 500  # chunks per leg: abstracts split into ~4-5 chunks, recall@100 needs 100 docs
-RERANK_DEPTH = 100  # fused chunks the cross-encoder re-scores (the rest keep fused order)
 DEFAULT_K = QueryRequest.model_fields["k"].default  # chunks an answer is generated from
 Mode = Literal["retrieval", "gold", "abstain", "answers"]
 MODES: tuple[Mode, ...] = ("retrieval", "gold", "abstain", "answers")
@@ -148,18 +147,27 @@ def _reranker_on(settings: Settings) -> bool:
 
 
 def fused_config(
-    fusion: Fusion = "rrf", *, rerank: bool = False, transforms: Iterable[Transform] = ()
+    fusion: Fusion = "rrf",
+    *,
+    rerank: bool = False,
+    transforms: Iterable[Transform] = (),
+    tuned: bool = False,
 ) -> EvalConfig:
-    """A fused config named for what it changes: `hybrid-rrf+keywords`, `hybrid-dbsf+rerank`."""
+    """A fused config named for what it changes: `hybrid-rrf+keywords`, `hybrid-dbsf+rerank`,
+    `hybrid-rrf+rerank(tuned)` (the reranker `ragstream tune` trained for this index)."""
     ts = tuple(t for t in TRANSFORMS if t in set(transforms))
-    name = f"hybrid-{fusion}" + "".join(f"+{t}" for t in ts) + ("+rerank" if rerank else "")
+    reranked = ("+rerank(tuned)" if tuned else "+rerank") if rerank else ""
+    name = f"hybrid-{fusion}" + "".join(f"+{t}" for t in ts) + reranked
     return EvalConfig(name=name, fusion=fusion, rerank=rerank, transforms=ts)
 
 
 def pipeline_config(settings: Settings) -> EvalConfig:
     """The config `ragstream query` runs with these settings: the failure report's subject."""
     return fused_config(
-        "rrf", rerank=_reranker_on(settings), transforms=enabled_transforms(settings.query)
+        "rrf",
+        rerank=_reranker_on(settings),
+        transforms=enabled_transforms(settings.query),
+        tuned=is_tuned(settings.query.reranker),
     )
 
 
@@ -175,7 +183,8 @@ def default_configs(settings: Settings) -> list[EvalConfig]:
         fused_config("dbsf"),
     ]
     if _reranker_on(settings):
-        configs += [fused_config("rrf", rerank=True), fused_config("dbsf", rerank=True)]
+        tuned = is_tuned(settings.query.reranker)
+        configs += [fused_config(f, rerank=True, tuned=tuned) for f in ("rrf", "dbsf")]
     if settings.generator.base_url:
         configs += [fused_config("rrf", transforms=[t]) for t in TRANSFORMS]
     pipeline = pipeline_config(settings)
@@ -268,6 +277,7 @@ def _run(
     transformed = sorted({(c.fusion, c.rrf_k, c.transforms) for c in configs if c.transforms})
     transformers = {t: QueryTransformer.from_settings(settings, t) for _, _, t in transformed}
     reranker = load_reranker(settings.query.reranker) if any(c.rerank for c in configs) else None
+    depth_r = settings.query.rerank_depth  # as the engine: the reranked head, the rest fused
     runs: dict[str, dict[str, list[tuple[str, float]]]] = {c.name: {} for c in configs}
     latency_ms: dict[str, list[float]] = {c.name: [] for c in configs}
     kept: dict[str, list[str]] = {}
@@ -290,12 +300,12 @@ def _run(
             ms, head = _latency(config, result), None
             if config.rerank:
                 t0 = time.perf_counter()
-                top = rerank(text, result.candidates[:RERANK_DEPTH], reranker, RERANK_DEPTH)
+                top = rerank(text, result.candidates[:depth_r], reranker, depth_r)
                 rerank_ms = (time.perf_counter() - t0) * 1000.0
                 ms += rerank_ms
                 stage_ms.setdefault(f"rerank ({config.name})", []).append(round(rerank_ms, 3))
                 rescored = [r.candidate.model_copy(update={"score": r.score}) for r in top]
-                head = rescored + result.candidates[RERANK_DEPTH:]
+                head = rescored + result.candidates[depth_r:]
             chunks = ranked_chunks(config, result, head)
             if config.name == keep:
                 kept[qid] = [doc_key(d) for d, _ in chunks]

@@ -1,0 +1,73 @@
+"""An int8 ONNX cross-encoder run with onnxruntime and `tokenizers` (no torch): the form in
+which every model this project trains ships (`ragstream.train.crossencoder.export_onnx`).
+
+A model directory holds `model.onnx`, `tokenizer.json` and one JSON metadata file (its
+`version` and the `max_length` it was trained with: pairs are truncated to what it saw).
+`OnnxCrossEncoder.logits` gives the raw output per (a, b) pair; the support judge reads it
+as three classes, a tuned reranker as one relevance score.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragstream.core.errors import ModelUnavailableError
+
+CHARS = 1200  # characters kept per text before tokenizing (>> max_length word pieces)
+
+
+class OnnxCrossEncoder:
+    """`model_dir/model.onnx` + `tokenizer.json`, described by `model_dir/<meta_name>`;
+    `what` names the model in the error a missing or broken directory raises."""
+
+    def __init__(
+        self, model_dir: Path | str, meta_name: str, what: str, *, threads: int = 0
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        root = Path(model_dir)
+        try:
+            meta_path = root / meta_name
+            self.meta: dict[str, Any] = (
+                json.loads(meta_path.read_text()) if meta_path.exists() else {}
+            )
+            self.max_length = int(self.meta.get("max_length", 128))
+            tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+            options.inter_op_num_threads = 1
+            self._session = ort.InferenceSession(
+                str(root / "model.onnx"), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise ModelUnavailableError(f"cannot load {what} from {root}: {exc}") from exc
+        tokenizer.enable_truncation(self.max_length, strategy="longest_first")
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tokenizer
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._lock = threading.Lock()  # one tokenizer's padding/truncation state, shared
+
+    def logits(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> Any:
+        """(n, outputs) float32 logits, one row per pair, in order."""
+        rows = []
+        clipped = [(a[:CHARS], b[:CHARS]) for a, b in pairs]
+        for start in range(0, len(clipped), batch_size):
+            batch = clipped[start : start + batch_size]
+            with self._lock:
+                encoded = self._tokenizer.encode_batch(batch)
+            feeds = {
+                "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
+            }
+            wanted = {k: v for k, v in feeds.items() if k in self._inputs}
+            rows.append(np.asarray(self._session.run(None, wanted)[0], dtype=np.float32))
+        return np.concatenate(rows) if rows else np.zeros((0, 1), dtype=np.float32)
