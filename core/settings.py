@@ -118,8 +118,9 @@ class QuerySettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reranker: str | None = None  # any sentence-transformers CrossEncoder name or local path
     # fused candidates the reranker re-scores (a cross-encoder's cost grows with each one;
-    # the answer is built from the best `k` of them)
-    rerank_depth: int = Field(default=50, ge=1, le=1000)
+    # the answer is built from the best `k` of them); None: the reranker's own choice (a
+    # tuned one records the depth chosen on its held-out queries), else 50
+    rerank_depth: int | None = Field(default=None, ge=1, le=1000)
     rerank_floor: float = 0.0
     dense_floor: float | None = None  # None: the calibrated default in query/gate.py
     # answerability (query/answerable.py): an answer needs the best chunk to cover at least

@@ -40,7 +40,7 @@ from ragstream.query.assemble import Context, assemble
 from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
 from ragstream.query.generate import ExtractiveGenerator, Generator, declined
-from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank
+from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank, rerank_depth
 from ragstream.query.retrieve import (
     Candidate,
     FixedSide,
@@ -94,9 +94,8 @@ class QueryEngine:
     def _rerank_head(self, result: RetrievalResult, k: int) -> list[Candidate]:
         """What the reranker re-scores: the best `query.rerank_depth` fused candidates (at
         least k); without a reranker every candidate (the fused order is cut to k)."""
-        if self.reranker is None:
-            return list(result.candidates)
-        return list(result.candidates[: max(self.settings.query.rerank_depth, k)])
+        depth = rerank_depth(self.reranker, self.settings.query.rerank_depth, k)
+        return list(result.candidates[:depth])
 
     def _side(self) -> LiveSide:
         """The side this answer pinned (`_pinned`), else the live one now."""

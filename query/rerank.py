@@ -30,6 +30,7 @@ from ragstream.query.retrieve import Candidate
 
 NO_RERANKER = "none (no cross-encoder configured)"
 RERANKER_META = "reranker.json"  # marks a model directory `ragstream tune` wrote
+DEFAULT_RERANK_DEPTH = 50
 # Characters kept per text before tokenizing: far more than max_length word pieces ever need
 # (a word piece is >= 1 char), so the tokenizer's own truncation still decides, but a huge
 # chunk no longer costs a full tokenization pass.
@@ -48,6 +49,7 @@ class Reranker(Protocol):
 
     name: str
     prior_weight: float
+    depth: int  # fused candidates it re-scores unless `query.rerank_depth` says otherwise
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
 
@@ -76,6 +78,7 @@ class CrossEncoderReranker:
             raise ValueError(f"bad max_length={max_length} / batch_size={batch_size}")
         self.name = name_or_path
         self.prior_weight = 0.0  # a general cross-encoder's score alone orders
+        self.depth = DEFAULT_RERANK_DEPTH
         self.batch_size = batch_size
         self.model: Any = CrossEncoder(
             name_or_path, max_length=max_length, device="cpu", local_files_only=True
@@ -109,6 +112,7 @@ class OnnxReranker:
         self.tuned = bool(self._model.meta.get("tuned", False))
         # chosen by `ragstream tune` on its held-out queries (0: the score alone)
         self.prior_weight = float(self._model.meta.get("prior_weight", 0.0))
+        self.depth = int(self._model.meta.get("rerank_depth") or DEFAULT_RERANK_DEPTH)
         self.batch_size = batch_size
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
@@ -171,6 +175,13 @@ def rerank(
         if out:
             sp.set_attribute("top_score", out[0].score)
     return out
+
+
+def rerank_depth(reranker: Reranker | None, setting: int | None, k: int) -> int | None:
+    """How many fused candidates to re-score (at least k); None (all) without a reranker."""
+    if reranker is None:
+        return None
+    return max(setting or reranker.depth, k)
 
 
 def blend(scores: Sequence[float], prior_weight: float) -> list[float]:

@@ -556,7 +556,7 @@ def tune(
     out.print(
         f"{report.version}: held-out MRR@10 {report.held_mrr10_fused:.4f} (fused) -> "
         f"{report.held_mrr10_tuned:.4f} (tuned, blended with the fused rank at weight "
-        f"{report.prior_weight}), {report.fit_pairs} pairs from "
+        f"{report.prior_weight}, top {report.rerank_depth}), {report.fit_pairs} pairs from "
         f"{report.fit_queries} queries, trained in {report.train_seconds:.0f} s"
     )
     out.print(f"model: {report.model_dir}\nswitch it on: {report.switch_on}")

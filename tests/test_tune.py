@@ -15,13 +15,14 @@ import pytest
 import xxhash
 
 from ragstream.eval.beir import beir_subset, load_beir, write_beir
-from ragstream.query.rerank import OnnxReranker, is_tuned, load_reranker
+from ragstream.query.rerank import OnnxReranker, blend, is_tuned, load_reranker
 from ragstream.train import tune as tune_module
 from ragstream.train.tune import (
     RERANKER_CONFIG,
     Group,
     MineConfig,
     _split,
+    head_order,
     mrr10,
     training_pairs,
     tune_reranker,
@@ -53,6 +54,13 @@ def test_training_pairs_take_the_best_ranked_positives_and_hard_negatives() -> N
     pairs = training_pairs([group("a", "0101000"), group("b", "0000")], mine)
     # b has no retrieved positive: it teaches nothing about ranking and is skipped
     assert pairs == [("qa", "text 1", 1.0), ("qa", "text 0", 0.0), ("qa", "text 2", 0.0)]
+
+
+def test_head_order_reranks_the_head_and_keeps_the_tail_in_fused_order_below() -> None:
+    keys = head_order([0.0, 5.0, 1.0, 9.0, 8.0], depth=3, weight=0.0)
+    order = sorted(range(5), key=lambda i: -keys[i])
+    assert order == [1, 2, 0, 3, 4]  # the head by score; 3 and 4 stay below, fused order
+    assert head_order([2.0, 1.0], depth=5, weight=0.0) == blend([2.0, 1.0], 0.0)
 
 
 def test_the_held_out_split_is_seeded_disjoint_and_complete() -> None:
@@ -92,12 +100,14 @@ def test_tune_trains_a_versioned_onnx_reranker_from_the_train_split_only(
     assert len(onnx) < 40 * 2**20  # int8: tens of MB at most
     meta = json.loads((model / "reranker.json").read_text())
     assert meta["tuned"] is True and meta["split"] == "train" and meta["max_length"] == 64
+    assert meta["rerank_depth"] in (10, 20) and meta["prior_weight"] >= 0.0  # chosen on held
     assert report.fit_queries + report.held_queries == report.queries <= 24
     assert report.fit_pairs > report.fit_queries  # positives and hard negatives per query
     assert 0.0 <= report.held_mrr10_fused <= 1.0 and 0.0 <= report.held_mrr10_tuned <= 1.0
 
     reranker = load_reranker(str(model))
     assert isinstance(reranker, OnnxReranker) and is_tuned(str(model))
+    assert (reranker.depth, reranker.prior_weight) == (meta["rerank_depth"], meta["prior_weight"])
     scores = reranker.score("what does the protein do?", ["a passage", "another passage"])
     assert len(scores) == 2 and all(isinstance(s, float) for s in scores)
 

@@ -64,7 +64,7 @@ from ragstream.eval.failures import (
     count_failures,
     markdown_failures,
 )
-from ragstream.query.rerank import is_tuned, load_reranker, rerank
+from ragstream.query.rerank import is_tuned, load_reranker, rerank, rerank_depth
 from ragstream.query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
 from ragstream.query.transforms import (
     TRANSFORMS,
@@ -277,7 +277,8 @@ def _run(
     transformed = sorted({(c.fusion, c.rrf_k, c.transforms) for c in configs if c.transforms})
     transformers = {t: QueryTransformer.from_settings(settings, t) for _, _, t in transformed}
     reranker = load_reranker(settings.query.reranker) if any(c.rerank for c in configs) else None
-    depth_r = settings.query.rerank_depth  # as the engine: the reranked head, the rest fused
+    # as the engine: the reranked head, the rest in fused order
+    depth_r = rerank_depth(reranker, settings.query.rerank_depth, 1) or depth
     runs: dict[str, dict[str, list[tuple[str, float]]]] = {c.name: {} for c in configs}
     latency_ms: dict[str, list[float]] = {c.name: [] for c in configs}
     kept: dict[str, list[str]] = {}

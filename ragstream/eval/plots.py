@@ -8,7 +8,7 @@ imported only here, so nothing else pays its import time.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ragstream.core.errors import InvalidRequestError
 
@@ -41,14 +41,9 @@ def write_plots(report: EvalReport, folder: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.2), dpi=100)
     bars = ax.barh(names, scores, color="#4c72b0")
     ax.bar_label(bars, labels=[f"{s:.4f}" for s in scores], padding=3, fontsize=9)
-    ax.invert_yaxis()  # the report's order, top to bottom
     ax.set_xlim(0, 1)
-    ax.set_xlabel("nDCG@10")
-    ax.set_title(f"nDCG@10 per configuration — {title}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(folder / NDCG_PNG)
-    written.append(folder / NDCG_PNG)
-    plt.close(fig)
+    what = ("nDCG@10", f"nDCG@10 per configuration — {title}")
+    written.append(_finish(plt, fig, ax, *what, folder / NDCG_PNG))
 
     stages = {k: v for k, v in (report.stage_ms or {}).items() if v}
     if stages:
@@ -57,12 +52,19 @@ def write_plots(report: EvalReport, folder: Path) -> list[Path]:
         data = [[max(x, floor) for x in v] for v in stages.values()]
         ax.boxplot(data, orientation="horizontal", whis=WHISKERS, showfliers=False)
         ax.set_yticks(range(1, len(stages) + 1), list(stages))
-        ax.invert_yaxis()
         ax.set_xscale("log")
-        ax.set_xlabel("ms per query (box p25–p75, line p50, whiskers p5–p95)")
-        ax.set_title(f"Retrieval latency per stage — {title}", fontsize=10)
-        fig.tight_layout()
-        fig.savefig(folder / LATENCY_PNG)
-        written.append(folder / LATENCY_PNG)
-        plt.close(fig)
+        label = "ms per query (box p25–p75, line p50, whiskers p5–p95)"
+        what = (label, f"Retrieval latency per stage — {title}")
+        written.append(_finish(plt, fig, ax, *what, folder / LATENCY_PNG))
     return written
+
+
+def _finish(plt: Any, fig: Any, ax: Any, xlabel: str, title: str, path: Path) -> Path:
+    """Rows top to bottom in the report's order, labels, then the PNG; the figure closed."""
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -44,6 +44,7 @@ from ragstream.train.crossencoder import TrainConfig, export_onnx, train_cross_e
 
 What = Literal["reranker", "embedder", "both"]
 PRIOR_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)  # candidates for the blend with the fused rank
+DEPTHS = (10, 20, 50)  # candidates for how many fused chunks it re-scores (cost grows with it)
 SELF_SUPERVISED_QUERIES = 800  # about SciFact's train split: the same training budget
 RERANKER_CONFIG = TrainConfig(
     keep_layers=(0, 2, 4), labels=1, max_length=160, batch_size=16, epochs=2, learning_rate=7e-5
@@ -84,6 +85,7 @@ class TuneReport(BaseModel):
     held_mrr10_fused: float  # held-out queries: MRR@10 of the index's fused order
     held_mrr10_reranker: float  # the same candidates ordered by the tuned model alone (ONNX)
     prior_weight: float  # the blend with the fused rank chosen on them (query.rerank.blend)
+    rerank_depth: int  # and how many fused candidates it re-scores, chosen with it
     held_mrr10_tuned: float  # ordered as the product will: the model blended (prior_weight)
     mine_seconds: float
     train_seconds: float
@@ -180,16 +182,26 @@ def mrr10(groups: Sequence[Group], scores: Sequence[Sequence[float]] | None = No
     return total / max(1, len(groups))
 
 
-def choose_prior(held: Sequence[Group], reranker: OnnxReranker) -> dict[str, float]:
-    """The blend weight with the best held-out MRR@10 (the smallest on a tie), with the
-    figures of the model alone and blended."""
+def head_order(scores: Sequence[float], depth: int, weight: float) -> list[float]:
+    """Ordering keys as the product ranks: the first `depth` candidates by the blend, then
+    the rest in fused order below them."""
+    head = blend(scores[:depth], weight)
+    floor = min(head, default=0.0)
+    return head + [floor - 1.0 - i for i in range(len(scores) - len(head))]
+
+
+def choose_blend(held: Sequence[Group], reranker: OnnxReranker) -> dict[str, Any]:
+    """The depth and blend weight with the best held-out MRR@10 (the cheapest, then the
+    smallest weight on a tie), with the figures of the model alone and blended."""
     raw = [reranker.score(g.query, [t for t, _, _ in g.candidates]) for g in held]
-    figures = {w: mrr10(held, [blend(s, w) for s in raw]) for w in PRIOR_WEIGHTS}
-    best = max(PRIOR_WEIGHTS, key=lambda w: (figures[w], -w))
+    grid = [(d, w) for d in DEPTHS for w in PRIOR_WEIGHTS]
+    figures = {(d, w): mrr10(held, [head_order(s, d, w) for s in raw]) for d, w in grid}
+    depth, weight = max(grid, key=lambda dw: (figures[dw], -dw[0], -dw[1]))
     return {
-        "prior_weight": best,
-        "held_mrr10_reranker": round(figures[0.0], 4),
-        "held_mrr10_tuned": round(figures[best], 4),
+        "rerank_depth": depth,
+        "prior_weight": weight,
+        "held_mrr10_reranker": round(figures[(max(DEPTHS), 0.0)], 4),
+        "held_mrr10_tuned": round(figures[(depth, weight)], 4),
     }
 
 
@@ -268,6 +280,7 @@ def tune_reranker(
         held_mrr10_fused=round(mrr10(held), 4),
         held_mrr10_reranker=0.0,
         prior_weight=0.0,
+        rerank_depth=mine.depth,
         held_mrr10_tuned=0.0,
         mine_seconds=round(mine_s, 1),
         train_seconds=float(record["train_seconds"]),
@@ -276,6 +289,6 @@ def tune_reranker(
         switch_on=f"RAGSTREAM_QUERY__RERANKER={out}",
     )
     (out / RERANKER_META).write_text(report.model_dump_json(indent=2) + "\n")
-    report = report.model_copy(update=choose_prior(held, OnnxReranker(out)))
+    report = report.model_copy(update=choose_blend(held, OnnxReranker(out)))
     (out / RERANKER_META).write_text(report.model_dump_json(indent=2) + "\n")
     return report
