@@ -121,6 +121,7 @@ def test_tune_trains_a_versioned_onnx_reranker_from_the_train_split_only(
     )  # fmt: skip
     assert splits == ["train", "train"] and free.self_supervised and free.split.startswith("none")
     assert free.queries == 10 and free.held_mrr10_fused == 1.0  # the chunk holds the sentence
+    assert (free.rerank_depth, free.prior_weight) == (10, 2.0)  # the supervised run's blend
     assert free.version != report.version and (Path(free.model_dir) / "model.onnx").is_file()
 
     from ragstream.core.settings import Settings
