@@ -330,6 +330,11 @@ def test_quality_shows_the_last_eval_as_a_table_and_plots(
     ):
         browser.get(f"{url}/?quality=1#quality")
         wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#quality-rows tbody tr"))
+        loaded = browser.execute_script(
+            "return performance.getEntriesByType('navigation')[0].loadEventEnd"
+        )
+        print(f"Quality page: load {loaded:.0f} ms")
+        assert 0 < loaded < 1000, loaded  # target: a page renders in under 1 s
         rows = browser.find_elements(By.CSS_SELECTOR, "#quality-rows tbody tr")
         assert [r.get_attribute("data-name") for r in rows] == names
         ndcg = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
