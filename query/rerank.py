@@ -189,11 +189,11 @@ def blend(scores: Sequence[float], prior_weight: float) -> list[float]:
     query, plus `prior_weight` × −ln(1 + fused position). 0 keeps the score's own order; a
     large weight keeps the fused order; NaN scores stay NaN (ordered last)."""
     finite = [s for s in scores if math.isfinite(s)]
-    mean = sum(finite) / len(finite) if finite else 0.0
-    spread = math.sqrt(sum((s - mean) ** 2 for s in finite) / len(finite)) if finite else 0.0
-    return [
-        (s - mean) / (spread or 1.0) - prior_weight * math.log1p(i) for i, s in enumerate(scores)
-    ]
+    mean = math.fsum(finite) / len(finite) if finite else 0.0
+    spread = math.sqrt(math.fsum((s - mean) ** 2 for s in finite) / len(finite)) if finite else 0.0
+    if spread <= 1e-9 * max(1.0, abs(mean)):  # equal scores (up to rounding): no information
+        spread = math.inf
+    return [(s - mean) / spread - prior_weight * math.log1p(i) for i, s in enumerate(scores)]
 
 
 def _sort_key(score: float, index: int) -> tuple[float, int]:

@@ -220,15 +220,14 @@ def test_reindex_start_promote_and_roll_back_to_the_static_embedder(
         return str(browser.find_element(By.ID, "phase").text)
 
     def serving() -> str:
-        rows = browser.find_elements(By.CSS_SELECTOR, "#reindex-sides tbody tr")
-        named = [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows]
-        return next(
-            (
-                n
-                for r, n in zip(rows, named, strict=True)
-                if r.get_attribute("data-serving") == "true"
-            ),
-            "",
+        """The serving side's embedder, read in one script: the page redraws the table every
+        second, so row elements found one call earlier may be gone (stale) by the next."""
+        return str(
+            browser.execute_script(
+                "const rows = [...document.querySelectorAll('#reindex-sides tbody tr')];"
+                "const row = rows.find(r => r.dataset.serving === 'true');"
+                "return row ? row.cells[1].textContent : '';"
+            )
         )
 
     def press(button: str) -> None:
