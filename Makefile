@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge tune
+.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge tune tune-embedder
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -69,6 +69,16 @@ tune: install
 	$(BIN)/ragstream tune ../shared/data/scifact --split train --data-dir $(TUNE_DIR)
 	RAGSTREAM_QUERY__RERANKER=$$(ls -td $(TUNE_DIR)/models/reranker-* | head -1) \
 	  $(BIN)/ragstream eval ../shared/data/scifact --split test --data-dir $(TUNE_DIR)
+
+# The SciFact index's embedder fine-tuned on the *train* queries (issue 19), then re-embedded
+# blue/green into a new side and promoted only when the eval gate shows a gain (on the test
+# split, never read by tune); when it does not, the new side is dropped and nothing changes.
+tune-embedder: install
+	$(BIN)/ragstream tune ../shared/data/scifact --split train --data-dir $(TUNE_DIR) --what embedder
+	$(BIN)/ragstream reindex start --data-dir $(TUNE_DIR) --wait \
+	  --embedder $$(ls -td $(TUNE_DIR)/models/embedder-* | head -1)
+	$(BIN)/ragstream reindex promote --data-dir $(TUNE_DIR) --eval-dataset ../shared/data/scifact \
+	  --eval-margin -0.001 || $(BIN)/ragstream reindex abort --data-dir $(TUNE_DIR)
 
 bench: install
 	$(BIN)/python bench/ingest.py

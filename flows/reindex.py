@@ -285,6 +285,9 @@ def promote(
                 reasons.append(
                     f"eval: nDCG@10 {after:.4f} on the new side is below the old side's "
                     f"{before:.4f} by more than {eval_margin}"
+                    if eval_margin >= 0  # a negative margin is a gain the new side must show
+                    else f"eval: nDCG@10 {after:.4f} on the new side does not beat the old "
+                    f"side's {before:.4f} by {-eval_margin}"
                 )
         result = GateResult.model_validate(
             {**gate, "passed": not reasons, "reason": "; ".join(reasons) or "ok"}

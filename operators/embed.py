@@ -151,7 +151,7 @@ def _token_counter(tokenizer_json: str) -> Callable[[Sequence[str]], list[int]]:
     return count
 
 
-def _weight_files(root: Path) -> list[Path]:
+def weight_files(root: Path) -> list[Path]:
     suffixes = {".safetensors", ".onnx", ".bin"}
     return [p for p in root.rglob("*") if p.suffix in suffixes and p.is_file()]
 
@@ -168,7 +168,7 @@ def _sentence_transformer(name: str, path: str) -> Embedder:
         return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True))
 
     version = EmbedderVersion(
-        name=name, fingerprint=weights_fingerprint(_weight_files(root)), dimension=dim
+        name=name, fingerprint=weights_fingerprint(weight_files(root)), dimension=dim
     )
     max_len = int(model.max_seq_length or 512)
     return Embedder(version, max_len, name, _token_counter(backend), encode)
@@ -253,7 +253,7 @@ def _static() -> Embedder:
     dim = int(model.get_embedding_dimension() or 64)
     version = EmbedderVersion(
         name="tokenlearn-static-model",
-        fingerprint=weights_fingerprint(_weight_files(root)),
+        fingerprint=weights_fingerprint(weight_files(root)),
         dimension=dim,
     )
     counter = _token_counter((root / "tokenizer.json").read_text())

@@ -26,6 +26,7 @@ from ragstream.cli_options import AllowMass, AsJson, DataDir, Paths, Workers
 from ragstream.core.errors import EXIT_GUARD, InvalidRequestError, RagstreamError
 from ragstream.core.models import DocOutcome, StatusReport, SyncReport
 from ragstream.reindex_cli import app as reindex_app
+from ragstream.tune_cli import tune
 
 if TYPE_CHECKING:
     from ragstream.core.answers import Answer, QueryFilters, Retrieval
@@ -44,6 +45,7 @@ app.add_typer(reindex_app, name="reindex", help="blue/green reindex on an embedd
 app.command()(verify)
 app.command()(files)
 app.command()(file)
+app.command()(tune)
 err = Console(stderr=True)
 out = Console()
 
@@ -509,57 +511,6 @@ def eval_(
     print(markdown_report(report))
     for path in written:
         err.print(f"wrote {path}")
-
-
-@app.command()
-def tune(
-    dataset_dir: Annotated[Path, typer.Argument(help="a BEIR-format dataset folder")],
-    data_dir: Annotated[
-        Path, typer.Option("--data-dir", help="data dir the corpus is indexed into (reused)")
-    ],
-    split: Annotated[str, typer.Option(help="the split trained on: qrels/<split>.tsv")] = "train",
-    what: Annotated[str, typer.Option(help="reranker | embedder | both")] = "reranker",
-    self_supervised: Annotated[
-        bool,
-        typer.Option("--self-supervised", help="train on pairs made from the corpus (no qrels)"),
-    ] = False,
-    limit_queries: Annotated[
-        int | None, typer.Option("--limit-queries", help="only the first N judged queries")
-    ] = None,
-    as_json: AsJson = False,
-) -> None:
-    """Train a reranker for this index's corpus from its own hybrid candidates (offline, CPU,
-    fixed seed) into DATA_DIR/models/; switch it on with `query.reranker` and compare with
-    `ragstream eval` (rows `+rerank(tuned)`). Reads only SPLIT."""
-    from ragstream.core.errors import InvalidRequestError
-    from ragstream.train.tune import tune_reranker
-
-    if what not in ("reranker", "embedder", "both"):
-        raise typer.BadParameter("expected reranker, embedder or both", param_hint="--what")
-    if what != "reranker":
-        raise InvalidRequestError(
-            "not built yet: `tune --what embedder|both` (issue 19); `--what reranker` is"
-        )
-    if split == "test" and not self_supervised:
-        err.print("warning: tuning on the test split makes its eval figures meaningless")
-    report = tune_reranker(
-        dataset_dir,
-        data_dir,
-        split,
-        limit_queries=limit_queries,
-        self_supervised=self_supervised,
-        progress=err.print,  # stderr: --json keeps stdout to the one JSON object
-    )
-    if as_json:
-        print(report.model_dump_json())
-        return
-    out.print(
-        f"{report.version}: held-out MRR@10 {report.held_mrr10_fused:.4f} (fused) -> "
-        f"{report.held_mrr10_tuned:.4f} (tuned, blended with the fused rank at weight "
-        f"{report.prior_weight}, top {report.rerank_depth}), {report.fit_pairs} pairs from "
-        f"{report.fit_queries} queries, trained in {report.train_seconds:.0f} s"
-    )
-    out.print(f"model: {report.model_dir}\nswitch it on: {report.switch_on}")
 
 
 @app.command()

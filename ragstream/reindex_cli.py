@@ -177,7 +177,11 @@ def promote(
     ] = None,
     eval_split: Annotated[str, typer.Option(help="qrels split of the eval gate")] = "test",
     eval_margin: Annotated[
-        float | None, typer.Option(help="max nDCG@10 drop allowed (default from settings)")
+        float | None,
+        typer.Option(
+            help="max nDCG@10 drop allowed (default from settings); negative: the gain "
+            "required (a tuned embedder is promoted only when better)"
+        ),
     ] = None,
     eval_limit_queries: Annotated[int | None, typer.Option(help="first N judged queries")] = None,
 ) -> None:

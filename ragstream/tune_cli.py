@@ -1,0 +1,134 @@
+"""`ragstream tune`: train models for this index's corpus (issue 19), with a progress bar
+per phase (mining, then each model) on stderr; `--json` keeps stdout to one JSON object."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ragstream.cli_options import AsJson
+
+out = Console()
+err = Console(stderr=True)
+Steps = Callable[[int, int], None]
+PHASES = {
+    "mine": "mining candidates",
+    "reranker": "training reranker",
+    "embedder": "training embedder",
+}
+
+
+@contextmanager
+def phase_bars() -> Iterator[Callable[[str], Steps]]:
+    """`bars(phase)` is the (done, total) callback of that phase's bar, added on first use."""
+    columns = (
+        TextColumn("{task.description:<18}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err) as progress:
+        tasks: dict[str, TaskID] = {}
+
+        def bar(phase: str) -> Steps:
+            def update(done: int, total: int) -> None:
+                if phase not in tasks:
+                    tasks[phase] = progress.add_task(PHASES.get(phase, phase), total=total)
+                progress.update(tasks[phase], total=total, completed=done)
+
+            return update
+
+        yield bar
+
+
+def tune(
+    dataset_dir: Annotated[Path, typer.Argument(help="a BEIR-format dataset folder")],
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="data dir the corpus is indexed into (reused)")
+    ],
+    split: Annotated[str, typer.Option(help="the split trained on: qrels/<split>.tsv")] = "train",
+    what: Annotated[str, typer.Option(help="reranker | embedder | both")] = "reranker",
+    self_supervised: Annotated[
+        bool,
+        typer.Option("--self-supervised", help="train on pairs made from the corpus (no qrels)"),
+    ] = False,
+    limit_queries: Annotated[
+        int | None, typer.Option("--limit-queries", help="only the first N judged queries")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Train a reranker and/or adapt the embedder for this index's corpus from its own
+    hybrid candidates (offline, CPU, fixed seed) into DATA_DIR/models/. Nothing changes until
+    you switch them on: the reranker with `query.reranker` (compare with `ragstream eval`,
+    rows `+rerank(tuned)`), the embedder with `reindex start --embedder DIR` then `reindex
+    promote --eval-dataset` (the eval gate). Reads only SPLIT."""
+    from ragstream.train.tune import MineConfig, mine_index, tune_reranker
+    from ragstream.train.tune_embedder import tune_embedder
+
+    if what not in ("reranker", "embedder", "both"):
+        raise typer.BadParameter("expected reranker, embedder or both", param_hint="--what")
+    if split == "test" and not self_supervised:
+        err.print("warning: tuning on the test split makes its eval figures meaningless")
+    reports: dict[str, BaseModel] = {}
+    with phase_bars() as bars:
+        mined = mine_index(
+            dataset_dir, data_dir, split, MineConfig(), limit_queries=limit_queries,
+            self_supervised=self_supervised, on_step=bars("mine"),
+        )  # fmt: skip
+        err.print(f"mined {len(mined.groups)} queries ({mined.seconds:.0f} s)")
+        if what in ("reranker", "both"):
+            reports["reranker"] = tune_reranker(
+                dataset_dir, data_dir, split, mined=mined, progress=err.print, on_step=bars
+            )
+        if what in ("embedder", "both"):
+            reports["embedder"] = tune_embedder(
+                data_dir, mined, dataset_dir=dataset_dir, progress=err.print, on_step=bars
+            )
+    if as_json:
+        dumped = {k: json.loads(r.model_dump_json()) for k, r in reports.items()}
+        print(json.dumps(dumped.get(what, {"what": what, **dumped})))
+        return
+    _summary(reports)
+
+
+def _summary(reports: dict[str, BaseModel]) -> None:
+    from ragstream.train.tune import TuneReport
+    from ragstream.train.tune_embedder import EmbedderTuneReport
+
+    rerank = reports.get("reranker")
+    if isinstance(rerank, TuneReport):
+        out.print(
+            f"{rerank.version}: held-out MRR@10 {rerank.held_mrr10_fused:.4f} (fused) -> "
+            f"{rerank.held_mrr10_tuned:.4f} (tuned, blended with the fused rank at weight "
+            f"{rerank.prior_weight}, top {rerank.rerank_depth}), {rerank.fit_pairs} pairs from "
+            f"{rerank.fit_queries} queries, trained in {rerank.train_seconds:.0f} s"
+        )
+        out.print(f"model: {rerank.model_dir}\nswitch it on: {rerank.switch_on}")
+    emb = reports.get("embedder")
+    if isinstance(emb, EmbedderTuneReport):
+        verdict = "better" if emb.improved else "NOT better: keep the live one"
+        out.print(
+            f"{emb.version}: held-out MRR@10 of the embedder alone {emb.held_mrr10_base:.4f} "
+            f"(live {emb.base_embedder.rsplit('/', 1)[-1]}) -> {emb.held_mrr10_tuned:.4f} "
+            f"({verdict}), {emb.fit_triples} triples from {emb.fit_queries} queries, trained "
+            f"in {emb.train_seconds:.0f} s"
+        )
+        out.print(f"model: {emb.model_dir}\nreindex: {emb.reindex_with}\nthen: {emb.promote_with}")
