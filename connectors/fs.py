@@ -25,6 +25,7 @@ import xxhash
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
 from ragstream.core.ids import doc_id as make_doc_id
+from ragstream.core.ids import partition_of
 from ragstream.core.models import FileEvent, FileFingerprint, GuardReport
 from ragstream.core.settings import SourceConfig
 
@@ -253,6 +254,11 @@ class FolderSourceConfig:
     max_delete_fraction: float = 0.5
     min_docs_for_guard: int = 10
     allow_mass_delete: bool = False
+    partition: tuple[int, int] = (0, 1)  # (index, count): own only these documents' events
+
+    def owns(self, doc: str) -> bool:
+        index, count = self.partition
+        return partition_of(doc, count) == index
 
 
 class FolderPartition(StatefulSourcePartition[FileEvent, None]):
@@ -310,10 +316,13 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
         return observer
 
     def _plan(self) -> None:
-        known = self._known_fn()
+        owns = self._cfg.owns  # another partition's documents are another replica's business
+        known = {d: fps for d, fps in self._known_fn().items() if owns(d)}
         for source in self._cfg.sources:
             found = [
-                (d, p, fingerprint_of(p)) for d, p in scan_source(source, self._cfg.path_filter)
+                (d, p, fingerprint_of(p))
+                for d, p in scan_source(source, self._cfg.path_filter)
+                if owns(d)
             ]
             events, guard = plan_catch_up(
                 source,
@@ -394,7 +403,7 @@ class FolderPartition(StatefulSourcePartition[FileEvent, None]):
             self._plan()
         if not self._queue and self._observer is not None:
             for raw in self._debouncer.ready():
-                for event in self._events_for(raw):
+                for event in filter(lambda e: self._cfg.owns(e.doc_id), self._events_for(raw)):
                     self._remember(event)
                     self._queue.append(event)
         if self._queue:

@@ -67,3 +67,10 @@ def prefix_key(path_prefix: str) -> str:
     ("src:docs/rea") therefore never matches "src:docs/readme.md".
     """
     return path_prefix if path_prefix.endswith((":", "/")) else path_prefix + "/"
+
+
+def partition_of(doc: str, count: int) -> int:
+    """Which of `count` sync partitions owns a document: a stable hash of its id (xxh64, the
+    same on every machine and Python run), so N sync replicas each take a fixed share of the
+    documents, and every event of one document (edit, move, delete) goes to the same one."""
+    return xxhash.xxh64_intdigest(doc.encode()) % count if count > 1 else 0

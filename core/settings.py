@@ -216,6 +216,11 @@ class Settings(BaseSettings):
     # documents at a time (0 = all): drift counts go to `status` and the OTel gauge
     verify_every_s: float = Field(default=900.0, ge=0.0)
     verify_sample: int = Field(default=200, ge=0)
+    # scale-out ingest (server mode): N sync replicas against one Qdrant server, each owning
+    # the documents whose `partition_of(doc_id, N)` is its index (README "Ingest that scales
+    # out"); 1 = one replica owns everything
+    sync_partition_index: int = Field(default=0, ge=0)
+    sync_partition_count: int = Field(default=1, ge=1)
     mass_delete_fraction: float = 0.5
     mass_delete_min_docs: int = 10
     query: QuerySettings = Field(default_factory=QuerySettings)

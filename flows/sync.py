@@ -55,7 +55,7 @@ from ragstream.connectors.fs import (
 )
 from ragstream.connectors.protocols import STALE_FINGERPRINT
 from ragstream.connectors.vector_stores import StoreBusyError
-from ragstream.core.errors import RagstreamError
+from ragstream.core.errors import InvalidRequestError, RagstreamError
 from ragstream.core.memory import release_free_heap
 from ragstream.core.models import DocOutcome, FileEvent, SyncReport
 from ragstream.core.settings import Settings
@@ -235,6 +235,22 @@ class IndexSink(FixedPartitionedSink[ParsedWork, None]):
         return _IndexPartition(self._owner.runtime(), self._handler)
 
 
+def sync_partition(s: Settings) -> tuple[int, int]:
+    """(index, count) of this sync replica's share of the documents, checked: a partitioned
+    ingest needs one store that every replica writes and every query reads, for both legs
+    (a Qdrant server with the sparse BM25 leg); embedded stores have one owner."""
+    index, count = s.sync_partition_index, s.sync_partition_count
+    if index >= count:
+        raise InvalidRequestError(f"sync partition {index} of {count}: the index must be < count")
+    if count > 1 and (s.vector_backend != "qdrant" or s.lexical != "sparse"):
+        raise InvalidRequestError(
+            f"sync partitions ({count}) need one shared store for both legs: vector_backend "
+            f"'qdrant' with a server URL and the sparse BM25 leg (this data dir: "
+            f"{s.vector_backend} + {s.lexical}); the embedded stores have a single owner"
+        )
+    return index, count
+
+
 def build_flow(
     owner: StoreOwner,
     *,
@@ -257,6 +273,7 @@ def build_flow(
         max_delete_fraction=s.mass_delete_fraction,
         min_docs_for_guard=s.mass_delete_min_docs,
         allow_mass_delete=allow_mass_delete,
+        partition=sync_partition(s),
     )
     source = FolderSource(cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns)
     reader = DocReader(s.max_file_bytes, s.parse_timeout_s)
