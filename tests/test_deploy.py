@@ -65,13 +65,13 @@ def test_every_yaml_parses(path: Path) -> None:
 def test_compose_services() -> None:
     (compose,) = _docs("compose.yaml")
     services = compose["services"]
-    assert {"qdrant", "otel-collector", "jaeger", "sync", "query"} <= set(services)
+    assert {"qdrant", "otel-collector", "jaeger", "sync-0", "sync-1", "query"} <= set(services)
     for svc in services.values():
         assert "image" in svc or "build" in svc
         for port in svc.get("ports", []):
             assert isinstance(port, int) or re.fullmatch(r"\d+:\d+", port), port
     assert "query-init" not in services  # stateless query side: no index to rebuild
-    for name in ("sync", "query"):
+    for name in ("sync-0", "sync-1", "query"):
         svc = services[name]
         _check_command(svc["command"])
         env = svc["environment"]
@@ -82,12 +82,19 @@ def test_compose_services() -> None:
         for key, value in env.items():
             _check_env_name(key)
             assert isinstance(value, str)
-    assert services["sync"]["command"][:2] == ["watch", "/docs"]
-    assert "./docs:/docs:ro" in services["sync"]["volumes"]
     assert "8765:8765" in services["query"]["ports"]
-    assert {v.split(":")[0] for v in services["sync"]["volumes"]}.isdisjoint(
-        v.split(":")[0] for v in services["query"].get("volumes", [])
-    ), "the sync data dir (its state) has one owner"
+    workers = [services["sync-0"], services["sync-1"]]  # scale-out ingest: one share each
+    shares = {(w["environment"]["RAGSTREAM_SYNC_PARTITION_INDEX"],
+               w["environment"]["RAGSTREAM_SYNC_PARTITION_COUNT"]) for w in workers}  # fmt: skip
+    assert shares == {("0", "2"), ("1", "2")}
+    data_volumes = [{v.split(":")[0] for v in w["volumes"]} - {"./docs"} for w in workers]
+    for worker, own in zip(workers, data_volumes, strict=True):
+        assert worker["command"][:2] == ["watch", "/docs"]
+        assert "./docs:/docs:ro" in worker["volumes"]
+        others = [v for v in data_volumes if v is not own] + [
+            {v.split(":")[0] for v in services["query"].get("volumes", [])}
+        ]
+        assert all(own.isdisjoint(o) for o in others), "each sync data dir has one owner"
 
 
 def test_otel_collector_pipeline() -> None:
@@ -112,7 +119,11 @@ def test_k8s_objects() -> None:
         assert isinstance(value, str)
     (sts,) = by_kind["StatefulSet"]
     assert sts["spec"]["serviceName"] and sts["spec"]["volumeClaimTemplates"]
-    assert sts["spec"]["replicas"] == 1
+    (sync,) = sts["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in sync["env"]}
+    assert sts["spec"]["replicas"] == int(env["RAGSTREAM_SYNC_PARTITION_COUNT"]["value"]) >= 2
+    ordinal = env["RAGSTREAM_SYNC_PARTITION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert ordinal == "metadata.labels['apps.kubernetes.io/pod-index']"
     workloads = [sts, *by_kind["Deployment"]]
     for wl in workloads:
         labels = wl["spec"]["template"]["metadata"]["labels"]
@@ -125,7 +136,7 @@ def test_k8s_objects() -> None:
                 assert isinstance(port["containerPort"], int)
             for env in c.get("env", []):
                 _check_env_name(env["name"])
-                assert isinstance(env["value"], str)
+                assert isinstance(env.get("value"), str) or "fieldRef" in env["valueFrom"]
             for ref in c.get("envFrom", []):
                 assert ref["configMapRef"]["name"] == cm["metadata"]["name"]
     deployments = {d["metadata"]["name"]: d for d in by_kind["Deployment"]}

@@ -67,7 +67,8 @@ def test_a_partitioned_sync_needs_one_shared_store_for_both_legs(tmp_path: Path)
         data_dir=tmp_path, vector_backend="qdrant", lexical_backend="sparse",
         sync_partition_index=1, sync_partition_count=2,
     )  # fmt: skip
-    assert sync_partition(server) == (1, 2) and sync_partition(Settings(data_dir=tmp_path)) == (0, 1)
+    assert sync_partition(server) == (1, 2)
+    assert sync_partition(Settings(data_dir=tmp_path)) == (0, 1)
 
 
 @pytest.mark.slow
