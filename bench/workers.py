@@ -12,8 +12,11 @@ temp folder and syncs them into a fresh data dir per configuration:
   real processes, wall time from launch to the last exit (interpreter start and model load
   included, in every row alike).
 
+- partitions (`--partitions`, issue 18): 1 then 2 `ragstream sync` processes, each owning
+  a partition of the documents with one torch thread, and the parallel efficiency.
+
     nice -n 10 .venv/bin/python bench/workers.py [--workers 1 2] [--max-bytes 120000]
-        [--limit N] [--no-processes]
+        [--limit N] [--no-processes] [--no-threads] [--partitions] [--scifact N]
 """
 
 from __future__ import annotations
@@ -147,12 +150,66 @@ def processes(folder: Path, work: Path, counts: Sequence[int]) -> None:
         )
 
 
+def partitions(folder: Path, work: Path, counts: Sequence[int]) -> dict[int, float]:
+    """Scale-out ingest (issue 18): n `ragstream sync` processes, process i owning partition
+    i of n (`RAGSTREAM_SYNC_PARTITION_*`), each with ONE torch/BLAS thread (so n processes use
+    n cores), the server code path (qdrant-client + the sparse BM25 leg). qdrant-client's local
+    mode is the only Qdrant installable here and holds one process, so each process writes
+    its own local store (a server would take all of them; the store is ~2 % of ingest time,
+    README). Rate: chunks embedded by all ÷ the slowest process's flow seconds (its model
+    load included, interpreter start-up not); returns {n: chunks/s}."""
+    rates: dict[int, float] = {}
+    for n in counts:
+        started = time.perf_counter()
+        procs = []
+        for i in range(n):
+            env = dict(
+                os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                RAGSTREAM_VECTOR_BACKEND="qdrant", RAGSTREAM_LEXICAL_BACKEND="sparse",
+                RAGSTREAM_SYNC_PARTITION_INDEX=str(i), RAGSTREAM_SYNC_PARTITION_COUNT=str(n),
+            )  # fmt: skip
+            cmd = [sys.executable, "-m", "ragstream.cli", "sync", str(folder), "--json"]
+            cmd += ["--data-dir", str(work / f"part-{n}-{i}")]
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
+        outs = [p.communicate()[0] for p in procs]
+        wall = time.perf_counter() - started
+        if any(p.returncode for p in procs):
+            raise SystemExit(f"a sync process of the {n}-partition run failed")
+        reports = [json.loads(out.strip().splitlines()[-1]) for out in outs]
+        chunks = sum(int(r["chunks_embedded"]) for r in reports)
+        docs = sum(int(r["docs_seen"]) for r in reports)
+        flow_s = max(float(r["seconds"]) for r in reports)
+        rates[n] = chunks / flow_s
+        shares = "/".join(str(r["chunks_embedded"]) for r in reports)
+        extra = (
+            f"1 thread each; flow s of the slowest; chunks per process {shares}; wall {wall:.1f}s"
+        )
+        print(row("partitions", n, docs, chunks, flow_s, extra), flush=True)
+    return rates
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--max-bytes", type=int, default=120_000)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--no-processes", action="store_true")
+    ap.add_argument("--no-threads", action="store_true")
+    ap.add_argument(
+        "--partitions", action="store_true", help="scale-out ingest: -p 1 vs -p 2 partitions"
+    )
+    ap.add_argument(
+        "--scifact", type=int, default=0, help="corpus: the first N SciFact abstracts instead"
+    )
     args = ap.parse_args()
     files = pick_docs(args.max_bytes, args.limit)
     load = os.getloadavg()[0]
@@ -163,10 +220,22 @@ def main() -> None:
     print(HEADER)
     with tempfile.TemporaryDirectory(prefix="ragstream-workers-") as tmp:
         work = Path(tmp)
-        folder = copy_folder(files, work / "docs")
-        threads(folder, work, args.workers)
+        if args.scifact:
+            from tests._scifact import corpus, write_markdown
+
+            folder = work / "docs"
+            write_markdown(corpus(args.scifact), folder)
+            print(f"corpus: the first {args.scifact} SciFact abstracts as Markdown instead")
+        else:
+            folder = copy_folder(files, work / "docs")
+        if not args.no_threads:
+            threads(folder, work, args.workers)
         if not args.no_processes:
             processes(folder, work, args.workers)
+        if args.partitions:
+            rates = partitions(folder, work, [1, 2])
+            efficiency = rates[2] / (2 * rates[1])
+            print(f"parallel efficiency (-p 2 / (2 x -p 1)): {efficiency:.3f} (target >= 0.8)")
 
 
 if __name__ == "__main__":
