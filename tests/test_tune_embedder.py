@@ -27,7 +27,8 @@ from ragstream.train.embedder import (
     in_batch_mask,
     masked_mnrl,
 )
-from ragstream.train.tune import Group
+from ragstream.train.tune import Group, MineConfig, mine_index
+from ragstream.train.tune_embedder import tune_embedder
 
 
 def test_triples_pair_the_kth_judged_chunk_with_the_kth_hard_negative() -> None:
@@ -88,6 +89,8 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     )
     assert tuned.exit_code == 0, tuned.output
     report = json.loads(tuned.stdout.strip().splitlines()[-1])
+    for phase in ("mining candidates", "training reranker", "training embedder"):
+        assert phase in tuned.stderr  # a progress bar per phase (stderr: stdout is the JSON)
     assert report["what"] == "both" and report["reranker"]["what"] == "reranker"
     emb = report["embedder"]
     assert emb["split"] == "train" and emb["queries"] == report["reranker"]["queries"]  # mined once
@@ -101,6 +104,9 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     assert loaded.version.dimension == base.version.dimension and loaded.max_seq_length == 256
     assert emb["fit_triples"] > emb["fit_queries"] > 0 and 0 <= emb["held_mrr10_tuned"] <= 1
     assert emb["improved"] == (emb["held_mrr10_tuned"] > emb["held_mrr10_base"])
+    mined = mine_index(dataset, data, "train", MineConfig())
+    again = tune_embedder(data, mined, progress=lambda _: None)
+    assert again.fingerprint == emb["fingerprint"]  # same data, seed and command: same weights
 
     def cli(*args: str) -> dict:
         result = runner.invoke(app, [*args, "--data-dir", str(data), "--json"])
@@ -114,7 +120,7 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     refused = runner.invoke(
         app, ["reindex", "promote", "--data-dir", str(data), *gate, "--eval-margin", "-1"]
     )
-    assert refused.exit_code != 0 and "does not beat" in refused.output
+    assert refused.exit_code != 0 and "does not beat" in f"{refused.output}{refused.exception}"
     promoted = cli("reindex", "promote", *gate, "--eval-margin", "1")
     assert promoted["record"]["phase"] == "promoted"
     assert promoted["record"]["gate"]["eval_new"] >= 0.0

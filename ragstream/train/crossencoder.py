@@ -21,13 +21,14 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 TrainPair = tuple[str, str, float]  # (text a, text b, label: class id, or a 0..1 target)
 
 
@@ -64,20 +65,51 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def warmup_adamw(
-    parameters: Any, steps: int, learning_rate: float, weight_decay: float, warmup_share: float
-) -> tuple[Any, Any]:
-    """AdamW with a linear warm-up over the first `warmup_share` of the steps, then a linear
-    decay to zero: the schedule every model this project trains uses."""
+def warmup_adamw(parameters: Any, steps: int, config: Any) -> tuple[Any, Any]:
+    """AdamW (`config.learning_rate`, `config.weight_decay`) with a linear warm-up over the
+    first `config.warmup_share` of the steps, then a linear decay to zero: the schedule every
+    model this project trains uses."""
     import torch
 
-    optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=weight_decay)
-    warmup = max(1, int(steps * warmup_share))
+    optimizer = torch.optim.AdamW(
+        parameters, lr=config.learning_rate, weight_decay=config.weight_decay
+    )
+    warmup = max(1, int(steps * config.warmup_share))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer,
         lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))),
     )
     return optimizer, schedule
+
+
+def shuffled_epochs(
+    items: Sequence[T], batch_size: int, epochs: int, seed: int
+) -> Iterator[tuple[int, list[Sequence[T]]]]:
+    """(epoch, its batches): the items reshuffled every epoch by one seeded generator."""
+    rng = random.Random(seed)
+    order = list(items)
+    for epoch in range(1, epochs + 1):
+        rng.shuffle(order)
+        yield epoch, [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+class BestEpoch:
+    """Early stopping: the weights of the epoch with the best held-out figure so far."""
+
+    def __init__(self) -> None:
+        self.score = -math.inf
+        self.state: dict[str, Any] | None = None
+        self.history: list[dict[str, float]] = []
+
+    def offer(self, epoch: int, score: float, model: Any, **figures: float) -> None:
+        self.history.append({"epoch": epoch, **figures, "score": round(score, 5)})
+        if score > self.score:
+            self.score = score
+            self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    def restore(self, model: Any) -> None:
+        if self.state is not None:
+            model.load_state_dict(self.state)
 
 
 def _load(config: TrainConfig) -> tuple[Any, Any]:
@@ -142,6 +174,56 @@ def predict(
     return np.concatenate(out) if out else np.zeros((0, model.config.num_labels))
 
 
+class TrainingRun:
+    """One training run's loop machinery, shared by every model this project trains: seeded
+    shuffled batches per epoch, AdamW with warm-up/decay, gradient clipping at norm 1, a
+    progress callback per step (a bar) and a line every `every` steps, and early stopping."""
+
+    def __init__(
+        self,
+        model: Any,
+        fit: Sequence[Any],
+        config: Any,  # batch_size, epochs, seed, learning_rate, weight_decay, warmup_share
+        progress: Callable[[str], None],
+        on_step: Callable[[int, int], None] | None,
+        every: int,
+    ) -> None:
+        self.model, self.fit, self.config = model, fit, config
+        self.progress, self.on_step, self.every = progress, on_step, every
+        self.steps = math.ceil(len(fit) / config.batch_size) * config.epochs
+        self.optimizer, self.schedule = warmup_adamw(model.parameters(), self.steps, config)
+        self.best = BestEpoch()
+        self.started, self.step_count = time.perf_counter(), 0
+
+    def epochs(self) -> Iterator[tuple[int, list[Sequence[Any]]]]:
+        c = self.config
+        for epoch, batches in shuffled_epochs(self.fit, c.batch_size, c.epochs, c.seed):
+            self.model.train()
+            yield epoch, batches
+
+    def step(self, loss: Any, epoch: int) -> None:
+        import torch
+
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.schedule.step()
+        self.optimizer.zero_grad()
+        self.step_count += 1
+        done, total = self.step_count, self.steps
+        if self.on_step is not None:
+            self.on_step(done, total)
+        if done % self.every == 0 or done == total:
+            self.progress(
+                f"epoch {epoch}/{self.config.epochs} step {done}/{total} loss {float(loss):.4f} "
+                f"({self.seconds:.0f} s)"
+            )
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started
+
+
 def train_cross_encoder(
     fit: Sequence[TrainPair],
     held: Sequence[TrainPair],
@@ -165,48 +247,21 @@ def train_cross_encoder(
     model, tokenizer = _load(config)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
-    steps = math.ceil(len(fit) / config.batch_size) * config.epochs
-    optimizer, schedule = warmup_adamw(
-        model.parameters(), steps, config.learning_rate, config.weight_decay, config.warmup_share
-    )
-    rng = random.Random(config.seed)
-    order = list(fit)
-    history: list[dict[str, float]] = []
-    best: tuple[float, dict[str, Any] | None] = (-math.inf, None)
-    started = time.perf_counter()
-    step = 0
-    for epoch in range(1, config.epochs + 1):
-        rng.shuffle(order)
-        model.train()
-        for batch in _batches(order, config.batch_size):
+    run = TrainingRun(model, fit, config, progress, on_step, every=50)
+    best = run.best
+    for epoch, batches in run.epochs():
+        for batch in batches:
             inputs = _encode(tokenizer, batch, config.max_length).to(device)
             loss = _loss(config, model(**inputs).logits.float().cpu(), [x for *_, x in batch])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-            step += 1
-            if on_step is not None:
-                on_step(step, steps)
-            if step % 50 == 0 or step == steps:
-                progress(
-                    f"epoch {epoch}/{config.epochs} step {step}/{steps} loss {loss.item():.4f} "
-                    f"({time.perf_counter() - started:.0f} s)"
-                )
+            run.step(loss, epoch)
         model.to("cpu")
         logits = predict(model, tokenizer, [(a, b) for a, b, _ in held], config.max_length)
         held_loss = float(_loss(config, torch.from_numpy(logits), [x for *_, x in held]))
         figure = score(logits, held) if score is not None else -held_loss
-        history.append(
-            {"epoch": epoch, "held_loss": round(held_loss, 5), "score": round(figure, 5)}
-        )
+        best.offer(epoch, figure, model, held_loss=round(held_loss, 5))
         progress(f"epoch {epoch}: held-out loss {held_loss:.4f}, score {figure:.4f}")
-        if figure > best[0]:
-            best = (figure, {k: v.detach().clone() for k, v in model.state_dict().items()})
         model.to(device)
-    if best[1] is not None:
-        model.load_state_dict(best[1])
+    best.restore(model)
     model.to("cpu")
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
@@ -216,9 +271,9 @@ def train_cross_encoder(
         "fit_pairs": len(fit),
         "held_pairs": len(held),
         "device": device,
-        "train_seconds": round(time.perf_counter() - started, 1),
-        "history": history,
-        "best_score": round(best[0], 5),
+        "train_seconds": round(run.seconds, 1),
+        "history": best.history,
+        "best_score": round(best.score, 5),
     }
     (out_dir / "training.json").write_text(json.dumps(record, indent=2) + "\n")
     return record

@@ -19,15 +19,13 @@ its weights fingerprint is a new embedder version (what `reindex start --embedde
 from __future__ import annotations
 
 import json
-import math
 import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstream.train.crossencoder import seed_everything, warmup_adamw
+from ragstream.train.crossencoder import TrainingRun, seed_everything
 
 Group = Any  # ragstream.train.tune.Group (qid, query, candidates: (text, doc, relevant))
 
@@ -153,20 +151,10 @@ def train_embedder(
 
     base_figure = evaluate()
     progress(f"base embedder: held-out figure {base_figure:.4f}")
-    steps = math.ceil(len(fit) / config.batch_size) * config.epochs
-    optimizer, schedule = warmup_adamw(
-        model.parameters(), steps, config.learning_rate, config.weight_decay, config.warmup_share
-    )
-    rng = random.Random(config.seed)
-    order = list(fit)
-    history: list[dict[str, float]] = []
-    best: tuple[float, dict[str, Any] | None] = (-math.inf, None)
-    started, step = time.perf_counter(), 0
-    for epoch in range(1, config.epochs + 1):
-        rng.shuffle(order)
-        model.train()
-        for i in range(0, len(order), config.batch_size):
-            batch = order[i : i + config.batch_size]
+    run = TrainingRun(model, fit, config, progress, on_step, every=10)
+    best = run.best
+    for epoch, batches in run.epochs():
+        for batch in batches:
             queries = _embed(model, [query_prefix + t.query for t in batch])
             passages = _embed(
                 model,
@@ -175,26 +163,11 @@ def train_embedder(
             )
             mask = torch.tensor(in_batch_mask(batch))
             loss = masked_mnrl(queries, passages, mask, config.scale)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-            step += 1
-            if on_step is not None:
-                on_step(step, steps)
-            if step % 10 == 0 or step == steps:
-                progress(
-                    f"epoch {epoch}/{config.epochs} step {step}/{steps} loss {loss.item():.4f} "
-                    f"({time.perf_counter() - started:.0f} s)"
-                )
+            run.step(loss, epoch)
         figure = evaluate()
-        history.append({"epoch": epoch, "score": round(figure, 5)})
+        best.offer(epoch, figure, model)
         progress(f"epoch {epoch}: held-out figure {figure:.4f} (base {base_figure:.4f})")
-        if figure > best[0]:
-            best = (figure, {k: v.detach().clone() for k, v in model.state_dict().items()})
-    if best[1] is not None:
-        model.load_state_dict(best[1])
+    best.restore(model)
     model.to("cpu")
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save(str(out_dir), create_model_card=False)
@@ -203,10 +176,10 @@ def train_embedder(
         "fit_triples": len(fit),
         "held_queries": len(held),
         "device": device,
-        "train_seconds": round(time.perf_counter() - started, 1),
+        "train_seconds": round(run.seconds, 1),
         "base_score": round(base_figure, 5),
-        "best_score": round(best[0], 5),
-        "history": history,
+        "best_score": round(best.score, 5),
+        "history": best.history,
     }
     (out_dir / "training.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
