@@ -23,11 +23,12 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragstream.train.crossencoder import TrainingRun, seed_everything
 
-Group = Any  # ragstream.train.tune.Group (qid, query, candidates: (text, doc, relevant))
+if TYPE_CHECKING:  # the mined groups' type; tune imports the retrieval stack
+    from ragstream.train.tune import Group
 
 
 @dataclass(frozen=True)
