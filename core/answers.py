@@ -118,7 +118,7 @@ class Claim(BaseModel):
     support_span: tuple[int, int] | None = None  # char offsets inside that chunk's text
     # P(the support span entails the claim) from the trained judge; None when it did not run
     entailment: float | None = None
-    contradicted: bool = False  # the judge read the span as contradicting the claim
+    contradicted: bool = False  # the claim says the opposite of its span (polarity rule or judge)
 
 
 class Verification(BaseModel):

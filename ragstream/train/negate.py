@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 _AUX = "is are was were can could may might will would should must has have had does do did shall"
-_AUX_RE = re.compile(r"\b(" + "|".join(_AUX.split()) + r")\b(?!\s+not\b|n't)", re.IGNORECASE)
+AUXILIARY = re.compile(r"\b(" + "|".join(_AUX.split()) + r")\b(?!\s+not\b|n't)", re.IGNORECASE)
 _NEGATED = [
     (re.compile(r"\bcannot\b", re.I), "can"),
     (
@@ -95,7 +95,7 @@ def negate(statement: str) -> str:
         if found:
             out = pattern.sub(repl, text, count=1)
             return out[:1].upper() + out[1:] if found.start() == 0 else out
-    aux = _AUX_RE.search(text)
+    aux = AUXILIARY.search(text)
     words = list(_WORD.finditer(text))
     swap = next((w for w in words if w.group().lower() in _ANTONYMS), None)
     if swap is not None and (aux is None or swap.start() < aux.start()):
@@ -134,7 +134,7 @@ def questions(statement: str) -> list[str]:
         return []
     lowered = text[:1].lower() + text[1:] if text[1:2].islower() else text
     out = [f"Is it true that {lowered}?"]
-    aux = _AUX_RE.search(text)
+    aux = AUXILIARY.search(text)
     if aux is not None and aux.start() > 0:
         subject = text[: aux.start()].strip()
         subject = subject[:1].lower() + subject[1:] if subject[1:2].islower() else subject
