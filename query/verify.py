@@ -201,7 +201,9 @@ def split_claims(answer: str) -> list[tuple[str, list[str]]]:
     claims = []
     for piece in pieces:
         text = " ".join(CITATION.sub("", piece).split())
-        text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+        # the gap a removed citation leaves before punctuation ("pass [S1].": "pass ."),
+        # not a space that belongs to the text ("P = .48")
+        text = re.sub(r"\s+([.,;:!?])(?=\s|$)", r"\1", text)
         if re.search(r"\w", text):
             claims.append((text, parse_citations(piece)))
     return claims

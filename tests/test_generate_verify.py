@@ -242,6 +242,8 @@ def test_citation_forms() -> None:
         ("E.g. this holds, i.e. it works.", ["S1"]),
         ("No cite here.", []),
     ]
+    # a space the text has before punctuation stays: the claim is still the source's words
+    assert split_claims("No difference (P = .48) [S1].") == [("No difference (P = .48).", ["S1"])]
     assert strip_invented("x [S1, S9]. y [S7].", {"S1"}) == ("x [S1]. y.", ["S9", "S7"])
 
 
