@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge tune tune-embedder
+.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge decision tune tune-embedder
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -59,6 +59,14 @@ test-fast: install
 # 2 cores; a GPU is used when present). RAGSTREAM_SHARED_DATA points elsewhere.
 judge: install
 	$(BIN)/python -m ragstream.train.judge
+
+# The calibrated answerability decision beside the judge (operators/judge_model/decision.json,
+# query/decision.py): a logistic regression over the judge's and the index's signals, fitted
+# on the held-out SciFact *train* claims with and without their gold documents (deterministic;
+# ~1 min once $(TUNE_DIR) holds the SciFact index, which the first run builds). Rerun it
+# after `make judge`: a decision fitted with another judge is refused.
+decision: install
+	$(BIN)/python -m ragstream.train.decision ../shared/data/scifact --data-dir $(TUNE_DIR)
 
 # A reranker tuned for the SciFact index (issue 19): indexes the corpus into $(TUNE_DIR) (the
 # first run embeds it, ~5 min), mines hard negatives from its hybrid candidates for the

@@ -3,16 +3,17 @@
 For each judged question, the judge (`query/answerable.py`) scores the top-k chunks twice:
 as retrieved (the gold documents are in the index), and with the question's gold documents
 taken out of the fused candidates before the cut to k (what `eval --mode abstain` does by
-re-indexing without them; same ranking here, far faster). Three signals are recorded per
-question: the best chunk's term coverage, the best dense cosine, and the trained judge's
-best sentence score. On the train split only the claims the judge did *not* train on are
-used (`train.judge_data.is_holdout`), so the figures are not flattered by its training set.
+re-indexing without them; same ranking here, far faster): `ragstream.train.decision.collect`,
+the readings the calibrated decision is fitted on. On the train split only the claims the
+judge did *not* train on are used (`train.judge_data.is_holdout`), so the figures are not
+flattered by its training set.
 
 On train it searches the engine's rule, "the judge scores a sentence >= j, or the best
 dense cosine reaches d" (`query.judge_floor` / `query.judge_dense`), prints its Pareto
 frontier and picks the pair that refuses the most gold-removed questions while keeping
->= 90 % of the answerable ones answered; then one row per signal. On a test split it
-only reports the pair it is given (chosen on train).
+>= 90 % of the answerable ones answered; then one row per signal, and the calibrated
+decision the engine uses by default (query/decision.py). On a test split it only reports
+the pair it is given (chosen on train).
 
     .venv/bin/python bench/answerability.py ../shared/data/scifact --data-dir D --split train
     .venv/bin/python bench/answerability.py ../shared/data/scifact --data-dir D --split test \\
@@ -32,14 +33,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
 
-from ragstream import api
-from ragstream.core.answers import QueryRequest, RetrievedChunk
-from ragstream.eval.beir import doc_key, load_beir
 from ragstream.operators.judge import load_judge
-from ragstream.query.answerable import judge
-from ragstream.train.judge_data import is_holdout
+from ragstream.query.decision import load_decision
+from ragstream.train.decision import collect
+from ragstream.train.decision import rates as decision_rates
 
 KEEP = 0.90  # answerable questions the rule must keep answered (the issue's target on test)
 # (best-chunk coverage, best dense cosine, judge best, answer type matched)
@@ -63,6 +61,15 @@ def rates(pairs: list[tuple[Point, Point]], rule: Rule) -> tuple[float, float]:
     return kept, refused
 
 
+def point(signals: dict[str, float]) -> Point:
+    return (
+        signals["coverage_best"],
+        signals["dense_best"],
+        signals["judge_best"],
+        signals["answer_type_match"],
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("dataset", type=Path)
@@ -75,37 +82,15 @@ def main() -> None:
     args = ap.parse_args()
     if args.split == "test" and args.judge_floor is None:
         sys.exit("choose the floor on a train split; on test, report it with --judge-floor")
-    _, queries, qrels = load_beir(args.dataset, args.split)
-    judged = [q for q in queries if q in qrels]
-    if args.split == "train":
-        judged = [q for q in judged if is_holdout(int(q))]
     scorer = load_judge(args.judge)
-    pairs: list[tuple[Point, Point]] = []
-    ms: list[float] = []
-    with api.open_engine(api.load_settings(args.data_dir)) as (engine, _):
-        lexical, vectors = engine.retriever.lexical, engine.retriever.vectors
-
-        def point(question: str, results: list[RetrievedChunk]) -> Point:
-            chunks = {c.point_id: c for c in vectors.get([r.point_id for r in results])}
-            ranked = [chunks[r.point_id] for r in results if r.point_id in chunks]
-            start = time.perf_counter()
-            verdict, _ = judge(question, ranked, lexical.doc_freqs, 0.0, scorer=scorer)
-            ms.append((time.perf_counter() - start) * 1000)
-            dense = max((r.scores.get("dense", 0.0) for r in results), default=0.0)
-            s = verdict.signals
-            return s["coverage_best"], dense, s["judge_best"], s["answer_type_match"]
-
-        for qid in judged:
-            gold = {d for d, rel in qrels[qid].items() if rel > 0}
-            found = engine.retrieve(QueryRequest(query=queries[qid], k=50, generate=False))
-            removed = [r for r in found.results if doc_key(r.doc_id) not in gold]
-            question = queries[qid]
-            pairs.append(
-                (point(question, found.results[: args.k]), point(question, removed[: args.k]))
-            )
-    print(f"{args.dataset.name} {args.split}: {len(judged)} questions, k={args.k}")
-    print(f"judge latency (k={args.k}): p50 {np.percentile(ms, 50):.1f} ms, "
-          f"p95 {np.percentile(ms, 95):.1f} ms")  # fmt: skip
+    assert scorer is not None, "this bench measures the trained judge"
+    start = time.perf_counter()
+    readings = collect(args.dataset, args.data_dir, args.split, k=args.k, scorer=scorer)
+    pairs = [(point(r.present), point(r.absent)) for r in readings]
+    seconds = time.perf_counter() - start
+    print(
+        f"{args.dataset.name} {args.split}: {len(readings)} questions, k={args.k}, {seconds:.0f} s"
+    )
     if args.judge_floor is not None:
         floor, override = args.judge_floor, args.judge_dense
     else:
@@ -129,12 +114,20 @@ def main() -> None:
     for name, rule in (
         ("coverage/dense 0.5/0.5", (0.5, 0.5, 0.0, 1.01, False)),
         (f"trained judge >= {floor:.2f}", (0.0, 1.01, floor, 1.01, False)),
-        (f"judge, or dense >= {override:.2f} (chosen)", (0.0, 1.01, floor, override, False)),
-        ("chosen + coverage/dense 0.5/0.5", (0.5, 0.5, floor, override, False)),
-        ("chosen + answer type", (0.0, 1.01, floor, override, True)),
+        (
+            f"judge, or dense >= {override:.2f} (the floor rule)",
+            (0.0, 1.01, floor, override, False),
+        ),
+        ("floor rule + coverage/dense 0.5/0.5", (0.5, 0.5, floor, override, False)),
+        ("floor rule + answer type", (0.0, 1.01, floor, override, True)),
     ):
         kept, refused = rates(pairs, rule)
         print(f"| {name} | {kept:.1%} | {refused:.1%} |")
+    decision = load_decision(scorer.model_dir)
+    if decision is not None:  # the default: fitted on the train split by `make decision`
+        kept, refused = decision_rates(readings, decision)
+        print(f"| calibrated decision (default; floor {decision.floor:.3f}, dense override "
+              f"{decision.dense_override:.2f}) | {kept:.1%} | {refused:.1%} |")  # fmt: skip
 
 
 if __name__ == "__main__":

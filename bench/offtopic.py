@@ -51,8 +51,10 @@ ANSWERABLE = REPO / "tests" / "data" / "docs_questions.tsv"
 ROWS: dict[str, dict[str, Any]] = {
     "no answerability check": {"judge": "none", "answerable_floor": 0.0},
     "coverage/dense 0.5/0.5": {"judge": "none", "answerable_floor": 0.5},
-    "trained judge (default)": {},
-    "judge + coverage/dense": {"answerable_floor": 0.5},
+    "judge floors 0.65 / dense 0.54 (rule)": {"decision": "rule"},
+    "rule + coverage/dense": {"decision": "rule", "answerable_floor": 0.5},
+    "calibrated decision (default)": {},
+    "calibrated + coverage/dense": {"answerable_floor": 0.5},
 }
 
 
@@ -127,7 +129,9 @@ def main() -> None:
                 if args.show:
                     for a in off_answers:
                         if a.refusal is None:
-                            print(f"    answered off-topic {a.query!r}: {a.text[:80]!r}")
+                            signals = a.answerability.signals if a.answerability else {}
+                            print(f"    answered off-topic {a.query!r} ({a.answered}): "
+                                  f"{a.text[:80]!r} {signals}")  # fmt: skip
                     for a, _ in on_answers:
                         if a.refusal is not None:
                             print(f"    refused answerable {a.query!r} ({a.answered}): "

@@ -141,8 +141,9 @@ class Answerability(BaseModel):
     """Whether the retrieved chunks hold what the question asks about (`query.answerable`):
     the score, the floor it was held against, and the signals behind it."""
 
-    # 0..1: the judge's P(the best sentence supports or contradicts the question) when the
-    # trained judge ran, else the best chunk's IDF-weighted coverage of the question's terms
+    # 0..1: the calibrated decision's P(the retrieved text answers the question) when the
+    # trained judge ran with one (query/decision.py), else the judge's P(the best sentence
+    # supports or contradicts the question), else the best chunk's IDF-weighted coverage
     score: float
     answerable: bool
     floor: float

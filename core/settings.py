@@ -142,6 +142,13 @@ class QuerySettings(BaseModel):
     # "Answerability floors"
     judge_floor: float = Field(default=0.65, ge=0.0, le=1.0)
     judge_dense: float = Field(default=0.54, ge=0.0, le=1.01)
+    # how the answerability signals become a decision: "calibrated" (the logistic regression
+    # fitted with the judge on SciFact train, query/decision.py; the judge's model directory
+    # must hold its decision.json, else the floor rule is used) or "rule" (`judge_floor` /
+    # `judge_dense` above). `decision_floor`: the probability an answer needs (None: the
+    # floor fitted with it, which keeps 90 % of held-out answerable questions answered)
+    decision: Literal["calibrated", "rule"] = "calibrated"
+    decision_floor: float | None = Field(default=None, ge=0.0, le=1.0)
     # the extractive generator copies only sentences the judge scores >= this (P(supports or
     # contradicts the question)) or as close as `judge_dense`; none such is a refusal
     sentence_floor: float = Field(default=0.01, ge=0.0, le=1.0)

@@ -42,6 +42,7 @@ class SupportJudge:
             model_dir, "judge.json", "the support judge", threads=threads
         )
         self.max_length = self._model.max_length
+        self.model_dir = Path(model_dir)
         self.version = str(self._model.meta.get("version", "judge-unversioned"))
         self._lock = threading.Lock()
         # the answerability judge, the extractive generator and the verifier of one answer

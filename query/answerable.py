@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ragstream.connectors.lexical import tokenize
 from ragstream.core.answers import Answerability
 from ragstream.core.models import IndexedChunk
+from ragstream.query.decision import Decision
 from ragstream.query.verify import SupportScorer, entailment, sentence_spans
 
 DocFreqs = Callable[[Sequence[str]], tuple[int, dict[str, int]]]
@@ -196,6 +197,8 @@ def judge(
     judge_dense: float = 1.01,
     sentences: int = 16,
     extra: Mapping[str, float] | None = None,
+    decision: Decision | None = None,
+    decision_floor: float | None = None,
 ) -> tuple[Answerability, list[Evidence]]:
     """Decide whether the chunks answer the question, and say why.
 
@@ -208,7 +211,12 @@ def judge(
     judge, trained on scientific claims, reads other domains' questions less surely);
     the coverage rule must hold as well. The score
     is the judge's when it ran, else the coverage. `extra` signals (the engine's leg
-    agreement and top margin) are recorded with the others and decide nothing.
+    agreement, top margin and leg leads) are recorded with the others.
+
+    With a fitted `decision` (query/decision.py) the judge's reading and the other signals
+    are combined into one calibrated probability instead of the two floors: the score is
+    that probability, and the question is answerable when it reaches `decision_floor`
+    (None: the floor fitted with it) or the dense cosine reaches the decision's override.
     """
     asked = question_terms(question)
     documents, df = doc_freqs(asked)
@@ -239,8 +247,13 @@ def judge(
             judge_sentences=float(len(evidence)),
             answer_type_match=answer_type_match(question, best_read),
         )
-        answerable = answerable and (top.answers >= judge_floor or dense_best >= judge_dense)
-        score, used_floor = top.answers, judge_floor
+        if decision is not None:
+            used_floor = decision.floor if decision_floor is None else decision_floor
+            score = decision.probability(signals)
+            answerable = answerable and decision.answers(signals, used_floor)
+        else:
+            answerable = answerable and (top.answers >= judge_floor or dense_best >= judge_dense)
+            score, used_floor = top.answers, judge_floor
     verdict = Answerability(
         score=round(score, 4),
         answerable=answerable,

@@ -30,13 +30,15 @@ from ragstream.core.answers import (
     SourceChunk,
     Verification,
 )
+from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
 from ragstream.operators.embed import Embedder, with_vector_memo
-from ragstream.operators.judge import load_judge
+from ragstream.operators.judge import SupportJudge, load_judge
 from ragstream.query.answerable import judge
 from ragstream.query.assemble import Context, assemble
+from ragstream.query.decision import LEAD_TAIL, Decision, leg_leads, load_decision
 from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
 from ragstream.query.generate import ExtractiveGenerator, Generator, declined
@@ -63,6 +65,7 @@ class QueryEngine:
         self.reranker = load_reranker(settings.query.reranker)
         q = settings.query
         self.support_judge = load_judge(q.judge)
+        self.decision = _fitted_decision(self.support_judge, q.decision)
         self.log = (
             RetrievalLog(settings.retrieval_log_path, q.log_max_bytes, q.log_keep)
             if q.log_queries
@@ -142,7 +145,7 @@ class QueryEngine:
         ):
             trace_id = format(root.get_span_context().trace_id, "032x")
             timings: dict[str, float] = {}
-            ranked, refusal = self._rank(request, tenants, timings)
+            ranked, refusal, _ = self._rank(request, tenants, timings)
             root.set_attribute("refused", refusal is not None)
             return Retrieval(
                 query=request.query,
@@ -156,8 +159,9 @@ class QueryEngine:
 
     def _rank(
         self, request: QueryRequest, tenants: tuple[str, ...] | None, timings: dict[str, float]
-    ) -> tuple[list[Reranked], Refusal | None]:
-        """retrieve → fuse → rerank → gate, under the caller's filters and tenants."""
+    ) -> tuple[list[Reranked], Refusal | None, dict[str, float]]:
+        """retrieve → fuse → rerank → gate, under the caller's filters and tenants; also how
+        far each leg's best candidate leads its pool (an answerability signal)."""
         q = self.settings.query
         f = request.filters
         flt = SearchFilter(
@@ -184,7 +188,8 @@ class QueryEngine:
             ),
         )
         floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
-        return ranked, gate(ranked, rerank_floor=q.rerank_floor, dense_floor=floor)
+        leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
+        return ranked, gate(ranked, rerank_floor=q.rerank_floor, dense_floor=floor), leads
 
     def _answer(
         self,
@@ -195,11 +200,11 @@ class QueryEngine:
         with span("query", query_chars=len(request.query), k=request.k, n=request.n) as root:
             trace_id = format(root.get_span_context().trace_id, "032x")
             timings: dict[str, float] = {}
-            ranked, refusal = self._rank(request, tenants, timings)
+            ranked, refusal, leads = self._rank(request, tenants, timings)
             answer = self._empty(request, ranked, trace_id, refusal)
             if refusal is None:
                 answer.answerability, refusal = _timed(
-                    timings, "answerable", lambda: self._answerable(request.query, ranked)
+                    timings, "answerable", lambda: self._answerable(request.query, ranked, leads)
                 )
                 answer.refusal = refusal
                 answer.answered = answer.answerability.score
@@ -276,7 +281,7 @@ class QueryEngine:
         return answer
 
     def _answerable(
-        self, question: str, ranked: list[Reranked]
+        self, question: str, ranked: list[Reranked], leads: dict[str, float] | None = None
     ) -> tuple[Answerability, Refusal | None]:
         """The answerability judge (query/answerable.py) over the chunks that passed the
         gate: coverage and dense rules, and the trained judge reading the best sentences;
@@ -297,7 +302,9 @@ class QueryEngine:
                 judge_floor=q.judge_floor,
                 judge_dense=q.judge_dense,
                 sentences=q.judge_sentences,
-                extra=_ranking_signals(ranked),
+                extra={**_ranking_signals(ranked), **(leads or {})},
+                decision=self.decision,
+                decision_floor=q.decision_floor,
             )
             sp.set_attribute("score", verdict.score)
             sp.set_attribute("answerable", verdict.answerable)
@@ -315,6 +322,11 @@ class QueryEngine:
         else:
             detail = (
                 f"no retrieved sentence answers the question: the best scores "
+                f"{verdict.signals.get('judge_best', 0.0):.2f} with the answerability judge "
+                f"({len(evidence)} sentences read), and all signals together give "
+                f"{verdict.score:.2f} (minimum {verdict.floor:.2f})"
+                if self.decision is not None
+                else f"no retrieved sentence answers the question: the best scores "
                 f"{verdict.score:.2f} with the answerability judge (minimum {q.judge_floor:.2f}; "
                 f"{len(evidence)} sentences read)"
             )
@@ -410,6 +422,21 @@ class QueryEngine:
                 best_score=checked.grounding,
             )
         return answer
+
+
+def _fitted_decision(support_judge: SupportJudge | None, mode: str) -> Decision | None:
+    """The calibrated decision fitted with this judge (None: no judge, no fitted decision
+    beside it, or `query.decision=rule`); one fitted with another judge is an error."""
+    if support_judge is None or mode != "calibrated":
+        return None
+    decision = load_decision(support_judge.model_dir)
+    if decision is not None and decision.judge != support_judge.version:
+        raise ModelUnavailableError(
+            f"the answerability decision in {support_judge.model_dir} was fitted with "
+            f"{decision.judge}, not {support_judge.version}: refit it (make decision) or set "
+            "query.decision=rule"
+        )
+    return decision
 
 
 def _ranking_signals(ranked: Sequence[Reranked]) -> dict[str, float]:

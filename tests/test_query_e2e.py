@@ -95,15 +95,30 @@ def test_a_question_the_documents_do_not_answer_is_refused(engine: QueryEngine) 
     assert answer.text == "" and answer.citations == []
 
 
-def test_answered_reports_the_trained_judge_score(engine: QueryEngine) -> None:
+def test_answered_reports_the_calibrated_decision(engine: QueryEngine) -> None:
     answer = ask(engine, "What does the hybrid chunker do with the hierarchical chunks?")
     verdict = answer.answerability
     assert verdict is not None and verdict.answerable
-    assert answer.answered == verdict.score == verdict.signals["judge_best"]
     assert verdict.judge.startswith("judge-")  # the shipped model's version
-    q = engine.settings.query  # the judge passed it, or the dense override did
-    assert verdict.score >= q.judge_floor or verdict.signals["dense_best"] >= q.judge_dense
+    decision = engine.decision  # the shipped one, fitted with that judge
+    assert decision is not None and decision.judge == verdict.judge
+    assert answer.answered == verdict.score == round(decision.probability(verdict.signals), 4)
+    assert verdict.floor == decision.floor and verdict.score >= verdict.floor
+    assert {"judge_best", "dense_best", "coverage_best", "dense_lead"} <= set(verdict.signals)
     assert all(c.entailment is not None for c in answer.claims)
+
+
+def test_the_floor_rule_is_still_a_setting(engine: QueryEngine) -> None:
+    s = engine.settings.model_copy(deep=True)
+    s.query.decision = "rule"
+    rule = QueryEngine(s, engine.retriever)
+    assert rule.decision is None
+    verdict = ask(
+        rule, "What does the hybrid chunker do with the hierarchical chunks?"
+    ).answerability
+    assert verdict is not None and verdict.score == verdict.signals["judge_best"]
+    q = s.query  # the judge passed it, or the dense override did
+    assert verdict.score >= q.judge_floor or verdict.signals["dense_best"] >= q.judge_dense
 
 
 def test_the_generator_saying_no_is_a_not_answerable_refusal(

@@ -1,0 +1,185 @@
+"""Fit the calibrated answerability decision (query/decision.py) on a BEIR *train* split.
+
+What the decision has to tell apart: a question whose answer is in the index, and the same
+question once its gold documents are gone (the case `eval --mode abstain` measures, where
+all that is left is text on the same topic). For each judged train question the engine
+retrieves 50 fused candidates. The judge then reads the top k twice: once as retrieved, and
+once with the gold documents taken out before the cut to k. Re-indexing without them would
+give the same ranking, far more slowly. Only the claims the judge never trained on are used
+(`judge_data.is_holdout`): the judge's scores on its own training claims would flatter it.
+
+The signals of both readings (`query.decision.FEATURES`) are the inputs of a logistic
+regression with an L2 penalty, solved by Newton's method in numpy. Its floor is the
+probability that keeps `keep` (90 %) of the answerable questions answered; its dense
+override the lowest best cosine that, answering on its own, refuses no fewer of the
+gold-removed questions. The result,
+with its figures, is written as `decision.json` beside the judge:
+
+    .venv/bin/python -m ragstream.train.decision ../shared/data/scifact --data-dir D
+    make decision          # D = $(TUNE_DIR), indexed on first use
+
+Deterministic: the same index, judge and split give the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ragstream import api
+from ragstream.core.answers import QueryRequest, RetrievedChunk
+from ragstream.eval.beir import doc_key, index_corpus, load_beir
+from ragstream.operators.judge import BUNDLED, SupportJudge, load_judge
+from ragstream.query.answerable import judge
+from ragstream.query.decision import DECISION_FILE, Decision, features, leg_leads
+from ragstream.train.judge_data import is_holdout
+
+KEEP = 0.90  # answerable questions the fitted floor keeps answered (issue 16's target)
+POOL = 50  # fused candidates per question: the pool the engine measures leg leads on
+L2 = 1.0  # ridge penalty on the standardized weights: ~240 rows, 6 features
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One question's signals with its gold documents in the index and without them."""
+
+    qid: str
+    present: dict[str, float]
+    absent: dict[str, float]
+
+
+def collect(
+    dataset_dir: Path,
+    data_dir: Path,
+    split: str = "train",
+    *,
+    k: int = 8,
+    scorer: SupportJudge | None = None,
+    holdout_only: bool = True,
+) -> list[Reading]:
+    """Both readings of every judged question of `split` (train: only held-out claims)."""
+    corpus, queries, qrels = load_beir(dataset_dir, split)
+    judged = [q for q in queries if q in qrels]
+    if split == "train" and holdout_only:
+        judged = [q for q in judged if is_holdout(int(q))]
+    index_corpus(corpus, data_dir)
+    scorer = scorer or load_judge("bundled")
+    out = []
+    settings = api.load_settings(data_dir)
+    # the signals only: no decision file is read (the one being fitted may not exist yet)
+    query = settings.query.model_copy(update={"decision": "rule"})
+    with api.open_engine(settings.model_copy(update={"query": query})) as (engine, _):
+        lexical, vectors = engine.retriever.lexical, engine.retriever.vectors
+
+        def signals(question: str, pool: Sequence[RetrievedChunk]) -> dict[str, float]:
+            top = pool[:k]
+            found = {c.point_id: c for c in vectors.get([r.point_id for r in top])}
+            chunks = [found[r.point_id] for r in top if r.point_id in found]
+            dense = max((r.scores.get("dense", 0.0) for r in top), default=0.0)
+            leads = leg_leads([r.scores for r in pool])
+            verdict, _ = judge(
+                question, chunks, lexical.doc_freqs, 0.0, dense, scorer=scorer, extra=leads
+            )
+            return dict(verdict.signals)
+
+        for qid in judged:
+            gold = {d for d, rel in qrels[qid].items() if rel > 0}
+            asked = QueryRequest(query=queries[qid], k=POOL, generate=False)
+            pool = engine.retrieve(asked).results
+            rest = [r for r in pool if doc_key(r.doc_id) not in gold]
+            out.append(Reading(qid, signals(queries[qid], pool), signals(queries[qid], rest)))
+    return out
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2) -> tuple[np.ndarray, float]:
+    """Weights and bias of an L2-penalized logistic regression (Newton's method; the bias
+    is not penalized).
+
+    >>> x = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0.0, 0.0, 1.0, 1.0])
+    >>> w, b = fit_logistic(x, y, l2=0.1)
+    >>> bool(w[0] > 0), round(float(-b / w[0]), 2)
+    (True, 1.5)
+    """
+    design = np.hstack([x, np.ones((len(x), 1))])
+    theta = np.zeros(design.shape[1])
+    penalty = np.eye(design.shape[1]) * l2
+    penalty[-1, -1] = 0.0
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-design @ theta))
+        gradient = design.T @ (p - y) + penalty @ theta
+        hessian = design.T @ (design * (p * (1 - p))[:, None]) + penalty
+        step = np.linalg.solve(hessian + 1e-9 * np.eye(len(theta)), gradient)
+        theta -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return theta[:-1], float(theta[-1])
+
+
+def fit_decision(readings: Sequence[Reading], judge_version: str, keep: float = KEEP) -> Decision:
+    """The decision fitted on `readings`, its floor keeping `keep` of the answerable ones."""
+    x = np.array([features(r.present) for r in readings] + [features(r.absent) for r in readings])
+    y = np.array([1.0] * len(readings) + [0.0] * len(readings))
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    weights, bias = fit_logistic((x - mean) / scale, y)
+    unfloored = Decision(
+        tuple(mean.round(6)), tuple(scale.round(6)), tuple(weights.round(6)), round(bias, 6),
+        0.0, judge_version,
+    )  # fmt: skip
+    answerable = sorted(unfloored.probability(r.present) for r in readings)
+    floor = answerable[int(np.floor((1 - keep) * len(answerable)))]
+    floored = dataclasses.replace(unfloored, floor=round(floor - 1e-6, 6))
+    refused = rates(readings, floored)[1]
+    for override in np.arange(0.50, 1.0, 0.01):  # the lowest that costs no refusal
+        candidate = dataclasses.replace(floored, dense_override=round(float(override), 2))
+        if rates(readings, candidate)[1] >= refused:
+            return candidate
+    return floored
+
+
+def rates(readings: Sequence[Reading], decision: Decision) -> tuple[float, float]:
+    """(answerable answered, gold-removed refused) under `decision`."""
+    kept = sum(decision.answers(r.present) for r in readings)
+    refused = sum(not decision.answers(r.absent) for r in readings)
+    return kept / len(readings), refused / len(readings)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dataset", type=Path)
+    ap.add_argument("--data-dir", type=Path, required=True)
+    ap.add_argument("--judge", type=Path, default=BUNDLED, help="the judge's model directory")
+    ap.add_argument("--keep", type=float, default=KEEP)
+    args = ap.parse_args(argv)
+    scorer = SupportJudge(args.judge)
+    readings = collect(args.dataset, args.data_dir, "train", scorer=scorer)
+    decision = fit_decision(readings, scorer.version, args.keep)
+    kept, refused = rates(readings, decision)
+    report = {
+        **decision.to_json(),
+        "fitted_on": {
+            "dataset": args.dataset.name,
+            "split": "train: the claims the judge never trained on (judge_data.is_holdout)",
+            "questions": len(readings),
+            "keep": args.keep,
+        },
+        "fit_figures": {
+            "answerable_answered": round(kept, 4),
+            "gold_removed_refused": round(refused, 4),
+        },
+        "command": "make decision",
+    }
+    (args.judge / DECISION_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The calibrated answerability decision (query/decision.py) and its fit
+(ragstream/train/decision.py): pure properties, the shipped file, and clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragstream.core.errors import ModelUnavailableError
+from ragstream.operators.judge import BUNDLED, SupportJudge
+from ragstream.query.decision import FEATURES, Decision, leg_leads, load_decision
+from ragstream.train.decision import Reading, fit_decision, fit_logistic, rates
+
+SHARE = st.floats(0.0, 1.0)
+
+
+def signals(judge: float, dense: float, cov: float, union: float) -> dict[str, float]:
+    return {"judge_best": judge, "dense_best": dense, "coverage_best": cov, "coverage_union": union}
+
+
+def test_the_shipped_decision_fits_the_shipped_judge() -> None:
+    decision = load_decision(BUNDLED)
+    assert decision is not None
+    assert decision.judge == json.loads((BUNDLED / "judge.json").read_text())["version"]
+    raw = json.loads((BUNDLED / "decision.json").read_text())
+    assert raw["features"] == list(FEATURES) and "train" in raw["fitted_on"]["split"]
+    assert 0.0 < decision.floor < 1.0
+
+
+@given(SHARE, SHARE, SHARE, SHARE, st.floats(0.0, 0.5))
+@settings(max_examples=200, deadline=None)
+def test_more_evidence_never_lowers_the_probability(
+    judge: float, dense: float, cov: float, union: float, more: float
+) -> None:
+    """Every fitted weight is positive: a better reading of any signal cannot make the
+    shipped decision less sure that the question is answerable."""
+    decision = load_decision(BUNDLED)
+    assert decision is not None and all(w > 0 for w in decision.weights)
+    base = decision.probability(signals(judge, dense, cov, union))
+    for i in range(4):
+        better = [judge, dense, cov, union]
+        better[i] = min(1.0, better[i] + more)
+        assert decision.probability(signals(*better)) >= base - 1e-12
+
+
+@given(st.lists(st.floats(0.01, 50.0), min_size=0, max_size=80))
+def test_leads_are_at_least_one_when_the_best_leads(values: list[float]) -> None:
+    leads = leg_leads([{"dense": v, "lexical": v} for v in values])
+    assert leads["dense_lead"] == leads["lexical_lead"]
+    assert leads["dense_lead"] >= 1.0 or len(values) <= 5
+
+
+def test_fit_separates_and_keeps_the_share_it_is_asked_to() -> None:
+    rng = np.random.default_rng(13)
+    readings = [
+        Reading(
+            str(i),
+            signals(*rng.uniform([0.3, 0.5, 0.5, 0.6], [1.0, 0.9, 1.0, 1.0])),
+            signals(*rng.uniform([0.0, 0.2, 0.0, 0.2], [0.7, 0.6, 0.6, 0.8])),
+        )
+        for i in range(200)
+    ]
+    decision = fit_decision(readings, "judge-x", keep=0.9)
+    kept, refused = rates(readings, decision)
+    assert kept >= 0.9 and refused > 0.9
+    # the floor alone keeps 90 %; the dense override adds answers, never costs refusals
+    no_override = dataclasses.replace(decision, dense_override=1.01)
+    assert 0.9 <= rates(readings, no_override)[0] <= 0.92
+    assert rates(readings, no_override)[1] == refused
+    assert fit_decision(readings, "judge-x", keep=0.9) == decision  # deterministic
+
+
+def test_logistic_fit_matches_a_known_boundary() -> None:
+    x = np.linspace(-3, 3, 61)[:, None]
+    y = (x[:, 0] > 0.5).astype(float)
+    y[::7] = 1 - y[::7]  # noise, so the optimum is finite
+    w, b = fit_logistic(x, y, l2=0.01)
+    assert abs(-b / w[0] - 0.5) < 0.3
+
+
+def test_a_decision_for_another_judge_or_bad_file_is_a_clear_error(tmp_path: Path) -> None:
+    from ragstream.query.engine import _fitted_decision
+
+    model = tmp_path / "judge"
+    shutil.copytree(BUNDLED, model)
+    raw = json.loads((model / "decision.json").read_text())
+    (model / "decision.json").write_text(json.dumps({**raw, "judge": "judge-other"}))
+    with pytest.raises(ModelUnavailableError, match="fitted with judge-other"):
+        _fitted_decision(SupportJudge(model), "calibrated")
+    assert _fitted_decision(SupportJudge(model), "rule") is None
+    (model / "decision.json").write_text(json.dumps({**raw, "features": ["x"]}))
+    with pytest.raises(ModelUnavailableError, match="cannot read the answerability decision"):
+        load_decision(model)
+    (model / "decision.json").unlink()
+    assert load_decision(model) is None  # no file: the floor rule
+
+
+def test_probability_is_a_logistic_of_the_standardized_features() -> None:
+    d = Decision((0.0,) * 4, (1.0,) * 4, (1.0, 0.0, 0.0, 0.0), 0.0, 0.5, "judge-x")
+    p = d.probability(signals(1.0 - 1e-3, 0.0, 0.0, 0.0))  # log(1.0) = 0
+    assert p == pytest.approx(0.5)
+
+
+def test_a_close_match_in_meaning_answers_whatever_the_probability() -> None:
+    decision = load_decision(BUNDLED)
+    assert decision is not None and 0.5 <= decision.dense_override < 1.0
+    weak = signals(0.01, decision.dense_override, 0.1, 0.1)  # the judge reads it as unrelated
+    assert decision.probability(weak) < decision.floor and decision.answers(weak)
+    assert not decision.answers({**weak, "dense_best": decision.dense_override - 0.01})
