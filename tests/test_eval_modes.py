@@ -190,10 +190,14 @@ def test_abstain_mode_removes_the_answers_then_restores_the_index(
         assert sum(group.by_reason.values()) == group.refused
         signals = group.by_signal  # one abstention rate per signal, from the same answers
         assert signals["engine as configured (+generator)"] == pytest.approx(group.rate)
-        both = signals["+default rule +coverage/dense"]
-        rule = signals["+judge or dense override (the default rule)"]
+        both = signals["+floor rule +coverage/dense"]
+        rule = signals["+judge or dense override (the floor rule)"]
         assert both >= max(rule, signals["+coverage/dense 0.5/0.5"])
         assert signals["+trained judge alone"] >= rule
+        calibrated = signals["+calibrated decision (the default)"]
+        assert signals["+calibrated +coverage/dense"] >= calibrated
+        # the engine refuses what its decision refuses, and more (the generator may too)
+        assert signals["engine as configured (+generator)"] >= calibrated
         assert min(signals.values()) == signals["retrieval gate only"]
     assert a.offtopic.rate >= 0.75, a.offtopic  # the gate's floor keeps far-off questions out
     details = json.loads(Path(str(report.details_file)).read_text())

@@ -67,9 +67,15 @@ ASSEMBLY_ROWS: dict[str, dict[str, Any]] = {
 ANSWERABILITY_ROWS: dict[str, dict[str, Any]] = {
     "no answerability check": {"judge": "none", "answerable_floor": 0.0},
     "+coverage/dense 0.5/0.5": {"judge": "none", "answerable_floor": 0.5, "answerable_dense": 0.5},
-    "+trained judge (default)": {"judge": "bundled", "answerable_floor": 0.0},
-    "+judge +coverage/dense": {
+    "+judge, floor rule": {"judge": "bundled", "decision": "rule", "answerable_floor": 0.0},
+    "+judge, calibrated decision (default)": {
         "judge": "bundled",
+        "decision": "calibrated",
+        "answerable_floor": 0.0,
+    },
+    "+calibrated +coverage/dense": {
+        "judge": "bundled",
+        "decision": "calibrated",
         "answerable_floor": 0.5,
         "answerable_dense": 0.5,
     },

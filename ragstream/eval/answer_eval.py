@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.settings import Settings
 from ragstream.eval.beir import beir_doc_id
+from ragstream.query.decision import Decision
 from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import Retriever
 
@@ -98,7 +99,9 @@ class AbstainGroup(BaseModel):
     by_signal: dict[str, float] = {}
 
 
-def signal_refusals(answer: Answer, judge_floor: float, judge_dense: float) -> dict[str, bool]:
+def signal_refusals(
+    answer: Answer, judge_floor: float, judge_dense: float, decision: Decision | None = None
+) -> dict[str, bool]:
     """Would each signal alone have refused this answer? The retrieval gate refuses before
     any signal is computed; every other rule reads `answer.answerability.signals`, which the
     engine records whatever it decides, so one run yields a row per signal."""
@@ -110,14 +113,19 @@ def signal_refusals(answer: Answer, judge_floor: float, judge_dense: float) -> d
 
     coverage = below("coverage_best", 0.5) and below("dense_best", 0.5)
     judged = below("judge_best", judge_floor) and below("dense_best", judge_dense)
-    return {
+    rows = {
         "retrieval gate only": gate,
         "+coverage/dense 0.5/0.5": gate or coverage,
         "+trained judge alone": gate or below("judge_best", judge_floor),
-        "+judge or dense override (the default rule)": gate or judged,
-        "+default rule +coverage/dense": gate or judged or coverage,
-        "engine as configured (+generator)": answer.refusal is not None,
+        "+judge or dense override (the floor rule)": gate or judged,
+        "+floor rule +coverage/dense": gate or judged or coverage,
     }
+    if decision is not None:
+        calibrated = "judge_best" in signals and not decision.answers(signals)
+        rows["+calibrated decision (the default)"] = gate or calibrated
+        rows["+calibrated +coverage/dense"] = gate or calibrated or coverage
+    rows["engine as configured (+generator)"] = answer.refusal is not None
+    return rows
 
 
 class AbstainReport(BaseModel):
@@ -191,7 +199,9 @@ def abstain_group(
     leaks = sum(any(c.doc_id in hidden for c in a.candidates) for a in answers.values())
     refused = [a for a in answers.values() if a.refusal is not None]
     q = engine.settings.query
-    decisions = [signal_refusals(a, q.judge_floor, q.judge_dense) for a in answers.values()]
+    decisions = [
+        signal_refusals(a, q.judge_floor, q.judge_dense, engine.decision) for a in answers.values()
+    ]
     group = AbstainGroup(
         questions=len(answers),
         refused=len(refused),
