@@ -98,6 +98,10 @@ def words(text: str) -> list[str]:
     return _WORDS.findall(lowered)
 
 
+# Quantity words an edit may add or drop without changing the content ("more stable").
+OPTIONAL_WORDS = frozenset(words("more less most least some all any"))
+
+
 @lru_cache(maxsize=65536)
 def _is_function_word(word: str) -> bool:
     return word in FUNCTION_WORDS or not tokenize(word)
@@ -143,17 +147,11 @@ def edit_flips(left: list[str], right: list[str]) -> int | None:
         if partner is not None:
             unmatched_right.remove(partner)
             flips += 1
-        elif not _is_function_word(a) and a not in _sides_words():
+        elif not _is_function_word(a) and a not in OPTIONAL_WORDS:
             return None
-    if any(not _is_function_word(b) and b not in _sides_words() for b in unmatched_right):
+    if any(not _is_function_word(b) and b not in OPTIONAL_WORDS for b in unmatched_right):
         return None
     return flips
-
-
-@cache
-def _sides_words() -> frozenset[str]:
-    """Direction words that may be added or dropped without changing content ("more")."""
-    return frozenset({"more", "less", "most", "least", "some", "all", "any"})
 
 
 def contradicts(span: str, claim: str, *, min_copied: float = 0.6) -> bool:
