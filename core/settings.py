@@ -132,14 +132,15 @@ class QuerySettings(BaseModel):
     answerable_dense: float = Field(default=0.5, ge=0.0, le=1.01)
     # the trained support judge (operators/judge.py): "bundled" (the shipped model), a model
     # directory, or "none". It reads the question against the best sentences of the chunks
-    # that passed the gate; below `judge_floor` (P(the sentence supports or contradicts the
-    # question), chosen on SciFact train) the answer is a `not_answerable` refusal. The
-    # verifier marks a claim unsupported (`contradicted`) when the judge reads its cited span
-    # as contradicting it: P(contradicts) >= `contradiction_floor` and > P(supports)
+    # that passed the gate, and `decision` below turns its reading and the other signals
+    # into answer or `not_answerable`. The verifier marks a claim unsupported
+    # (`contradicted`) when the judge reads its cited span as contradicting it:
+    # P(contradicts) >= `contradiction_floor` and > P(supports)
     judge: str = "bundled"
-    # ...unless the best dense cosine reaches `judge_dense` (1.01 = never). Both floors below
-    # were chosen on SciFact train claims the judge never trained on: docs/measurements.md,
-    # "Answerability floors"
+    # the floor rule (`decision="rule"`): answer when the judge scores a sentence >=
+    # `judge_floor` (P(it supports or contradicts the question)) or the best dense cosine
+    # reaches `judge_dense` (1.01 = never). Both were chosen on SciFact train claims the
+    # judge never trained on: docs/measurements.md, "Answerability decision and floors"
     judge_floor: float = Field(default=0.65, ge=0.0, le=1.0)
     judge_dense: float = Field(default=0.54, ge=0.0, le=1.01)
     # how the answerability signals become a decision: "calibrated" (the logistic regression
