@@ -64,6 +64,8 @@ def test_opposites_flip_and_synonyms_do_not() -> None:
     )
     assert contradicts("The effect was significant.", "The effect was insignificant.")
     assert not contradicts("X was not effective.", "X was ineffective.")  # same meaning
+    assert contradicts("Drug A is not effective.", "It is not true that drug A is ineffective.")
+    assert contradicts("More stable links need cyclin A.", "Less stable links need cyclin A.")
 
 
 def test_words_spell_out_contractions() -> None:
