@@ -108,6 +108,19 @@ def test_answered_reports_the_calibrated_decision(engine: QueryEngine) -> None:
     assert all(c.entailment is not None for c in answer.claims)
 
 
+def test_a_decision_floor_setting_overrides_the_fitted_one(engine: QueryEngine) -> None:
+    s = engine.settings.model_copy(deep=True)
+    s.query.decision_floor = 1.0  # no probability reaches it; only the dense override could
+    strict = QueryEngine(s, engine.retriever)
+    answer = ask(strict, "Which formats can the converter export a document to?")
+    verdict = answer.answerability
+    assert verdict is not None and verdict.floor == 1.0
+    assert strict.decision is not None
+    assert verdict.signals["dense_best"] < strict.decision.dense_override
+    assert answer.refusal is not None and answer.refusal.reason == "not_answerable"
+    assert "all signals together give" in answer.refusal.detail and answer.text == ""
+
+
 def test_the_floor_rule_is_still_a_setting(engine: QueryEngine) -> None:
     s = engine.settings.model_copy(deep=True)
     s.query.decision = "rule"
