@@ -126,8 +126,9 @@ def main() -> None:
     decision = load_decision(scorer.model_dir)
     if decision is not None:  # the default: fitted on the train split by `make decision`
         kept, refused = decision_rates(readings, decision)
-        print(f"| calibrated decision (default; floor {decision.floor:.3f}, dense override "
-              f"{decision.dense_override:.2f}) | {kept:.1%} | {refused:.1%} |")  # fmt: skip
+        print(f"| calibrated decision (default; floor {decision.floor:.3f}, judge override "
+              f"{decision.judge_override:.2f}, dense override {decision.dense_override:.2f}) "
+              f"| {kept:.1%} | {refused:.1%} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ for the trained judge, 0.64 for the best dense cosine, 0.68 for term coverage). 
 they do better. So the decision is a logistic regression over them, fitted on the train
 split (`ragstream.train.decision`, `make decision`). Its output is a probability that the
 question is answerable from what was retrieved, and the floor is the one that keeps 90 % of
-the held-out answerable questions answered; a best dense cosine above a fitted override
-answers too (`Decision.dense_override`). The fitted model is a small JSON file shipped
+the held-out answerable questions answered. Two overrides answer whatever the probability
+says: a sentence the judge reads as answering at the floor rule's judge floor
+(`Decision.judge_override`), and a best dense cosine above a fitted value
+(`Decision.dense_override`). The fitted model is a small JSON file shipped
 beside the judge it was fitted with (`operators/judge_model/decision.json`).
 
 Every feature must mean the same on any corpus: a probability, a cosine, shares of the
@@ -90,13 +92,20 @@ class Decision:
     # tea?" against "Green tea is steeped at 80 degrees": cosine 0.79, judge 0.01). Fitted as
     # the lowest value that refuses no fewer gold-removed fit questions than no override
     dense_override: float = 1.01
+    # a sentence the judge reads as answering this surely answers whatever the other
+    # signals say (the floor rule's judge floor, chosen on the same claims): on a small
+    # index of terse documents, term coverage is low for a question the judge reads as
+    # answered ("how are deleted files handled?" over the demo samples: judge 0.67,
+    # coverage 0.30). The probability decides where the judge is unsure
+    judge_override: float = 1.01
 
     def answers(self, signals: Mapping[str, float], floor: float | None = None) -> bool:
-        """The decision: probability at least the floor (this one, or `floor`), or the
-        dense override."""
+        """The decision: the judge's override, or probability at least the floor (this one,
+        or `floor`), or the dense override."""
         enough = self.floor if floor is None else floor
         return (
-            self.probability(signals) >= enough
+            signals.get("judge_best", 0.0) >= self.judge_override
+            or self.probability(signals) >= enough
             or signals.get("dense_best", 0.0) >= self.dense_override
         )
 
@@ -119,6 +128,7 @@ class Decision:
             "bias": self.bias,
             "floor": self.floor,
             "dense_override": self.dense_override,
+            "judge_override": self.judge_override,
             "judge": self.judge,
         }
 
@@ -141,6 +151,7 @@ def load_decision(model_dir: Path | str) -> Decision | None:
             floor=float(raw["floor"]),
             judge=str(raw["judge"]),
             dense_override=float(raw.get("dense_override", 1.01)),
+            judge_override=float(raw.get("judge_override", 1.01)),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelUnavailableError(

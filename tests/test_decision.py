@@ -114,3 +114,11 @@ def test_a_close_match_in_meaning_answers_whatever_the_probability() -> None:
     weak = signals(0.01, decision.dense_override, 0.1, 0.1)  # the judge reads it as unrelated
     assert decision.probability(weak) < decision.floor and decision.answers(weak)
     assert not decision.answers({**weak, "dense_best": decision.dense_override - 0.01})
+
+
+def test_a_sure_judge_answers_whatever_the_other_signals_say() -> None:
+    decision = load_decision(BUNDLED)
+    assert decision is not None and decision.judge_override == 0.65  # the floor rule's
+    terse = signals(decision.judge_override, 0.3, 0.1, 0.1)  # little term coverage
+    assert decision.probability(terse) < decision.floor and decision.answers(terse)
+    assert not decision.answers({**terse, "judge_best": decision.judge_override - 0.01})

@@ -9,10 +9,11 @@ give the same ranking, far more slowly. Only the claims the judge never trained 
 (`judge_data.is_holdout`): the judge's scores on its own training claims would flatter it.
 
 The signals of both readings (`query.decision.FEATURES`) are the inputs of a logistic
-regression with an L2 penalty, solved by Newton's method in numpy. Its floor is the
-probability that keeps `keep` (90 %) of the answerable questions answered; its dense
-override the lowest best cosine that, answering on its own, refuses no fewer of the
-gold-removed questions. The result,
+regression with an L2 penalty, solved by Newton's method in numpy. A judge score of at
+least the floor rule's judge floor (0.65) answers on its own; the probability's floor is
+the one that, with that override, keeps `keep` (90 %) of the answerable questions
+answered; the dense override is the lowest best cosine that, answering on its own, refuses
+no fewer of the gold-removed questions. The result,
 with its figures, is written as `decision.json` beside the judge:
 
     .venv/bin/python -m ragstream.train.decision ../shared/data/scifact --data-dir D
@@ -43,7 +44,10 @@ from ragstream.train.judge_data import is_holdout
 
 KEEP = 0.90  # answerable questions the fitted floor keeps answered (issue 16's target)
 POOL = 50  # fused candidates per question: the pool the engine measures leg leads on
-L2 = 1.0  # ridge penalty on the standardized weights: ~240 rows, 6 features
+L2 = 1.0  # ridge penalty on the standardized weights: ~240 rows, 4 features
+# the floor rule's judge floor (`query.judge_floor`, chosen on the same claims): a sentence
+# the judge reads as answering this surely answers, and the probability decides the rest
+JUDGE_OVERRIDE = 0.65
 
 
 @dataclass(frozen=True)
@@ -122,8 +126,16 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2) -> tuple[np.ndarr
     return theta[:-1], float(theta[-1])
 
 
-def fit_decision(readings: Sequence[Reading], judge_version: str, keep: float = KEEP) -> Decision:
-    """The decision fitted on `readings`, its floor keeping `keep` of the answerable ones."""
+def fit_decision(
+    readings: Sequence[Reading],
+    judge_version: str,
+    keep: float = KEEP,
+    judge_override: float = JUDGE_OVERRIDE,
+) -> Decision:
+    """The decision fitted on `readings`. With the judge's override in place, the floor is
+    the highest probability that keeps `keep` of the answerable ones answered. The dense
+    override is the lowest cosine that, answering on its own, refuses no fewer
+    gold-removed ones."""
     x = np.array([features(r.present) for r in readings] + [features(r.absent) for r in readings])
     y = np.array([1.0] * len(readings) + [0.0] * len(readings))
     mean, scale = x.mean(axis=0), x.std(axis=0)
@@ -131,11 +143,14 @@ def fit_decision(readings: Sequence[Reading], judge_version: str, keep: float = 
     weights, bias = fit_logistic((x - mean) / scale, y)
     unfloored = Decision(
         tuple(mean.round(6)), tuple(scale.round(6)), tuple(weights.round(6)), round(bias, 6),
-        0.0, judge_version,
+        0.0, judge_version, judge_override=judge_override,
     )  # fmt: skip
-    answerable = sorted(unfloored.probability(r.present) for r in readings)
-    floor = answerable[int(np.floor((1 - keep) * len(answerable)))]
-    floored = dataclasses.replace(unfloored, floor=round(floor - 1e-6, 6))
+    floored = unfloored
+    for p in sorted({round(unfloored.probability(r.present) - 1e-6, 6) for r in readings}):
+        candidate = dataclasses.replace(unfloored, floor=p)
+        if rates(readings, candidate)[0] < keep:
+            break
+        floored = candidate
     refused = rates(readings, floored)[1]
     for override in np.arange(0.50, 1.0, 0.01):  # the lowest that costs no refusal
         candidate = dataclasses.replace(floored, dense_override=round(float(override), 2))
