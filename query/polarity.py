@@ -102,11 +102,6 @@ def words(text: str) -> list[str]:
 OPTIONAL_WORDS = frozenset(words("more less most least some all any"))
 
 
-@lru_cache(maxsize=65536)
-def _is_function_word(word: str) -> bool:
-    return word in FUNCTION_WORDS or not tokenize(word)
-
-
 # Words that negate what follows: each one in an edit flips the meaning once.
 NEGATION_CUES = frozenset(
     words(
@@ -125,6 +120,11 @@ FUNCTION_WORDS = frozenset(
         "who whom whose what very also too quite rather yet still even only just"
     )
 )
+
+
+@lru_cache(maxsize=65536)
+def _is_function_word(word: str) -> bool:
+    return word in FUNCTION_WORDS or not tokenize(word)
 
 
 def _opposed(a: str, b: str) -> bool:

@@ -221,21 +221,25 @@ def _entailed(
         assert c.support_cid is not None and c.support_span is not None
         return by_cid[c.support_cid].text[c.support_span[0] : c.support_span[1]]
 
-    judged = [c for c in claims if c.support_cid is not None and c.support_span is not None]
-
-    # a claim that *is* its support span, word for word, is entailed by it: nothing to ask
-    def copied(c: Claim) -> bool:
-        assert c.support_cid is not None
-        return _verbatim(by_cid[c.support_cid].text, c.text)
-
-    asked = [(span_of(c), c.text) for c in judged if not copied(c)]
+    # a claim found word for word in its cited source is entailed by it: nothing to ask
+    # (each source's text is whitespace-normalized once, not once per claim)
+    flat = {cid: " ".join(src.text.split()) for cid, src in by_cid.items()}
+    copied = [
+        c.support_cid is not None and c.support_span is not None
+        and _verbatim(flat[c.support_cid], c.text)
+        for c in claims
+    ]  # fmt: skip
+    asked = [
+        (span_of(c), c.text)
+        for c, verbatim in zip(claims, copied, strict=True)
+        if c.support_cid is not None and c.support_span is not None and not verbatim
+    ]
     verdicts = iter(entailment(judge, asked))
     out = []
-    for claim in claims:
+    for claim, verbatim in zip(claims, copied, strict=True):
         if claim.support_cid is None or claim.support_span is None:
             out.append(claim)
             continue
-        verbatim = copied(claim)
         supports, contradicts = (1.0, 0.0) if verbatim else next(verdicts)
         contradicted = claim.contradicted or (contradicts > supports and contradicts >= floor)
         out.append(
@@ -264,11 +268,11 @@ def _polarity_checked(claims: list[Claim], by_cid: dict[str, SourceChunk]) -> li
     return out
 
 
-def _verbatim(source: str, claim: str) -> bool:
-    """The claim is a stretch of the source's text, word for word (whitespace and final
-    punctuation aside): the source says it, whatever sentence split found its span."""
+def _verbatim(flat_source: str, claim: str) -> bool:
+    """The claim is a stretch of the source's whitespace-normalized text, word for word
+    (final punctuation aside): the source says it, whatever sentence split found its span."""
     said = " ".join(claim.split()).rstrip(".!?:;, ")
-    return bool(said) and said in " ".join(source.split())
+    return bool(said) and said in flat_source
 
 
 def _sigmoid(x: float) -> float:
