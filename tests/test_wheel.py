@@ -43,6 +43,7 @@ NAMED = (
     "ragstream/operators/judge_model/model.onnx",
     "ragstream/operators/judge_model/tokenizer.json",
     "ragstream/operators/judge_model/judge.json",
+    "ragstream/operators/judge_model/decision.json",  # the calibrated decision fitted with it
     # the web console's files
     "ragstream/console/index.html",
     "ragstream/console/console.js",
