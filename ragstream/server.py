@@ -58,10 +58,10 @@ from ragstream.status import engine_status
 
 CONSOLE = Path(__file__).parent / "console"  # the web console's page, script and styles
 MAX_BODY = 1 << 20
-# A refused body up to this size is read and dropped before the 413 goes out: a client that
-# is still sending when the server closes gets a broken pipe instead of the 413 (urllib,
-# requests). Beyond it the server answers at once and closes; reading more would let anyone
-# make it read unbounded input.
+# A refused body up to this size is read and dropped before the 413 goes out, and the
+# connection is kept open: a client still sending when the server closes gets a broken pipe
+# instead of the 413 (urllib, requests). Beyond it the server answers at once and closes;
+# reading more would let anyone make it read unbounded input.
 DRAIN_LIMIT = 16 * MAX_BODY
 Tenants = tuple[str, ...] | None
 
@@ -105,11 +105,12 @@ def create_app(serving: Serving) -> FastAPI:
             return _error(411, "send the body with a Content-Length header", "invalid_request")
         size = int(length or 0)
         if size > MAX_BODY:
-            if size <= DRAIN_LIMIT:
+            refused = _error(413, f"body too large (limit {MAX_BODY} bytes)", "invalid_request")
+            if size <= DRAIN_LIMIT:  # read whole: the connection stays usable, nothing to close
                 async for _ in request.stream():
                     pass
-            refused = _error(413, f"body too large (limit {MAX_BODY} bytes)", "invalid_request")
-            refused.headers["connection"] = "close"
+            else:  # left unread: the connection cannot carry another request
+                refused.headers["connection"] = "close"
             return refused
         return await call_next(request)
 

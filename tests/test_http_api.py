@@ -5,6 +5,7 @@ sync / async / embedded clients returning equal answers."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import re
 import socket
@@ -126,8 +127,17 @@ def test_health_status_and_errors(url: str, engine: QueryEngine) -> None:
     assert status == 422 and err["code"] == "invalid_request" and err["details"]
     status, err = post(f"{url}/v1/query", b"{" + b" " * (1 << 20) + b"}")
     assert status == 413 and "too large" in err["error"]
-    # a body past the drain limit is refused from its header alone, unread
+    # a refused body within the drain limit is read whole: the connection carries on
     host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", "/v1/query", b" " * (2 << 20), {"Content-Type": "application/json"})
+    refused = conn.getresponse()
+    assert refused.status == 413 and refused.getheader("connection") != "close"
+    refused.read()
+    conn.request("GET", "/v1/health")
+    assert conn.getresponse().status == 200
+    conn.close()
+    # a body past the drain limit is refused from its header alone, unread
     with socket.create_connection((host, int(port)), timeout=10) as conn:
         conn.sendall(
             b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
