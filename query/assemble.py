@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ragstream.core.answers import SourceChunk
 from ragstream.core.models import IndexedChunk
@@ -46,6 +46,9 @@ class Context(BaseModel):
     system: str
     user: str
     tokens: int  # tokens of the source blocks (what `budget_tokens` bounds)
+    # the sentences the answerability judge read as answering, best first (the engine adds
+    # them after assembly): the extractive generator falls back on them
+    evidence: list[str] = Field(default_factory=list)
 
 
 def neutralize(text: str) -> str:

@@ -202,8 +202,9 @@ class QueryEngine:
             timings: dict[str, float] = {}
             ranked, refusal, leads = self._rank(request, tenants, timings)
             answer = self._empty(request, ranked, trace_id, refusal)
+            evidence: list[str] = []
             if refusal is None:
-                answer.answerability, refusal = _timed(
+                answer.answerability, refusal, evidence = _timed(
                     timings, "answerable", lambda: self._answerable(request.query, ranked, leads)
                 )
                 answer.refusal = refusal
@@ -212,7 +213,7 @@ class QueryEngine:
                 answer.timings_ms = timings
                 root.set_attribute("refused", refusal is not None)
                 return answer
-            answer = self._generate(request.query, ranked, answer, timings, on_text)
+            answer = self._generate(request.query, ranked, answer, timings, on_text, evidence)
             root.set_attribute("refused", answer.refusal is not None)
             root.set_attribute("grounding", answer.grounding)
             return answer
@@ -245,8 +246,10 @@ class QueryEngine:
         answer: Answer,
         timings: dict[str, float],
         on_text: Callable[[str], None] | None = None,
+        evidence: Sequence[str] = (),
     ) -> Answer:
-        """assemble → generate → verify, then the refusal rules of `_complete`."""
+        """assemble → generate → verify, then the refusal rules of `_complete`. `evidence`:
+        the sentences the answerability judge read as answering, handed to the generator."""
         q = self.settings.query
         context = _timed(
             timings,
@@ -261,6 +264,7 @@ class QueryEngine:
                 query=question,
             ),
         )
+        context.evidence = list(evidence)
         text = _timed(timings, "generate", lambda: self._text(question, context, on_text))
         checked = _timed(
             timings,
@@ -282,10 +286,11 @@ class QueryEngine:
 
     def _answerable(
         self, question: str, ranked: list[Reranked], leads: dict[str, float] | None = None
-    ) -> tuple[Answerability, Refusal | None]:
+    ) -> tuple[Answerability, Refusal | None, list[str]]:
         """The answerability judge (query/answerable.py) over the chunks that passed the
         gate: coverage and dense rules, and the trained judge reading the best sentences;
-        when they say no, the answer is a `not_answerable` refusal."""
+        when they say no, the answer is a `not_answerable` refusal. Also returns the
+        sentences it read as answering (at least `query.sentence_floor`), best first."""
         q = self.settings.query
         floor = q.answerable_floor
         chunks = [r.candidate.chunk for r in ranked]
@@ -310,8 +315,11 @@ class QueryEngine:
             sp.set_attribute("answerable", verdict.answerable)
             for name, value in verdict.signals.items():
                 sp.set_attribute(f"signal.{name}", value)
+        answering = [
+            chunks[e.chunk].text[e.start : e.end] for e in evidence if e.answers >= q.sentence_floor
+        ]
         if verdict.answerable:
-            return verdict, None
+            return verdict, None, answering
         coverage = verdict.signals["coverage_best"]
         if coverage < floor and dense < q.answerable_dense:
             detail = (
@@ -331,7 +339,7 @@ class QueryEngine:
                 f"{len(evidence)} sentences read)"
             )
         refusal = Refusal(reason="not_answerable", detail=detail, best_score=verdict.score)
-        return verdict, refusal
+        return verdict, refusal, answering
 
     def _declined(
         self, answer: Answer, text: str, timings: dict[str, float], sources: list[SourceChunk]

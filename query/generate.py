@@ -67,6 +67,8 @@ class ContextLike(Protocol):
     def system(self) -> str: ...
     @property
     def user(self) -> str: ...
+    @property
+    def evidence(self) -> Sequence[str]: ...
 
 
 class Generator(Protocol):
@@ -152,6 +154,14 @@ class OpenAIGenerator:
                 sp.set_attribute("output_chars", chars)
 
 
+def _judged(candidates: Sequence[tuple[int, int, str, str]], evidence: Sequence[str]) -> list[int]:
+    """The candidates that are sentences the answerability judge read as answering, in the
+    judge's order (texts compared with whitespace normalized)."""
+    where = {text: j for j, (*_, text) in reversed(list(enumerate(candidates)))}
+    found = (where.get(" ".join(e.split())) for e in evidence)
+    return list(dict.fromkeys(j for j in found if j is not None))
+
+
 class ExtractiveGenerator:
     """Offline default: the source sentences that answer the question, each with its `[Sn]`.
 
@@ -162,8 +172,10 @@ class ExtractiveGenerator:
     Near is not an answer: with the trained `judge`, the best-scoring sentences are read
     against the question and only those it scores >= `judge_floor` (they support or
     contradict what is asked), or whose cosine with the question reaches `dense_override`
-    (as close in meaning as the answerability rule's override), are kept; none kept is an
-    empty answer (a refusal).
+    (as close in meaning as the answerability rule's override), are kept. When none of them
+    is, the sentences the answerability judge read as answering (`context.evidence`: it picks
+    by the question's terms, not by meaning) are copied instead; none at all is an empty
+    answer (a refusal).
     """
 
     def __init__(
@@ -207,11 +219,16 @@ class ExtractiveGenerator:
             candidates = self._candidates(context.sources)
             if not candidates or not question.strip():
                 return ""
-            answer = self._compose(question, candidates)
+            answer = self._compose(question, candidates, context.evidence)
             trace.get_current_span().set_attribute("output_chars", len(answer))
             return answer
 
-    def _compose(self, question: str, candidates: list[tuple[int, int, str, str]]) -> str:
+    def _compose(
+        self,
+        question: str,
+        candidates: list[tuple[int, int, str, str]],
+        evidence: Sequence[str] = (),
+    ) -> str:
         embedder = self.embedder
         query = np.asarray(embedder.encode_query(question), dtype=np.float32)
         cosine = embedder.encode_passages([c[3] for c in candidates]) @ query
@@ -230,6 +247,8 @@ class ExtractiveGenerator:
                 for j, (s, c) in zip(near, read, strict=True)
                 if s + c >= self.judge_floor or cosine[j] >= self.dense_override
             ][: self.max_sentences]
+            if not chosen:  # none near in meaning: what the answerability judge read
+                chosen = _judged(candidates, evidence)[: self.max_sentences]
         parts = []
         for j in sorted(chosen, key=lambda j: candidates[j][:2]):  # source order
             _, _, cid, text = candidates[j]

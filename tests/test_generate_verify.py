@@ -8,7 +8,7 @@ without any network.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +36,7 @@ class Ctx:
     sources: list[SourceChunk]
     system: str = SYSTEM
     user: str = ""
+    evidence: list[str] = field(default_factory=list)
 
 
 def make_context(texts: list[str], question: str) -> Ctx:

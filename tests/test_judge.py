@@ -3,6 +3,7 @@ uses it (answerability, entailment-checked claims, the extractive generator's fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -188,6 +189,14 @@ def test_extractive_generator_copies_only_what_the_judge_reads_as_answering(
     # a sentence as close in meaning as the answerability override is kept without the judge
     close = ExtractiveGenerator(embedder, judge=Reads(""), dense_override=0.6)
     assert "stream of chunks" in close.generate(asked, ctx)
+    # none near in meaning answers: the sentences the answerability judge read are copied
+    from ragstream.query.verify import sentence_spans
+
+    last = ctx.sources[-1].text
+    a, b = sentence_spans(last)[-1]
+    judged = dataclasses.replace(ctx, evidence=["no such sentence.", last[a:b]])
+    fallback = ExtractiveGenerator(embedder, judge=Reads("")).generate(asked, judged)
+    assert fallback.count("[S") == 1 and " ".join(last[a:b].split()).rstrip(".") in fallback
 
 
 def test_verify_keeps_a_verbatim_copy_whatever_the_judge_reads(embedder, paragraphs) -> None:
