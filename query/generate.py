@@ -247,8 +247,10 @@ class ExtractiveGenerator:
                 for j, (s, c) in zip(near, read, strict=True)
                 if s + c >= self.judge_floor or cosine[j] >= self.dense_override
             ][: self.max_sentences]
-            if not chosen:  # none near in meaning: what the answerability judge read
-                chosen = _judged(candidates, evidence)[: self.max_sentences]
+            if not chosen:  # none of the nearest: what the answerability judge read, if near
+                judged = _judged(candidates, evidence)
+                chosen = [j for j in judged if scores[j] >= self.min_similarity]
+                chosen = chosen[: self.max_sentences]
         parts = []
         for j in sorted(chosen, key=lambda j: candidates[j][:2]):  # source order
             _, _, cid, text = candidates[j]

@@ -16,19 +16,23 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sentence_transformers import SentenceTransformer
 from typer.testing import CliRunner
 
 from ragstream.cli import app
 from ragstream.eval.beir import beir_subset, load_beir, write_beir
 from ragstream.operators.embed import load_embedder, tokenizer_identity
+from ragstream.query.retrieve import Retriever
+from ragstream.train.crossencoder import installed_minilm
 from ragstream.train.embedder import (
     Triple,
+    dense_order_scores,
     embedding_triples,
     in_batch_mask,
     masked_mnrl,
 )
 from ragstream.train.tune import Group, MineConfig, mine_index
-from ragstream.train.tune_embedder import tune_embedder
+from ragstream.train.tune_embedder import stored_vectors, tune_embedder
 
 
 def test_triples_pair_the_kth_judged_chunk_with_the_kth_hard_negative() -> None:
@@ -120,6 +124,16 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     mined = mine_index(dataset, data, "train", MineConfig())
     again = tune_embedder(data, mined, progress=lambda _: None)
     assert again.fingerprint == emb["fingerprint"]  # same data, seed and command: same weights
+    # the base figure reads the candidates' vectors back from the index: what encoding gives
+    groups = mined.groups[:6]
+    with Retriever.open(mined.settings) as retriever:
+        stored = stored_vectors(retriever.vectors, groups)
+    assert set(stored) == {t for g in groups for t, _, _ in g.candidates}
+    minilm = SentenceTransformer(installed_minilm(), device="cpu", local_files_only=True)
+    encoded = dense_order_scores(minilm, groups, "", "")
+    read_back = dense_order_scores(minilm, groups, "", "", stored)
+    for a, b in zip(encoded, read_back, strict=True):
+        assert a == pytest.approx(b, abs=1e-4)
 
     def cli(*args: str) -> dict:
         result = runner.invoke(app, [*args, "--data-dir", str(data), "--json"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,17 +100,29 @@ def _embed(model: Any, texts: Sequence[str]) -> Any:
 
 
 def dense_order_scores(
-    model: Any, groups: Sequence[Group], query_prefix: str, passage_prefix: str
+    model: Any,
+    groups: Sequence[Group],
+    query_prefix: str,
+    passage_prefix: str,
+    known: Mapping[str, Sequence[float]] | None = None,
 ) -> list[list[float]]:
-    """Each group's candidates scored by the embedder alone (cosine), texts encoded once."""
+    """Each group's candidates scored by the embedder alone (cosine), texts encoded once;
+    `known` passages (text -> this model's unit vector, e.g. read back from the index it
+    built) are not encoded again."""
     import numpy as np
 
     texts = list(dict.fromkeys(t for g in groups for t, _, _ in g.candidates))
     if not texts:
         return [[] for _ in groups]
-    vectors = model.encode(
-        [passage_prefix + t for t in texts], batch_size=16, normalize_embeddings=True
+    known = known or {}
+    todo = [t for t in texts if t not in known]
+    encoded = (
+        model.encode([passage_prefix + t for t in todo], batch_size=16, normalize_embeddings=True)
+        if todo
+        else []
     )
+    fresh = dict(zip(todo, encoded, strict=True))
+    vectors = np.asarray([known[t] if t in known else fresh[t] for t in texts], dtype=np.float32)
     row = {t: i for i, t in enumerate(texts)}
     queries = model.encode(
         [query_prefix + g.query for g in groups], batch_size=16, normalize_embeddings=True
@@ -130,11 +142,14 @@ def train_embedder(
     *,
     held_figure: Callable[[Sequence[Group], list[list[float]]], float],
     prefixes: tuple[str, str] = ("", ""),
+    base_vectors: Mapping[str, Sequence[float]] | None = None,
     progress: Callable[[str], None] = print,
     on_step: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Train from the model directory `base`, keep the best epoch on the held-out figure,
-    save a sentence-transformers directory to `out_dir`, return the training record."""
+    save a sentence-transformers directory to `out_dir`, return the training record.
+    `base_vectors`: held-out passages' vectors under `base` as the index stores them (text
+    -> vector), so the base figure encodes only the queries."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -145,12 +160,12 @@ def train_embedder(
         model.max_seq_length = config.max_length
     query_prefix, passage_prefix = prefixes
 
-    def evaluate() -> float:
+    def evaluate(known: Mapping[str, Sequence[float]] | None = None) -> float:
         model.eval()
         with torch.inference_mode():
-            return held_figure(held, dense_order_scores(model, held, *prefixes))
+            return held_figure(held, dense_order_scores(model, held, *prefixes, known))
 
-    base_figure = evaluate()
+    base_figure = evaluate(base_vectors)
     progress(f"base embedder: held-out figure {base_figure:.4f}")
     run = TrainingRun(model, fit, config, progress, on_step, every=10)
     best = run.best

@@ -74,6 +74,9 @@ class Group:
     qid: str
     query: str
     candidates: list[tuple[str, str, bool]]
+    # the candidates' content hashes, in the same order, when they are index chunks as
+    # stored (their vectors can be read back instead of encoded again); empty otherwise
+    hashes: tuple[str, ...] = ()
 
 
 class TuneReport(BaseModel):
@@ -123,7 +126,7 @@ def mine_groups(
                 )
                 for c in found
             ]
-            groups.append(Group(qid, text, cands))
+            groups.append(Group(qid, text, cands, tuple(c.chunk.content_hash for c in found)))
     return groups
 
 

@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from ragstream.connectors.protocols import VectorStore
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import EmbedderVersion
 from ragstream.operators.embed import embedder_spec, weight_files, weights_fingerprint
 from ragstream.query.retrieve import Retriever
 from ragstream.train.crossencoder import installed_minilm
 from ragstream.train.embedder import EmbedTrainConfig, embedding_triples, train_embedder
-from ragstream.train.tune import MineConfig, Mined, Steps, _split, mrr10
+from ragstream.train.tune import Group, MineConfig, Mined, Steps, _split, mrr10
 
 EMBEDDER_CONFIG = EmbedTrainConfig()
 EMBEDDER_META = "embedder.json"
@@ -74,6 +75,18 @@ def trainable_base(version: EmbedderVersion) -> str:
     return spec
 
 
+def stored_vectors(store: VectorStore, groups: Sequence[Group]) -> dict[str, list[float]]:
+    """The live embedder's vectors of the groups' candidates, read back from the index that
+    holds them (text -> vector): the base model's held-out figure then encodes no passage."""
+    by_hash = store.vectors_for_hashes({h for g in groups for h in g.hashes})
+    return {
+        text: by_hash[h]
+        for g in groups
+        for (text, _, _), h in zip(g.candidates, g.hashes, strict=False)
+        if h in by_hash
+    }
+
+
 def tune_embedder(
     data_dir: Path,
     mined: Mined,
@@ -86,16 +99,17 @@ def tune_embedder(
 ) -> EmbedderTuneReport:
     """Train from the mined groups, save the new version, write `embedder.json`."""
     mine = mine or MineConfig(seed=config.seed)
+    fit_groups, held = _split(mined.groups, mine.held_share, mine.seed)
     with Retriever.open(mined.settings) as retriever:
         live = retriever.embedder.version
+        stored = stored_vectors(retriever.vectors, held)
     base = trainable_base(live)
-    fit_groups, held = _split(mined.groups, mine.held_share, mine.seed)
     fit = embedding_triples(fit_groups, mine.positives, mine.seed)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "embedder"
         record = train_embedder(
             base, fit, held, config, staged, held_figure=mrr10,
-            prefixes=(live.query_prefix, live.passage_prefix),
+            prefixes=(live.query_prefix, live.passage_prefix), base_vectors=stored,
             progress=progress, on_step=on_step("embedder"),
         )  # fmt: skip
         fingerprint = weights_fingerprint(weight_files(staged))
