@@ -75,6 +75,7 @@ class Prompt:
     system: str
     user: str
     sources: tuple[SourceChunk, ...] = ()
+    evidence: tuple[str, ...] = ()
 
 
 def keywords_prompt(question: str) -> Prompt:
