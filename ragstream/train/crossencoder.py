@@ -215,7 +215,7 @@ class TrainingRun:
             self.on_step(done, total)
         if done % self.every == 0 or done == total:
             self.progress(
-                f"epoch {epoch}/{self.config.epochs} step {done}/{total} loss {float(loss):.4f} "
+                f"epoch {epoch}/{self.config.epochs} step {done}/{total} loss {loss.item():.4f} "
                 f"({self.seconds:.0f} s)"
             )
 
