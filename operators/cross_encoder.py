@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ragstream.core.errors import ModelUnavailableError
+from ragstream.operators.padding import padded_batches
 
 CHARS = 1200  # characters kept per text before tokenizing (>> max_length word pieces)
 
@@ -50,24 +51,23 @@ class OnnxCrossEncoder:
         except Exception as exc:
             raise ModelUnavailableError(f"cannot load {what} from {root}: {exc}") from exc
         tokenizer.enable_truncation(self.max_length, strategy="longest_first")
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        tokenizer.no_padding()  # each length-sorted mini-batch is padded to its own width
         self._tokenizer = tokenizer
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._lock = threading.Lock()  # one tokenizer's padding/truncation state, shared
 
     def logits(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> Any:
         """(n, outputs) float32 logits, one row per pair, in order."""
-        rows = []
         clipped = [(a[:CHARS], b[:CHARS]) for a, b in pairs]
-        for start in range(0, len(clipped), batch_size):
-            batch = clipped[start : start + batch_size]
-            with self._lock:
-                encoded = self._tokenizer.encode_batch(batch)
-            feeds = {
-                "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
-            }
+        if not clipped:
+            return np.zeros((0, 1), dtype=np.float32)
+        with self._lock:
+            encoded = self._tokenizer.encode_batch(clipped)
+        out: Any = None
+        for rows, feeds in padded_batches(encoded, batch_size):
             wanted = {k: v for k, v in feeds.items() if k in self._inputs}
-            rows.append(np.asarray(self._session.run(None, wanted)[0], dtype=np.float32))
-        return np.concatenate(rows) if rows else np.zeros((0, 1), dtype=np.float32)
+            logits = np.asarray(self._session.run(None, wanted)[0], dtype=np.float32)
+            if out is None:
+                out = np.zeros((len(clipped), logits.shape[1]), dtype=np.float32)
+            out[rows] = logits
+        return out

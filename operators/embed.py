@@ -24,6 +24,7 @@ import xxhash
 
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import EmbedderVersion
+from ragstream.operators.padding import padded_batches
 
 PRESETS = ("minilm-l6", "minilm-l3", "static")
 Matrix = np.ndarray
@@ -243,17 +244,9 @@ def _minilm_l3() -> Embedder:
     def encode(texts: list[str], batch_size: int) -> Matrix:
         """Length-sorted mini-batches (as sentence-transformers does): each pads only to
         its own longest text, so short texts cost neither time nor activation memory."""
-        encodings = tok.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.zeros((len(texts), dim), np.float32)
-        for i in range(0, len(order), batch_size):
-            rows = order[i : i + batch_size]
-            width = max(len(encodings[r].ids) for r in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for j, r in enumerate(rows):
-                n = len(encodings[r].ids)
-                ids[j, :n], mask[j, :n] = encodings[r].ids, 1
+        for rows, feeds in padded_batches(tok.encode_batch(texts), batch_size):
+            ids, mask = feeds["input_ids"], feeds["attention_mask"]
             states = session.run([hidden], {"input_ids": ids, "attention_mask": mask})[0]
             weights = mask[..., None].astype(np.float32)
             out[rows] = (states * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
