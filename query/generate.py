@@ -174,8 +174,9 @@ class ExtractiveGenerator:
     contradict what is asked), or whose cosine with the question reaches `dense_override`
     (as close in meaning as the answerability rule's override), are kept. When none of them
     is, the sentences the answerability judge read as answering (`context.evidence`: it picks
-    by the question's terms, not by meaning) are copied instead; none at all is an empty
-    answer (a refusal).
+    by the question's terms, not by meaning) are copied instead, those that reach
+    `min_similarity` too (near the question: judge readings of off-topic text are noise);
+    none at all is an empty answer (a refusal).
     """
 
     def __init__(
