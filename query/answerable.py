@@ -224,10 +224,6 @@ def judge(
     said = [chunk_terms(c) for c in chunks]
     per_chunk = [coverage(weights, terms) for terms in said]
     union = coverage(weights, set().union(*said))
-    # the same share with the rarest terms weighing most (IDF squared): what a question is
-    # specifically about ("Switzerland" in "What currency is used in Switzerland?")
-    focus_weights = {t: w * w for t, w in weights.items()}
-    focus = max((coverage(focus_weights, terms) for terms in said), default=0.0)
     total = sum(weights.values())
     unseen = sum(w for t, w in weights.items() if df.get(t, 0) == 0) / total if total else 0.0
     best = max(per_chunk, default=0.0)
@@ -235,7 +231,6 @@ def judge(
         "coverage_best": round(best, 4),
         "dense_best": round(dense_best, 4),
         "coverage_union": round(union, 4),
-        "coverage_focus": round(focus, 4),
         "unseen_term_share": round(unseen, 4),
         "question_terms": float(len(asked)),
         **(extra or {}),
