@@ -101,11 +101,17 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     runner = CliRunner()
     tuned = runner.invoke(
         app,
-        ["tune", str(dataset), "--data-dir", str(data), "--what", "both", "--json"],
+        ["tune", str(dataset), "--data-dir", str(data), "--what", "both", "--json",
+         "--reranker-size", "small"],
         catch_exceptions=False,
-    )
+    )  # fmt: skip
     assert tuned.exit_code == 0, tuned.output
     report = json.loads(tuned.stdout.strip().splitlines()[-1])
+    # the small reranker: 2 of the 6 layers, 128 tokens, recorded where it is loaded from
+    small = json.loads((Path(report["reranker"]["model_dir"]) / "reranker.json").read_text())
+    assert small["max_length"] == 128 and small["config"]["train"]["keep_layers"] == [0, 3]
+    bad = runner.invoke(app, ["tune", str(dataset), "--data-dir", str(data), "--reranker-size=x"])
+    assert bad.exit_code != 0 and "--reranker-size" in bad.output
     for phase in ("mining candidates", "training reranker", "training embedder"):
         assert phase in tuned.stderr  # a progress bar per phase (stderr: stdout is the JSON)
     assert report["what"] == "both" and report["reranker"]["what"] == "reranker"
