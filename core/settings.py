@@ -62,6 +62,7 @@ NON_SETTING_ENV = frozenset(
 SECRET_SETTINGS = frozenset({"generator.api_key", "api_keys", "admin_api_keys"})
 
 
+NAMED_FLOOR = 0.5  # query.named_floor's default (README, issue 16)
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pptx", ".pdf")
 
 DEFAULT_EXCLUDES = (
@@ -150,6 +151,12 @@ class QuerySettings(BaseModel):
     # floor fitted with it, which keeps 90 % of held-out answerable questions answered)
     decision: Literal["calibrated", "rule"] = "calibrated"
     decision_floor: float | None = Field(default=None, ge=0.0, le=1.0)
+    # the share of the proper names a question asks about (Switzerland, Docling) that the
+    # documents an answer cites must mention, else it is a `not_answerable` refusal: text
+    # that never names what is asked about does not answer it. Not applied when the best
+    # chunk is as close in meaning as `answerable_dense` (it names the thing otherwise:
+    # "Galliformes" / "chicken"). 0 = off
+    named_floor: float = Field(default=NAMED_FLOOR, ge=0.0, le=1.0)
     # the extractive generator copies only sentences the judge scores >= this (P(supports or
     # contradicts the question)) or as close as `judge_dense`; none such is a refusal
     sentence_floor: float = Field(default=0.01, ge=0.0, le=1.0)

@@ -36,7 +36,7 @@ from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
 from ragstream.operators.embed import Embedder, with_vector_memo
 from ragstream.operators.judge import SupportJudge, load_judge
-from ragstream.query.answerable import judge
+from ragstream.query.answerable import judge, named_terms, unmentioned
 from ragstream.query.assemble import Context, assemble
 from ragstream.query.decision import LEAD_TAIL, Decision, leg_leads, load_decision
 from ragstream.query.freshness import with_versions
@@ -281,6 +281,8 @@ class QueryEngine:
         if declined(text):
             return self._declined(answer, text, timings, context.sources)
         answer = self._complete(answer, context.sources, checked)
+        if answer.refusal is None and (unnamed := self._unnamed(answer)):
+            answer = self._unnamed_refusal(answer, unnamed)
         answer.timings_ms = timings
         return answer
 
@@ -430,6 +432,44 @@ class QueryEngine:
                 best_score=checked.grounding,
             )
         return answer
+
+    def _unnamed_refusal(self, answer: Answer, unnamed: list[str]) -> Answer:
+        """The answer cites no document that names what the question asks about: a
+        `not_answerable` refusal, its text and claims withheld (the sources stay, as shown)."""
+        if answer.answerability is not None:
+            answer.answerability.signals["names_unmentioned"] = float(len(unnamed))
+            answer.answerability.answerable = False
+        answer.text, answer.claims, answer.citations = "", [], []
+        answer.refusal = Refusal(
+            reason="not_answerable",
+            detail=(
+                f"the question asks about {', '.join(unnamed)}, which the documents the "
+                f"answer cites never mention"
+            ),
+            best_score=answer.answered,
+        )
+        return answer
+
+    def _unnamed(self, answer: Answer) -> list[str]:
+        """The question's proper names the cited documents never mention, when they mention
+        less than `query.named_floor` of them (else []): an answer about Switzerland must
+        cite a document that names it. A name missing from the cited chunks is looked up in
+        the rest of their documents (a title, another section) before it counts as missing.
+        Text as close in meaning as `query.answerable_dense` is exempt: it is about what was
+        asked, and its name for it is likely another form of the same one ("Galliformes":
+        "chicken", "Escherichia coli": "E. coli")."""
+        q, question = self.settings.query, answer.query
+        cited_ids = {c.cid for c in answer.citations}
+        cited = [s for s in answer.sources if s.cid in cited_ids]
+        signals = answer.answerability.signals if answer.answerability else {}
+        names = named_terms(question)
+        near = signals.get("dense_best", 0.0) >= q.answerable_dense
+        missing = unmentioned(question, cited) if names and q.named_floor > 0 and not near else []
+        if missing:
+            lookup = self._side().vectors.live_chunks
+            docs = [c for d in dict.fromkeys(s.doc_id for s in cited) for c in lookup(d)]
+            missing = unmentioned(question, docs)
+        return missing if missing and 1.0 - len(missing) / len(names) < q.named_floor else []
 
 
 def _fitted_decision(support_judge: SupportJudge | None, mode: str) -> Decision | None:

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ragstream.core.models import IndexedChunk
-from ragstream.query.answerable import coverage, idf, judge
+from ragstream.query.answerable import coverage, idf, judge, named_terms, unmentioned
 
 
 def chunk(text: str, title: str = "") -> IndexedChunk:
@@ -91,3 +91,31 @@ def test_a_close_match_in_meaning_is_answerable_whatever_the_words() -> None:
     assert close.answerable and close.signals["dense_best"] == 0.62
     far, _ = judge(question, chunks, corpus_freqs(texts), 0.5, dense_best=0.3, dense_floor=0.5)
     assert not far.answerable
+
+
+CURRENCY = [
+    "The functional currency for the subsidiary is the Euro.",
+    "Gains and losses on foreign currency transactions are reported in other income.",
+]
+
+
+def test_the_names_a_question_asks_about_and_the_ones_the_text_never_mentions() -> None:
+    """Near in every word but the one that matters: the currency text never names Japan."""
+    chunks = [chunk(t) for t in CURRENCY]
+    freqs = corpus_freqs([*CURRENCY, "Offices in Japan and Switzerland."])
+    question = "What is the currency of Japan?"
+    assert named_terms(question) == unmentioned(question, chunks) == ["japan"]
+    verdict, _ = judge(question, chunks, freqs, 0.0, dense_best=0.9, dense_floor=0.5)
+    assert verdict.answerable and verdict.signals["named_coverage"] == 0.0  # recorded only
+    named = [*chunks, chunk("The yen.", title="Japan")]  # a title counts
+    assert unmentioned(question, named) == []
+    verdict, _ = judge(question, named, freqs, 0.0, 0.9, 0.5)
+    assert verdict.signals["named_coverage"] == 1.0
+    assert named_terms("what is a functional currency?") == []
+
+
+@given(st.text(max_size=80))
+def test_named_terms_are_among_the_question_terms(question: str) -> None:
+    from ragstream.query.answerable import question_terms
+
+    assert set(named_terms(question)) <= set(question_terms(question))

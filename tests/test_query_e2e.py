@@ -121,6 +121,25 @@ def test_a_decision_floor_setting_overrides_the_fitted_one(engine: QueryEngine) 
     assert "all signals together give" in answer.refusal.detail and answer.text == ""
 
 
+def test_an_answer_must_cite_a_document_that_names_what_the_question_names(
+    engine: QueryEngine,
+) -> None:
+    question = "What does the hybrid chunker do with the hierarchical chunks in Norway?"
+    near = ask(engine, question)  # close in meaning: "Norway" may be another form of a name
+    assert near.refusal is None and near.answerability is not None
+    assert near.answerability.signals["dense_best"] >= engine.settings.query.answerable_dense
+    s = engine.settings.model_copy(deep=True)
+    s.query.answerable_dense = 1.01  # no chunk is near enough to be exempt
+    strict = ask(QueryEngine(s, engine.retriever), question)
+    assert strict.refusal is not None and strict.refusal.reason == "not_answerable"
+    assert "asks about norway, which the documents the answer cites never mention" in (
+        strict.refusal.detail
+    )
+    assert strict.text == "" and strict.citations == []
+    s.query.named_floor = 0.0  # off
+    assert ask(QueryEngine(s, engine.retriever), question).refusal is None
+
+
 def test_the_floor_rule_is_still_a_setting(engine: QueryEngine) -> None:
     s = engine.settings.model_copy(deep=True)
     s.query.decision = "rule"

@@ -29,6 +29,7 @@ from ragstream.train.embedder import (
     dense_order_scores,
     embedding_triples,
     in_batch_mask,
+    passage_columns,
     masked_mnrl,
 )
 from ragstream.train.tune import Group, MineConfig, mine_index
@@ -43,9 +44,19 @@ def test_triples_pair_the_kth_judged_chunk_with_the_kth_hard_negative() -> None:
     )
     skipped = Group("b", "qb", [("n", "z", False)])  # nothing judged was retrieved
     triples = sorted(embedding_triples([g, skipped], positives=2, seed=1), key=lambda t: t.positive)
-    assert [(t.positive, t.negative) for t in triples] == [("p0", "n0"), ("p1", "n1")]
+    assert [(t.positive, t.negatives) for t in triples] == [("p0", ("n0",)), ("p1", ("n1",))]
     assert all(t.relevant == frozenset({"d1", "d2"}) for t in triples)
     assert len(embedding_triples([g], positives=1, seed=1)) == 1
+
+
+def test_more_hard_negatives_are_dealt_out_so_no_two_rows_of_a_query_share_one() -> None:
+    cands = [(f"n{i}", f"x{i}", False) for i in range(5)] + [("p0", "d1", True), ("p1", "d2", True)]
+    g = Group("a", "qa", cands)
+    triples = sorted(embedding_triples([g], 2, seed=1, negatives=3), key=lambda t: t.positive)
+    assert [t.negatives for t in triples] == [("n0", "n2", "n4"), ("n1", "n3")]
+    assert [t.negative_docs for t in triples] == [("x0", "x2", "x4"), ("x1", "x3")]
+    only = embedding_triples([g], 1, seed=1, negatives=2)
+    assert [t.negatives for t in only] == [("n0", "n1")]
 
 
 def test_a_tokenizer_is_known_by_what_it_does_not_where_it_was_loaded_from() -> None:
@@ -62,7 +73,7 @@ def test_a_tokenizer_is_known_by_what_it_does_not_where_it_was_loaded_from() -> 
 
 
 def triple(query: str, pos: str, neg: str, relevant: set[str]) -> Triple:
-    return Triple(query, f"t{pos}", f"t{neg}", pos, neg, frozenset(relevant))
+    return Triple(query, f"t{pos}", (f"t{neg}",), pos, (neg,), frozenset(relevant))
 
 
 def test_the_mask_hides_other_rows_judged_documents_but_never_the_rows_own_positive() -> None:
@@ -71,6 +82,16 @@ def test_the_mask_hides_other_rows_judged_documents_but_never_the_rows_own_posit
     assert in_batch_mask(batch) == [
         [False, True, False, True],  # d2 and the second d1 are relevant to q1: not negatives
         [False, False, False, False],  # q2's own positive (d2) stays; d1 is a true negative
+    ]
+
+
+def test_every_hard_negative_of_every_row_is_a_column_for_every_row() -> None:
+    wide = Triple("q1", "tp", ("ta", "tb"), "d1", ("na", "d2"), frozenset({"d1"}))
+    batch = [wide, triple("q2", "d2", "n3", {"d2"})]
+    assert [d for _, d in passage_columns(batch)] == ["d1", "d2", "na", "d2", "n3"]
+    assert in_batch_mask(batch) == [
+        [False, False, False, False, False],  # q1 was judged on d1 only
+        [False, False, False, True, False],  # q1's hard negative d2 is q2's judged document
     ]
 
 

@@ -44,7 +44,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragstream.core.answers import Answer, QueryRequest
-from ragstream.core.settings import QuerySettings, Settings
+from ragstream.core.settings import NAMED_FLOOR, QuerySettings, Settings
 from ragstream.eval.answer_eval import eval_engine, latency
 from ragstream.eval.beir import Qrels, Queries, doc_key
 from ragstream.query.assemble import render
@@ -65,19 +65,37 @@ ASSEMBLY_ROWS: dict[str, dict[str, Any]] = {
 # one row per answerability signal (issue 16): what each costs in answered / gold-cited
 # questions, and what the trained judge adds to verification (the negation probe)
 ANSWERABILITY_ROWS: dict[str, dict[str, Any]] = {
-    "no answerability check": {"judge": "none", "answerable_floor": 0.0},
-    "+coverage/dense 0.5/0.5": {"judge": "none", "answerable_floor": 0.5, "answerable_dense": 0.5},
-    "+judge, floor rule": {"judge": "bundled", "decision": "rule", "answerable_floor": 0.0},
-    "+judge, calibrated decision (default)": {
+    "no answerability check": {"judge": "none", "answerable_floor": 0.0, "named_floor": 0.0},
+    "+coverage/dense 0.5/0.5": {
+        "judge": "none",
+        "answerable_floor": 0.5,
+        "answerable_dense": 0.5,
+        "named_floor": 0.0,
+    },
+    "+judge, floor rule": {
+        "judge": "bundled",
+        "decision": "rule",
+        "answerable_floor": 0.0,
+        "named_floor": 0.0,
+    },
+    "+judge, calibrated decision": {
         "judge": "bundled",
         "decision": "calibrated",
         "answerable_floor": 0.0,
+        "named_floor": 0.0,
     },
-    "+calibrated +coverage/dense": {
+    "+calibrated +names cited (default)": {
+        "judge": "bundled",
+        "decision": "calibrated",
+        "answerable_floor": 0.0,
+        "named_floor": NAMED_FLOOR,
+    },
+    "+calibrated +names +coverage/dense": {
         "judge": "bundled",
         "decision": "calibrated",
         "answerable_floor": 0.5,
         "answerable_dense": 0.5,
+        "named_floor": NAMED_FLOOR,
     },
 }
 ROW_SETS: dict[str, dict[str, dict[str, Any]]] = {

@@ -41,43 +41,58 @@ class EmbedTrainConfig:
     warmup_share: float = 0.1
     weight_decay: float = 0.01
     scale: float = 20.0  # cosine temperature (sentence-transformers' MNRL default)
+    hard_negatives: int = 1  # mined negatives per (query, positive): extra softmax columns
     max_length: int = 0  # 0 = the model's own max_seq_length (what ingest encodes at)
     seed: int = 13
 
 
 @dataclass(frozen=True)
 class Triple:
-    """A query, one of its judged chunks and one hard negative, with the judged documents
-    (masked when they appear as another row's passage in the same batch)."""
+    """A query, one of its judged chunks and its hard negatives (one or more), with the
+    judged documents (masked when they appear as another row's passage in the same batch)."""
 
     query: str
     positive: str
-    negative: str
+    negatives: tuple[str, ...]
     positive_doc: str
-    negative_doc: str
+    negative_docs: tuple[str, ...]
     relevant: frozenset[str]
 
 
-def embedding_triples(groups: Sequence[Group], positives: int, seed: int) -> list[Triple]:
-    """Per query: its best-ranked judged chunks (up to `positives`), each paired with one of
-    the best-ranked chunks of unjudged documents (the k-th positive with the k-th negative).
-    Queries whose judged documents were not retrieved are skipped."""
+def embedding_triples(
+    groups: Sequence[Group], positives: int, seed: int, negatives: int = 1
+) -> list[Triple]:
+    """Per query: its best-ranked judged chunks (up to `positives`), each with `negatives`
+    of the best-ranked chunks of unjudged documents, dealt out in rank order (with 2
+    positives: the first gets negatives 1, 3, 5 …, the second 2, 4, 6 …), so no two rows of
+    one query share a negative. Queries whose judged documents were not retrieved, or that
+    have no unjudged candidate for a positive, are skipped."""
     triples = []
     for g in groups:
         relevant = frozenset(doc for _, doc, rel in g.candidates if rel)
         pos = [(t, d) for t, d, rel in g.candidates if rel][:positives]
         neg = [(t, d) for t, d, rel in g.candidates if not rel]
         for k, (text, doc) in enumerate(pos):
-            if k < len(neg):
-                triples.append(Triple(g.query, text, neg[k][0], doc, neg[k][1], relevant))
+            mine = neg[k :: len(pos)][:negatives]
+            if mine:
+                texts, docs = zip(*mine, strict=True)
+                triples.append(Triple(g.query, text, texts, doc, docs, relevant))
     random.Random(seed).shuffle(triples)
     return triples
 
 
+def passage_columns(batch: Sequence[Triple]) -> list[tuple[str, str]]:
+    """The batch's passages as softmax columns, (text, doc): row i's positive is column i,
+    then every row's negatives."""
+    return [(t.positive, t.positive_doc) for t in batch] + [
+        (text, doc) for t in batch for text, doc in zip(t.negatives, t.negative_docs, strict=True)
+    ]
+
+
 def in_batch_mask(batch: Sequence[Triple]) -> list[list[bool]]:
-    """mask[i][j]: passage column j (positives, then negatives) is a document judged
-    relevant to row i's query, other than row i's own positive: not a negative for row i."""
-    docs = [t.positive_doc for t in batch] + [t.negative_doc for t in batch]
+    """mask[i][j]: passage column j (`passage_columns`) is a document judged relevant to row
+    i's query, other than row i's own positive: not a negative for row i."""
+    docs = [d for _, d in passage_columns(batch)]
     return [[j != i and d in t.relevant for j, d in enumerate(docs)] for i, t in enumerate(batch)]
 
 
@@ -172,11 +187,7 @@ def train_embedder(
     for epoch, batches in run.epochs():
         for batch in batches:
             queries = _embed(model, [query_prefix + t.query for t in batch])
-            passages = _embed(
-                model,
-                [passage_prefix + t.positive for t in batch]
-                + [passage_prefix + t.negative for t in batch],
-            )
+            passages = _embed(model, [passage_prefix + t for t, _ in passage_columns(batch)])
             mask = torch.tensor(in_batch_mask(batch))
             loss = masked_mnrl(queries, passages, mask, config.scale)
             run.step(loss, epoch)

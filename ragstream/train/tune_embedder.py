@@ -104,7 +104,7 @@ def tune_embedder(
         live = retriever.embedder.version
         stored = stored_vectors(retriever.vectors, held)
     base = trainable_base(live)
-    fit = embedding_triples(fit_groups, mine.positives, mine.seed)
+    fit = embedding_triples(fit_groups, mine.positives, mine.seed, config.hard_negatives)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "embedder"
         record = train_embedder(
