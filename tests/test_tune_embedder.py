@@ -29,8 +29,8 @@ from ragstream.train.embedder import (
     dense_order_scores,
     embedding_triples,
     in_batch_mask,
-    passage_columns,
     masked_mnrl,
+    passage_columns,
 )
 from ragstream.train.tune import Group, MineConfig, mine_index
 from ragstream.train.tune_embedder import stored_vectors, tune_embedder
