@@ -76,11 +76,15 @@ def named_terms(question: str) -> list[str]:
     return sorted(set(tokenize(" ".join(names))) & set(question_terms(question)))
 
 
+def missing_names(names: Sequence[str], said: Sequence[set[str]]) -> list[str]:
+    """The names no chunk's analyzed terms (`chunk_terms`) contain."""
+    return [t for t in names if not any(t in terms for terms in said)]
+
+
 def unmentioned(question: str, chunks: Sequence[IndexedChunk | ChunkView]) -> list[str]:
     """The question's names (`named_terms`) that none of the chunks mentions (title, section
     path or text)."""
-    said = [chunk_terms(c) for c in chunks]
-    return [t for t in named_terms(question) if not any(t in terms for terms in said)]
+    return missing_names(named_terms(question), [chunk_terms(c) for c in chunks])
 
 
 def idf(documents: int, containing: int) -> float:
@@ -265,7 +269,7 @@ def judge(
     unseen = sum(w for t, w in weights.items() if df.get(t, 0) == 0) / total if total else 0.0
     best = max(per_chunk, default=0.0)
     names = named_terms(question)
-    named = 1.0 - len(unmentioned(question, chunks)) / len(names) if names else 1.0
+    named = 1.0 - len(missing_names(names, said)) / len(names) if names else 1.0
     signals = {
         "named_coverage": round(named, 4),
         "coverage_best": round(best, 4),
