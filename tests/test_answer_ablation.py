@@ -26,12 +26,14 @@ from ragstream.cli import app
 from ragstream.core.answers import Answer, Citation, Claim, QueryRequest, Refusal, SourceChunk
 from ragstream.core.settings import Settings
 from ragstream.eval.answer_ablation import (
+    ANSWERABILITY_ROWS,
     ASSEMBLY_ROWS,
     AnswerAblation,
     answer_ablation,
     markdown_answers,
     row_settings,
     score_answer,
+    with_configured_judge,
 )
 from ragstream.eval.answer_eval import eval_engine
 from ragstream.eval.beir import Qrels, Queries, beir_subset, index_corpus, load_beir, write_beir
@@ -199,6 +201,20 @@ def test_rows_go_through_validated_settings(tmp_path: Path) -> None:
     assert both.query.budget_tokens == settings.query.budget_tokens  # the rest untouched
     with pytest.raises(ValidationError):
         row_settings(settings, {"order": "random"})
+
+
+def test_judge_rows_read_the_configured_judge_and_no_judge_rows_stay_without() -> None:
+    rows = {n: with_configured_judge(o, "/srv/judge") for n, o in ANSWERABILITY_ROWS.items()}
+    for name, row in rows.items():
+        configured = ANSWERABILITY_ROWS[name]["judge"] == "bundled"
+        assert row["judge"] == ("/srv/judge" if configured else "none"), name
+        assert {k: v for k, v in row.items() if k != "judge"} == {
+            k: v for k, v in ANSWERABILITY_ROWS[name].items() if k != "judge"
+        }
+    for off in ("none", "", "off"):  # an index served without a judge: the rows bring one
+        assert with_configured_judge(ANSWERABILITY_ROWS["+judge, floor rule"], off)["judge"] == (
+            "bundled"
+        )
 
 
 @pytest.mark.slow

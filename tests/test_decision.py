@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.operators.judge import BUNDLED, SupportJudge
 from ragstream.query.decision import FEATURES, Decision, leg_leads, load_decision
-from ragstream.train.decision import Reading, fit_decision, fit_logistic, rates
+from ragstream.train.decision import Reading, auc, ceiling, fit_decision, fit_logistic, rates
 
 SHARE = st.floats(0.0, 1.0)
 
@@ -122,3 +122,49 @@ def test_a_sure_judge_answers_whatever_the_other_signals_say() -> None:
     terse = signals(decision.judge_override, 0.3, 0.1, 0.1)  # little term coverage
     assert decision.probability(terse) < decision.floor and decision.answers(terse)
     assert not decision.answers({**terse, "judge_best": decision.judge_override - 0.01})
+
+
+SCORES = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30)
+
+
+@given(SCORES, SCORES)
+def test_auc_is_symmetric_and_matches_a_brute_force_count(
+    pos: list[float], neg: list[float]
+) -> None:
+    value = auc(pos, neg)
+    assert 0.0 <= value <= 1.0
+    assert value + auc(neg, pos) == pytest.approx(1.0)
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
+    assert value == pytest.approx(wins / (len(pos) * len(neg)))
+
+
+@given(SCORES, SCORES, SCORES, st.floats(0.5, 0.99))
+def test_ceiling_answers_what_the_keep_needs_and_no_more_is_refused_than_the_floor_allows(
+    evidence: list[float], unsupported: list[float], absent: list[float], keep: float
+) -> None:
+    total = len(evidence) + len(unsupported)
+    need = max(0, int(np.ceil(keep * total - 1e-9)) - len(evidence))
+    if need > len(unsupported):
+        with pytest.raises(ValueError):
+            ceiling(evidence, unsupported, absent, keep)
+        return
+    share, refused = ceiling(evidence, unsupported, absent, keep)
+    assert share == pytest.approx(need / len(unsupported))
+    if need:
+        floor = sorted(unsupported, reverse=True)[need - 1]
+        answered = sum(u >= floor for u in unsupported) + len(evidence)
+        assert answered / total >= keep - 1e-9  # the floor keeps what the target asks
+        assert refused == pytest.approx(sum(a < floor for a in absent) / len(absent))
+    else:
+        assert refused == 1.0
+
+
+def test_ceiling_is_low_when_unsupported_questions_score_like_gold_removed_ones() -> None:
+    """The issue-16 situation in miniature: 60 % evidence questions (sure), 40 % whose gold
+    text holds no answer and scores like the gold-removed ones: keeping 90 % answered
+    forces the floor down among the gold-removed scores."""
+    rng = np.random.default_rng(3)
+    like_absent = rng.uniform(0, 1, 400).tolist()
+    share, refused = ceiling([1.0] * 600, like_absent, rng.uniform(0, 1, 1000).tolist())
+    assert share == pytest.approx(0.75)
+    assert 0.2 < refused < 0.3

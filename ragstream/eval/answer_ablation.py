@@ -44,7 +44,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragstream.core.answers import Answer, QueryRequest
-from ragstream.core.settings import NAMED_FLOOR, QuerySettings, Settings
+from ragstream.core.settings import NAMED_FLOOR, QuerySettings, Settings, switched_off
 from ragstream.eval.answer_eval import eval_engine, latency
 from ragstream.eval.beir import Qrels, Queries, doc_key
 from ragstream.query.assemble import render
@@ -159,6 +159,22 @@ class Scored(BaseModel):
     ms: float
 
 
+def with_configured_judge(overrides: Mapping[str, Any], judge: str) -> dict[str, Any]:
+    """A row's settings with the judge this index is configured with (`query.judge`) in
+    place of the bundled one, so a row that reads a judge measures the judge (and the
+    decision beside it) the engine serves with: a judge directory refitted for a tuned
+    embedder, say. A row without a judge, or an index configured with none, is unchanged.
+
+    >>> with_configured_judge({"judge": "bundled", "decision": "rule"}, "/m/judge")
+    {'judge': '/m/judge', 'decision': 'rule'}
+    >>> with_configured_judge({"judge": "bundled"}, "none")
+    {'judge': 'bundled'}
+    """
+    if overrides.get("judge") == "bundled" and not switched_off(judge):
+        return {**overrides, "judge": judge}
+    return dict(overrides)
+
+
 def row_settings(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
     """`settings` with these `query.*` fields, validated like any configured value."""
     query = QuerySettings.model_validate({**settings.query.model_dump(), **overrides})
@@ -240,7 +256,10 @@ def answer_ablation(
     """Every question through every row's engine; the report, and one detail per question
     on which the rows disagree about `answered` or `gold_cited` (where a row made a
     difference worth reading)."""
-    chosen = ROW_SETS[rows]
+    chosen = {
+        name: with_configured_judge(overrides, settings.query.judge)
+        for name, overrides in ROW_SETS[rows].items()
+    }
     engines = {
         name: eval_engine(row_settings(settings, overrides), retriever)
         for name, overrides in chosen.items()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class Reading:
     qid: str
     present: dict[str, float]
     absent: dict[str, float]
+    gold_in_top: bool = False  # a gold document is among the k chunks read as retrieved
 
 
 def collect(
@@ -98,7 +100,10 @@ def collect(
             asked = QueryRequest(query=queries[qid], k=POOL, generate=False)
             pool = engine.retrieve(asked).results
             rest = [r for r in pool if doc_key(r.doc_id) not in gold]
-            out.append(Reading(qid, signals(queries[qid], pool), signals(queries[qid], rest)))
+            in_top = any(doc_key(r.doc_id) in gold for r in pool[:k])
+            out.append(
+                Reading(qid, signals(queries[qid], pool), signals(queries[qid], rest), in_top)
+            )
     return out
 
 
@@ -164,6 +169,47 @@ def rates(readings: Sequence[Reading], decision: Decision) -> tuple[float, float
     kept = sum(decision.answers(r.present) for r in readings)
     refused = sum(not decision.answers(r.absent) for r in readings)
     return kept / len(readings), refused / len(readings)
+
+
+def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
+    """ROC AUC of a score: P(a random positive scores above a random negative), ties half.
+
+    >>> auc([0.9, 0.8], [0.1, 0.2]), auc([0.5], [0.5]), auc([0.1], [0.9, 0.2])
+    (1.0, 0.5, 0.0)
+    """
+    if not positives or not negatives:
+        raise ValueError("auc needs at least one positive and one negative")
+    above = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return above / (len(positives) * len(negatives))
+
+
+def ceiling(
+    evidence: Sequence[float],
+    unsupported: Sequence[float],
+    absent: Sequence[float],
+    keep: float = KEEP,
+) -> tuple[float, float]:
+    """How far a floor on one score can go when the answerable questions are of two kinds:
+    those whose gold text holds evidence (`evidence`) and those whose gold text does not
+    (`unsupported`: SciFact's not-enough-info claims, which BEIR's qrels still count as
+    answerable). Grant every evidence question an answer, the best case; answering `keep`
+    of all answerable questions then needs some unsupported ones answered, the highest
+    scoring first. Returns (the share of unsupported questions that must be answered, the
+    share of gold-removed questions (`absent`) the floor that does so refuses).
+
+    >>> ceiling([0.9] * 6, [0.5, 0.4, 0.3, 0.2], [0.45, 0.35, 0.1, 0.1], keep=0.8)
+    (0.5, 0.75)
+    >>> ceiling([0.9] * 9, [0.1], [0.2], keep=0.9)
+    (0.0, 1.0)
+    """
+    need = max(0, math.ceil(keep * (len(evidence) + len(unsupported)) - 1e-9) - len(evidence))
+    if need == 0:
+        return 0.0, 1.0
+    if not unsupported or need > len(unsupported):
+        raise ValueError(f"{need} unsupported answers needed, {len(unsupported)} given")
+    floor = sorted(unsupported, reverse=True)[need - 1]
+    refused = sum(a < floor for a in absent) / len(absent)
+    return need / len(unsupported), refused
 
 
 def main(argv: Sequence[str] | None = None) -> None:
