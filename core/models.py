@@ -310,6 +310,9 @@ class StatusReport(BaseModel):
     # documents per drift class found by the last `verify` (or `watch`'s scheduled audit)
     drift: dict[str, int] | None = None
     verified_at: float | None = None
+    # what a person should act on, in words: an answerability decision fitted on another
+    # embedder's cosines than the live one's, or one that cannot be read
+    warnings: list[str] = Field(default_factory=list)
 
 
 # --- the index audit: `ragstream verify` and the per-file ledger (`ragstream files`) --------

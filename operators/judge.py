@@ -80,10 +80,17 @@ def bundled_judge() -> SupportJudge:
     return SupportJudge(BUNDLED)
 
 
-def load_judge(spec: str | None) -> SupportJudge | None:
-    """None for "none"/"off"/""; the shipped judge for "bundled"; else a model directory."""
+def judge_dir(spec: str | None) -> Path | None:
+    """The model directory `query.judge` names, without loading it: None for
+    "none"/"off"/"", the shipped one for "bundled"."""
     if spec is None or switched_off(spec):
         return None
-    if spec.strip().lower() == "bundled":
-        return bundled_judge()
-    return SupportJudge(spec.strip())
+    return BUNDLED if spec.strip().lower() == "bundled" else Path(spec.strip())
+
+
+def load_judge(spec: str | None) -> SupportJudge | None:
+    """None for "none"/"off"/""; the shipped judge for "bundled"; else a model directory."""
+    where = judge_dir(spec)
+    if where is None:
+        return None
+    return bundled_judge() if where == BUNDLED else SupportJudge(where)

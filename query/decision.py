@@ -98,6 +98,11 @@ class Decision:
     # answered ("how are deleted files handled?" over the demo samples: judge 0.67,
     # coverage 0.30). The probability decides where the judge is unsure
     judge_override: float = 1.01
+    # the slug of the embedder whose cosines it was fitted on ("" = not recorded): the dense
+    # weight and override mean that embedder's cosines, and another one's run higher or
+    # lower (a tuned embedder's: answered 93.0 % / refused 19.0 % of SciFact test against
+    # 90.3 % / 25.0 % refitted; README, issue 16)
+    embedder: str = ""
 
     def answers(self, signals: Mapping[str, float], floor: float | None = None) -> bool:
         """The decision: the judge's override, or probability at least the floor (this one,
@@ -130,7 +135,27 @@ class Decision:
             "dense_override": self.dense_override,
             "judge_override": self.judge_override,
             "judge": self.judge,
+            "embedder": self.embedder,
         }
+
+
+def embedder_mismatch(fitted: str, live: str | None, judge: Path | str) -> str | None:
+    """A warning when the decision was fitted on another embedder's cosines than the live
+    one's, else None (also when either is unknown).
+
+    >>> embedder_mismatch("minilm-384-1", "minilm-384-1", "J") is None
+    True
+    >>> print(embedder_mismatch("minilm-384-1", "tuned-384-2", "J"))  # doctest: +ELLIPSIS
+    the answerability decision in J was fitted on minilm-384-1's cosines; ... tuned-384-2, ...
+    """
+    if not fitted or not live or fitted == live:
+        return None
+    return (
+        f"the answerability decision in {judge} was fitted on {fitted}'s cosines; the live "
+        f"embedder is {live}, whose cosines it may read too high or too low: refit it on this "
+        "index into a copy of the judge directory (python -m ragstream.train.decision DATASET "
+        "--data-dir D --judge COPY) and set query.judge to the copy"
+    )
 
 
 def load_decision(model_dir: Path | str) -> Decision | None:
@@ -152,6 +177,7 @@ def load_decision(model_dir: Path | str) -> Decision | None:
             judge=str(raw["judge"]),
             dense_override=float(raw.get("dense_override", 1.01)),
             judge_override=float(raw.get("judge_override", 1.01)),
+            embedder=str(raw.get("embedder", "")),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelUnavailableError(

@@ -315,6 +315,8 @@ class QueryEngine:
             )
             sp.set_attribute("score", verdict.score)
             sp.set_attribute("answerable", verdict.answerable)
+            if self.decision is not None:  # whose cosines the decision was fitted on
+                sp.set_attribute("decision_embedder", self.decision.embedder)
             for name, value in verdict.signals.items():
                 sp.set_attribute(f"signal.{name}", value)
         answering = [

@@ -210,6 +210,8 @@ def _print_status(report: StatusReport) -> None:
         shown = ", ".join(f"{k} {n}" for k, n in drifted.items()) or "none"
         table.add_row("drift (last verify)", shown)
     out.print(table)
+    for w in report.warnings:
+        out.print(f"  [yellow]warning:[/] {escape(w)}")
     for d in report.dead_letters:
         out.print(f"  [red]{d.path}[/] [{d.stage}] {d.reason}")
     for r in report.redactions:

@@ -11,8 +11,11 @@ from ragstream.connectors.state import (
     SyncState,
     VerifyBook,
 )
+from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import StatusReport
 from ragstream.core.settings import Settings
+from ragstream.operators.judge import judge_dir
+from ragstream.query.decision import embedder_mismatch, load_decision
 from ragstream.query.engine import QueryEngine
 from ragstream.query.rerank import NO_RERANKER
 
@@ -35,6 +38,7 @@ def status_report(
     if lexical is not None and live is not None:
         counts["lexical_live"] = lexical.count("live")
     audit = VerifyBook(s.state_dir).load()
+    warning = decision_warning(s, embedder.slug if embedder is not None else None)
     return StatusReport(
         **counts,
         embedder=embedder,
@@ -46,7 +50,22 @@ def status_report(
         reindex=ReindexBook(s.state_dir).load(),
         drift=audit.counts() if audit is not None else None,
         verified_at=audit.at if audit is not None else None,
+        warnings=[warning] if warning else [],
     )
+
+
+def decision_warning(settings: Settings, live: str | None) -> str | None:
+    """Why the configured answerability decision may not fit this index, or None: fitted on
+    another embedder's cosines (a blue/green upgrade or `tune` changed it), or unreadable.
+    Reads two small files; loads no model."""
+    where = judge_dir(settings.query.judge)
+    if where is None or settings.query.decision != "calibrated":
+        return None
+    try:
+        decision = load_decision(where)
+    except ModelUnavailableError as exc:
+        return str(exc)
+    return embedder_mismatch(decision.embedder, live, where) if decision is not None else None
 
 
 def engine_status(engine: QueryEngine) -> StatusReport:

@@ -102,6 +102,34 @@ def test_a_decision_for_another_judge_or_bad_file_is_a_clear_error(tmp_path: Pat
     assert load_decision(model) is None  # no file: the floor rule
 
 
+def test_status_warns_when_the_decision_was_fitted_on_another_embedder(tmp_path: Path) -> None:
+    from ragstream.core.settings import Settings
+    from ragstream.operators.embed import load_embedder
+    from ragstream.status import decision_warning
+
+    shipped = load_decision(BUNDLED)
+    assert shipped is not None  # fitted on the default embedder's cosines, and says so
+    default = load_embedder(Settings().embedder).version.slug
+    assert shipped.embedder == default
+    model = tmp_path / "judge"
+    shutil.copytree(BUNDLED, model)
+    configured = Settings(data_dir=tmp_path, query={"judge": str(model)})
+    assert decision_warning(configured, default) is None
+    assert decision_warning(configured, None) is None  # no live collection yet
+    warning = decision_warning(configured, "tuned-384-0123abcd")
+    assert warning is not None and default in warning and "tuned-384-0123abcd" in warning
+    assert str(model) in warning and "--judge COPY" in warning  # what to do about it
+    rule = Settings(data_dir=tmp_path, query={"judge": str(model), "decision": "rule"})
+    assert decision_warning(rule, "tuned-384-0123abcd") is None  # the rule reads no fit
+    assert decision_warning(Settings(data_dir=tmp_path, query={"judge": "none"}), "x") is None
+    raw = json.loads((model / "decision.json").read_text())
+    (model / "decision.json").write_text(json.dumps({**raw, "embedder": ""}))
+    assert decision_warning(configured, "tuned-384-0123abcd") is None  # not recorded
+    (model / "decision.json").write_text("{not json")
+    unreadable = decision_warning(configured, default)  # status reports it, never crashes
+    assert unreadable is not None and "cannot read the answerability decision" in unreadable
+
+
 def test_probability_is_a_logistic_of_the_standardized_features() -> None:
     d = Decision((0.0,) * 4, (1.0,) * 4, (1.0, 0.0, 0.0, 0.0), 0.0, 0.5, "judge-x")
     p = d.probability(signals(1.0 - 1e-3, 0.0, 0.0, 0.0))  # log(1.0) = 0

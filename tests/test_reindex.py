@@ -85,8 +85,10 @@ def test_1_backfill_with_changes_then_promote(
 ) -> None:
     s = settings
     spans.clear()
-    old = api.status(settings=s).collection
+    before = api.status(settings=s)
+    old = before.collection
     assert old is not None
+    assert before.warnings == []  # the shipped decision was fitted on this embedder
     with open_runtime(s) as rt:  # a partial backfill: stopped after its first page
         steps.start(rt.sides, "static")
         stop = threading.Event()
@@ -124,6 +126,9 @@ def test_1_backfill_with_changes_then_promote(
     status = api.status(settings=s)
     assert status.embedder == load_embedder("static").version and status.collection == new
     assert status.reindex is not None and status.reindex.phase == "promoted"
+    # the answerability decision read MiniLM's cosines: status says to refit it
+    static = load_embedder("static").version.slug
+    assert [w for w in status.warnings if static in w and "answerability decision" in w]
     names = {sp.name for sp in spans.get_finished_spans()}
     assert {
         "ragstream.reindex.start",

@@ -14,7 +14,8 @@ least the floor rule's judge floor (0.65) answers on its own; the probability's 
 the one that, with that override, keeps `keep` (90 %) of the answerable questions
 answered; the dense override is the lowest best cosine that, answering on its own, refuses
 no fewer of the gold-removed questions. The result,
-with its figures, is written as `decision.json` beside the judge:
+with its figures and the embedder whose cosines it read, is written as `decision.json`
+beside the judge:
 
     .venv/bin/python -m ragstream.train.decision ../shared/data/scifact --data-dir D
     make decision          # D = $(TUNE_DIR), indexed on first use
@@ -136,6 +137,7 @@ def fit_decision(
     judge_version: str,
     keep: float = KEEP,
     judge_override: float = JUDGE_OVERRIDE,
+    embedder: str = "",
 ) -> Decision:
     """The decision fitted on `readings`. With the judge's override in place, the floor is
     the highest probability that keeps `keep` of the answerable ones answered. The dense
@@ -148,7 +150,7 @@ def fit_decision(
     weights, bias = fit_logistic((x - mean) / scale, y)
     unfloored = Decision(
         tuple(mean.round(6)), tuple(scale.round(6)), tuple(weights.round(6)), round(bias, 6),
-        0.0, judge_version, judge_override=judge_override,
+        0.0, judge_version, judge_override=judge_override, embedder=embedder,
     )  # fmt: skip
     floored = unfloored
     for p in sorted({round(unfloored.probability(r.present) - 1e-6, 6) for r in readings}):
@@ -222,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     scorer = SupportJudge(args.judge)
     readings = collect(args.dataset, args.data_dir, "train", scorer=scorer)
-    decision = fit_decision(readings, scorer.version, args.keep)
+    live = api.status(data_dir=args.data_dir).embedder  # whose cosines the readings hold
+    decision = fit_decision(readings, scorer.version, args.keep, embedder=live.slug if live else "")
     kept, refused = rates(readings, decision)
     report = {
         **decision.to_json(),
