@@ -372,7 +372,8 @@ def _frame(event: str, data: str) -> str:
 
 
 def _for_tenant(report: StatusReport, settings: Settings, tenants: tuple[str, ...]) -> StatusReport:
-    """A tenant's key sees the dead letters and redactions of its own sources only."""
+    """A tenant's key sees the dead letters and redactions of its own sources only, and
+    none of the operator's warnings (they name server paths and models)."""
     own = {s.name for s in settings.sources if s.tenant in tenants}
 
     def mine(doc_id: str) -> bool:
@@ -382,6 +383,7 @@ def _for_tenant(report: StatusReport, settings: Settings, tenants: tuple[str, ..
         update={
             "dead_letters": [d for d in report.dead_letters if mine(d.doc_id)],
             "redactions": [r for r in report.redactions if mine(r.doc_id)],
+            "warnings": [],
         }
     )
 

@@ -57,7 +57,7 @@ def status_report(
 def decision_warning(settings: Settings, live: str | None) -> str | None:
     """Why the configured answerability decision may not fit this index, or None: fitted on
     another embedder's cosines (a blue/green upgrade or `tune` changed it), or unreadable.
-    Reads two small files; loads no model."""
+    Reads one small file; loads no model."""
     where = judge_dir(settings.query.judge)
     if where is None or settings.query.decision != "calibrated":
         return None

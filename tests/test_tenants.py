@@ -168,3 +168,29 @@ def test_the_ledger_is_tenant_scoped_and_verify_needs_an_admin_key(
         assert get(url, "/v1/verify", "key-globex")[0] == 403  # not an admin key
         status, report = get(url, "/v1/verify", "key-acme")
         assert status == 200 and report["ok"] and report["docs_checked"] == 8 * len(TENANTS)
+
+
+def test_a_tenant_sees_its_own_dead_letters_and_none_of_the_operators_warnings() -> None:
+    from ragstream.core.models import DeadLetter, StatusReport
+    from ragstream.server import _for_tenant
+
+    settings = Settings(
+        sources=[
+            SourceConfig(name="acme", root="/srv/acme", tenant="acme"),
+            SourceConfig(name="initech", root="/srv/initech", tenant="initech"),
+        ]
+    )
+    letters = [
+        DeadLetter(
+            doc_id=f"{src}:bad.pdf", path=f"/srv/{src}/bad.pdf", stage="parse", reason="x", at=0.0
+        )
+        for src in ("acme", "initech")
+    ]
+    report = StatusReport(
+        docs=2, chunks_live=4, chunks_deleted=0, lexical_live=4, embedder=None,
+        collection=None, last_sync=None, dead_letters=letters,
+        warnings=["the answerability decision in /srv/models/judge was fitted on ..."],
+    )  # fmt: skip
+    seen = _for_tenant(report, settings, ("acme",))
+    assert [d.doc_id for d in seen.dead_letters] == ["acme:bad.pdf"]
+    assert seen.warnings == [] and report.warnings  # the operator's own view keeps them
