@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 from ragstream.operators.judge import load_judge
-from ragstream.query.decision import Decision, load_decision
+from ragstream.query.decision import FEATURES, Decision, load_decision
 from ragstream.train.decision import Reading, auc, ceiling, collect
 from ragstream.train.decision import rates as decision_rates
 from ragstream.train.judge_data import load_claims
@@ -151,9 +151,6 @@ def main() -> None:
         by_kind(readings, {str(c.id): bool(c.evidence) for c in load_claims(claims)}, decision)
 
 
-SIGNALS = ("judge_best", "dense_best", "coverage_best", "coverage_union")
-
-
 def _signal(name: str, signals: Mapping[str, float]) -> float:
     return signals.get(name, 0.0)
 
@@ -168,7 +165,7 @@ def by_kind(readings: list[Reading], has_evidence: dict[str, bool], decision: De
         "not enough info": [r for r in readings if not has_evidence.get(r.qid, True)],
     }
     scores: dict[str, Callable[[Mapping[str, float]], float]] = {
-        name: functools.partial(_signal, name) for name in SIGNALS
+        name: functools.partial(_signal, name) for name in FEATURES
     }
     scores["decision P"] = decision.probability
     absent = {name: [f(r.absent) for r in readings] for name, f in scores.items()}
@@ -194,10 +191,9 @@ def by_kind(readings: list[Reading], has_evidence: dict[str, bool], decision: De
     print(f"\nCeiling with every evidence question answered, a floor on one score, "
           f">= {KEEP:.0%} of all answerable answered:")  # fmt: skip
     for name, f in scores.items():
-        share, refused = ceiling(
-            [f(r.present) for r in evidence], [f(r.present) for r in unsupported], absent[name]
-        )
-        _, alone = ceiling([], [f(r.present) for r in evidence], absent[name])
+        answerable = [f(r.present) for r in evidence]
+        share, refused = ceiling(answerable, [f(r.present) for r in unsupported], absent[name])
+        _, alone = ceiling([], answerable, absent[name])
         print(f"  {name}: {share:.1%} of the not-enough-info questions answered, "
               f"gold-removed refused at most {refused:.1%} (counting only the evidence "
               f"questions as answerable: {alone:.1%})")  # fmt: skip
