@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge decision tune tune-embedder
+.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge answer-judge decision tune tune-embedder
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -60,13 +60,21 @@ test-fast: install
 judge: install
 	$(BIN)/python -m ragstream.train.judge
 
-# The calibrated answerability decision beside the judge (operators/judge_model/decision.json,
-# query/decision.py): a logistic regression over the judge's and the index's signals, fitted
-# on the held-out SciFact *train* claims with and without their gold documents (deterministic;
-# ~1 min once $(TUNE_DIR) holds the SciFact index, which the first run builds). Rerun it
-# after `make judge`: a decision fitted with another judge is refused.
+# The answer judge shipped in operators/answer_judge_model/ (int8 ONNX, ~17 MB): does a
+# sentence hold the answer to a question? Rebuilt from the *train* articles of
+# ../shared/data/squad2-half (SQuAD 2.0, CC BY-SA 4.0) with a fixed seed (CPU: ~15 min on
+# 2 cores). Rerun `make decision` after it: a decision fitted with another judge is refused.
+answer-judge: install
+	$(BIN)/python -m ragstream.train.answer_judge
+
+# The calibrated answerability decision beside the answer judge
+# (operators/answer_judge_model/decision.json, query/decision.py): a logistic regression over
+# the signals that raise its held-out AUC, fitted on the questions of the train articles the
+# judge never trained on, asked through the engine over every train paragraph indexed as a
+# file (deterministic; the first run indexes $(DECISION_DIR), ~1 min, then ~3 min of questions).
+DECISION_DIR ?= bench/out/squad-train
 decision: install
-	$(BIN)/python -m ragstream.train.decision ../shared/data/scifact --data-dir $(TUNE_DIR)
+	$(BIN)/python -m ragstream.train.decision ../shared/data/squad2-half --data-dir $(DECISION_DIR)
 
 # A reranker tuned for the SciFact index (issue 19): indexes the corpus into $(TUNE_DIR) (the
 # first run embeds it, ~5 min), mines hard negatives from its hybrid candidates for the

@@ -43,7 +43,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-from ragstream.operators.judge import load_judge
+from ragstream.operators.answer_judge import load_answer_judge
 from ragstream.query.decision import FEATURES, Decision, load_decision
 from ragstream.train.decision import Reading, auc, ceiling, collect
 from ragstream.train.decision import rates as decision_rates
@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, required=True)
     ap.add_argument("--split", default="train")
     ap.add_argument("--k", type=int, default=8)
-    ap.add_argument("--judge", default="bundled", help="judge model: bundled or a directory")
+    ap.add_argument("--judge", default="bundled", help="answer judge: bundled or a directory")
     ap.add_argument("--judge-floor", type=float, default=None, help="report this judge floor")
     ap.add_argument("--judge-dense", type=float, default=1.01, help="and this dense override")
     ap.add_argument(
@@ -99,7 +99,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.split == "test" and args.judge_floor is None:
         sys.exit("choose the floor on a train split; on test, report it with --judge-floor")
-    scorer = load_judge(args.judge)
+    scorer = load_answer_judge(args.judge)
     assert scorer is not None, "this bench measures the trained judge"
     start = time.perf_counter()
     readings = collect(args.dataset, args.data_dir, args.split, k=args.k, scorer=scorer)

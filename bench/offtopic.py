@@ -49,8 +49,8 @@ DOCS = REPO.parent / "shared" / "data" / "docs"
 QUESTIONS = REPO / "tests" / "data" / "offtopic_questions.txt"
 ANSWERABLE = REPO / "tests" / "data" / "docs_questions.tsv"
 ROWS: dict[str, dict[str, Any]] = {
-    "no answerability check": {"judge": "none", "answerable_floor": 0.0, "named_floor": 0.0},
-    "coverage/dense 0.5/0.5": {"judge": "none", "answerable_floor": 0.5, "named_floor": 0.0},
+    "no answerability check": {"answer_judge": "none", "answerable_floor": 0.0, "named_floor": 0.0},
+    "coverage/dense 0.5/0.5": {"answer_judge": "none", "answerable_floor": 0.5, "named_floor": 0.0},
     "judge floors 0.65 / dense 0.54 (rule)": {"decision": "rule", "named_floor": 0.0},
     "rule + coverage/dense": {"decision": "rule", "answerable_floor": 0.5, "named_floor": 0.0},
     "calibrated decision (default)": {},

@@ -129,12 +129,19 @@ class Verification(BaseModel):
     text: str  # the answer with invented citations removed
 
 
+RefusalCheck = Literal["gate", "decision", "generator", "grounding", "names"]
+
+
 class Refusal(BaseModel):
     """A structured abstention: why there is no answer, and how close we came."""
 
     reason: Literal["insufficient_evidence", "not_answerable", "unsupported_answer", "no_index"]
     detail: str
     best_score: float | None = None
+    # which check refused: the retrieval gate, the answerability decision, the generator
+    # (it found or wrote no answer), the grounding check, or the names check (the cited
+    # documents never name what is asked about); None where no check ran (no index)
+    check: RefusalCheck | None = None
 
 
 class Answerability(BaseModel):
@@ -142,13 +149,13 @@ class Answerability(BaseModel):
     the score, the floor it was held against, and the signals behind it."""
 
     # 0..1: the calibrated decision's P(the retrieved text answers the question) when the
-    # trained judge ran with one (query/decision.py), else the judge's P(the best sentence
-    # supports or contradicts the question), else the best chunk's IDF-weighted coverage
+    # answer judge ran with one (query/decision.py), else the answer judge's P(the best
+    # sentence holds the answer), else the best chunk's IDF-weighted coverage
     score: float
     answerable: bool
     floor: float
     signals: dict[str, float] = Field(default_factory=dict)
-    judge: str = ""  # the trained judge's version (operators/judge.py), "" when none ran
+    judge: str = ""  # the answer judge's version (operators/answer_judge.py), "" when none ran
 
 
 class CandidateView(BaseModel):

@@ -132,23 +132,27 @@ class QuerySettings(BaseModel):
     answerable_floor: float = Field(default=0.0, ge=0.0, le=1.0)
     answerable_dense: float = Field(default=0.5, ge=0.0, le=1.01)
     # the trained support judge (operators/judge.py): "bundled" (the shipped model), a model
-    # directory, or "none". It reads the question against the best sentences of the chunks
-    # that passed the gate, and `decision` below turns its reading and the other signals
-    # into answer or `not_answerable`. The verifier marks a claim unsupported
-    # (`contradicted`) when the judge reads its cited span as contradicting it:
-    # P(contradicts) >= `contradiction_floor` and > P(supports)
+    # directory, or "none". The verifier marks a claim unsupported (`contradicted`) when the
+    # judge reads its cited span as contradicting it: P(contradicts) >= `contradiction_floor`
+    # and > P(supports)
     judge: str = "bundled"
-    # the floor rule (`decision="rule"`): answer when the judge scores a sentence >=
-    # `judge_floor` (P(it supports or contradicts the question)) or the best dense cosine
-    # reaches `judge_dense` (1.01 = never). Both were chosen on SciFact train claims the
-    # judge never trained on: docs/measurements.md, "Answerability decision and floors"
+    # the trained answer judge (operators/answer_judge.py): "bundled", a model directory, or
+    # "none". It reads the question against the best sentences of the chunks that passed the
+    # gate (does this sentence hold the answer?); `decision` below turns its reading and the
+    # other signals into answer or `not_answerable`, and the extractive answer leads with
+    # the sentence it reads as holding the answer
+    answer_judge: str = "bundled"
+    # the floor rule (`decision="rule"`): answer when the answer judge reads a sentence as
+    # holding the answer with P >= `judge_floor`, or the best dense cosine reaches
+    # `judge_dense` (1.01 = never)
     judge_floor: float = Field(default=0.65, ge=0.0, le=1.0)
     judge_dense: float = Field(default=0.54, ge=0.0, le=1.01)
     # how the answerability signals become a decision: "calibrated" (the logistic regression
-    # fitted with the judge on SciFact train, query/decision.py; the judge's model directory
-    # must hold its decision.json, else the floor rule is used) or "rule" (`judge_floor` /
-    # `judge_dense` above). `decision_floor`: the probability an answer needs (None: the
-    # floor fitted with it, which keeps 90 % of held-out answerable questions answered)
+    # fitted with the answer judge on the SQuAD train articles, query/decision.py; the
+    # judge's model directory must hold its decision.json, else the floor rule is used) or
+    # "rule" (`judge_floor` / `judge_dense` above). `decision_floor`: the probability an
+    # answer needs (None: the floor fitted with it, which keeps 90 % of the fit's
+    # answerable questions answered)
     decision: Literal["calibrated", "rule"] = "calibrated"
     decision_floor: float | None = Field(default=None, ge=0.0, le=1.0)
     # the share of the proper names a question asks about (Switzerland, Docling) that the

@@ -9,8 +9,9 @@ short pairs. For a (premise, statement) pair it gives three probabilities:
 - `supports`: the premise says what the statement says;
 - `contradicts`: the premise says the opposite (a negated or reversed claim).
 
-Answerability reads `supports + contradicts` (the sources speak to the question either
-way); claim verification reads `supports`.
+Claim verification reads it: a claim whose cited span the judge reads as contradicting it
+is not supported. Whether the sources answer a question at all is the answer judge's
+question (operators/answer_judge.py).
 """
 
 from __future__ import annotations
@@ -35,15 +36,17 @@ class SupportJudge:
     """The trained judge, loaded from a model directory (model.onnx, tokenizer.json,
     judge.json)."""
 
+    META = "judge.json"
+    WHAT = "the support judge"
+
     def __init__(
         self, model_dir: Path | str = BUNDLED, *, threads: int = 0, memo: int = 4096
     ) -> None:
-        self._model = OnnxCrossEncoder(
-            model_dir, "judge.json", "the support judge", threads=threads
-        )
+        self._model = OnnxCrossEncoder(model_dir, self.META, self.WHAT, threads=threads)
         self.max_length = self._model.max_length
         self.model_dir = Path(model_dir)
-        self.version = str(self._model.meta.get("version", "judge-unversioned"))
+        self.version = str(self._model.meta.get("version", f"{self.META[:-5]}-unversioned"))
+        self.labels = len(self._model.meta.get("labels", (0, 0, 0)))
         self._lock = threading.Lock()
         # the answerability judge, the extractive generator and the verifier of one answer
         # read many of the same (sentence, question) pairs: each is scored once
@@ -51,7 +54,8 @@ class SupportJudge:
         self._memo_size = memo
 
     def probabilities(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> Any:
-        """(n, 3) probabilities [unrelated, supports, contradicts], one row per pair."""
+        """(n, labels) probabilities, one row per pair: [unrelated, supports, contradicts]
+        for the support judge."""
         keys = [(a[:CHARS], b[:CHARS]) for a, b in pairs]
         with self._lock:
             known = {k: self._memo[k] for k in keys if k in self._memo}
@@ -65,7 +69,7 @@ class SupportJudge:
                 while len(self._memo) > self._memo_size:
                     self._memo.popitem(last=False)
         if not keys:
-            return np.zeros((0, 3), dtype=np.float32)
+            return np.zeros((0, self.labels), dtype=np.float32)
         return np.stack([known[k] for k in keys]).astype(np.float32)
 
     def _run(self, pairs: Sequence[tuple[str, str]], batch_size: int) -> Any:

@@ -15,12 +15,14 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ragstream.connectors.lexical import tokenize
 from ragstream.core.answers import Answerability, ChunkView
 from ragstream.core.models import IndexedChunk
+from ragstream.operators.answer_judge import passage
 from ragstream.query.decision import Decision
-from ragstream.query.verify import SupportScorer, entailment, sentence_spans
+from ragstream.query.verify import sentence_spans
 
 DocFreqs = Callable[[Sequence[str]], tuple[int, dict[str, int]]]
 
@@ -168,15 +170,21 @@ def answer_type_match(question: str, sentences: Sequence[str]) -> float:
     return 1.0
 
 
+class AnswerScorer(Protocol):
+    """The trained answer judge's interface (operators/answer_judge.py)."""
+
+    def holds(self, pairs: Sequence[tuple[str, str]]) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Evidence:
-    """One sentence the judge read: which chunk, where in its text, and what it said."""
+    """One sentence the answer judge read: which chunk, where in its text, and how surely
+    it holds the answer (P)."""
 
     chunk: int  # index into the chunks judged
     start: int
     end: int
-    answers: float  # P(supports) + P(contradicts): the sentence speaks to the question
-    supports: float
+    answers: float  # P(the sentence holds the answer to the question)
 
 
 def candidate_sentences(
@@ -210,18 +218,18 @@ def read_evidence(
     question: str,
     chunks: Sequence[IndexedChunk],
     weights: Mapping[str, float],
-    scorer: SupportScorer,
+    scorer: AnswerScorer,
     limit: int,
 ) -> list[Evidence]:
-    """The judge's reading of the best candidate sentences, best answer first."""
+    """The answer judge's reading of the best candidate sentences, best answer first (each
+    read with its document's title: `operators.answer_judge.passage`)."""
     spots = candidate_sentences(weights, chunks, limit)
     if not spots:
         return []
-    read = entailment(scorer, [(chunks[i].text[a:b], question) for i, a, b in spots])
-    found = [
-        Evidence(i, a, b, supports + contradicts, supports)
-        for (i, a, b), (supports, contradicts) in zip(spots, read, strict=True)
-    ]
+    read = scorer.holds(
+        [(question, passage(chunks[i].title, chunks[i].text[a:b])) for i, a, b in spots]
+    )
+    found = [Evidence(i, a, b, float(p)) for (i, a, b), p in zip(spots, read, strict=True)]
     return sorted(found, key=lambda e: -e.answers)
 
 
@@ -233,7 +241,7 @@ def judge(
     dense_best: float = 0.0,
     dense_floor: float = 1.0,
     *,
-    scorer: SupportScorer | None = None,
+    scorer: AnswerScorer | None = None,
     judge_floor: float = 0.5,
     judge_dense: float = 1.01,
     sentences: int = 16,
@@ -245,19 +253,19 @@ def judge(
 
     Coverage rule: the best chunk covers at least `floor` of the question's IDF-weighted
     terms, or its dense cosine reaches `dense_floor` (a question asked in other words than
-    the documents use can still match them closely in meaning). With a trained `scorer`
-    the judge also reads the best candidate sentences against the question and needs one it
-    scores at least `judge_floor` (supports or contradicts it), unless the best dense cosine
-    reaches `judge_dense` (a chunk that close in meaning is about exactly what is asked: the
-    judge, trained on scientific claims, reads other domains' questions less surely);
-    the coverage rule must hold as well. The score
-    is the judge's when it ran, else the coverage. `extra` signals (the engine's leg
-    agreement, top margin and leg leads) are recorded with the others.
+    the documents use can still match them closely in meaning). With the trained answer
+    judge (`scorer`) it also reads the best candidate sentences against the question
+    (`judge_best`: how surely the best one holds the answer; `judge_second`: the next).
+    Floor rule (no `decision`): one of them must reach `judge_floor`, unless the best dense
+    cosine reaches `judge_dense`; the coverage rule must hold as well, and the score is the
+    judge's reading. `extra` signals (the engine's leg agreement, top margin and leg leads)
+    are recorded with the others.
 
-    With a fitted `decision` (query/decision.py) the judge's reading and the other signals
-    are combined into one calibrated probability instead of the two floors: the score is
-    that probability, and the question is answerable when it reaches `decision_floor`
-    (None: the floor fitted with it) or the dense cosine reaches the decision's override.
+    With a fitted `decision` (query/decision.py) the signals it reads are combined into
+    one calibrated probability instead: the score is that probability, and the question is
+    answerable when it reaches `decision_floor` (None: the floor fitted with it) or an
+    override of the decision's holds. Returns the verdict and the sentences read, the one
+    most surely holding the answer first.
     """
     asked = question_terms(question)
     documents, df = doc_freqs(asked)
@@ -284,11 +292,12 @@ def judge(
     evidence: list[Evidence] = []
     if scorer is not None:
         evidence = read_evidence(question, chunks, weights, scorer, sentences)
-        top = evidence[0] if evidence else Evidence(-1, 0, 0, 0.0, 0.0)
+        top = evidence[0] if evidence else Evidence(-1, 0, 0, 0.0)
         best_read = [chunks[e.chunk].text[e.start : e.end] for e in evidence[:3]]
         signals.update(
             judge_best=round(top.answers, 4),
-            judge_supports=round(top.supports, 4),
+            judge_second=round(evidence[1].answers if len(evidence) > 1 else 0.0, 4),
+            judge_top=round(max((e.answers for e in evidence if e.chunk == 0), default=0.0), 4),
             judge_sentences=float(len(evidence)),
             answer_type_match=answer_type_match(question, best_read),
         )

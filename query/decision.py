@@ -1,25 +1,23 @@
-"""One calibrated answerability decision from all the signals.
+"""One calibrated answerability decision from the answer judge and the index's signals.
 
-Each answerability signal alone separates "the sources answer the question" from "they are
-only near it" poorly (held-out SciFact train claims, gold documents removed: ROC AUC 0.61
-for the trained judge, 0.64 for the best dense cosine, 0.68 for term coverage). Together
-they do better. So the decision is a logistic regression over them, fitted on the train
-split (`ragstream.train.decision`, `make decision`). Its output is a probability that the
-question is answerable from what was retrieved, and the floor is the one that keeps 90 % of
-the held-out answerable questions answered. Two overrides answer whatever the probability
-says: a sentence the judge reads as answering at the floor rule's judge floor
-(`Decision.judge_override`), and a best dense cosine above a fitted value
-(`Decision.dense_override`). The fitted model is a small JSON file shipped
-beside the judge it was fitted with (`operators/judge_model/decision.json`).
+Each signal alone separates "the sources answer the question" from "they are only near it"
+imperfectly: the answer judge's best reading (does a retrieved sentence hold the answer?),
+the best dense cosine, the share of the question's terms the best chunk holds. The
+decision is a logistic regression over the signals that earn their place, fitted on the
+train split of a question set asked through the engine (`ragstream.train.decision`,
+`make decision`): questions whose answer is in the index against questions written to
+look answerable from it. Its output is a probability that the question is answerable from
+what was retrieved; its floor is the one that keeps 90 % of the fit's answerable
+questions answered. Two overrides answer whatever the probability says: an answer judge
+reading at least `Decision.judge_override`, and a best dense cosine at least
+`Decision.dense_override` (1.01: off). The fitted model is a small JSON file shipped
+beside the answer judge it was fitted with (`operators/answer_judge_model/decision.json`)
+and names the signals it reads.
 
-Every feature must mean the same on any corpus: a probability, a cosine, shares of the
-question's terms. Raw BM25 scores depend on the corpus and are left out. So are the leg
-leads (`leg_leads`: how far each leg's best score stands above its typical candidate).
-With them the decision fitted on SciFact train answered 93.3 % of the test questions and
-refused 23.3 % of their gold-removed copies (without: 90.7 % / 22.7 %). But their scale
-follows the corpus: on the shared docs index, off-topic questions get leads far above any
-SciFact question, and a decision that read them answered 7 of 60 off-topic questions
-instead of 2. They are recorded as signals and decide nothing. Pure functions.
+Every signal it may read (`SIGNALS`) means the same on any corpus: a probability, a
+cosine, shares of the question's terms. Raw BM25 scores and the legs' leads
+(`leg_leads`) follow the corpus's scale; they are recorded as signals and decide nothing.
+Pure functions.
 """
 
 from __future__ import annotations
@@ -33,14 +31,19 @@ from pathlib import Path
 from ragstream.core.errors import ModelUnavailableError
 
 DECISION_FILE = "decision.json"
-# the signals the decision reads, in order; `judge_best` enters as its logarithm (the judge
-# is confident in both directions: 0.001 and 0.01 are as different as 0.1 and 1)
-FEATURES = (
+# the signals a decision may read; `judge_best` enters as its logarithm (the judge is
+# confident in both directions: 0.001 and 0.01 are as different as 0.1 and 1)
+SIGNALS = (
     "judge_best",
+    "judge_second",
+    "judge_top",
     "dense_best",
     "coverage_best",
     "coverage_union",
+    "answer_type_match",
+    "named_coverage",
 )
+FEATURES = ("judge_best", "dense_best", "coverage_best", "coverage_union")  # the default fit
 LEAD_TAIL = (5, 50)  # a leg's "typical candidate": its ranks 6..50 in the fused pool
 
 
@@ -67,19 +70,19 @@ def leg_leads(pool: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return out
 
 
-def features(signals: Mapping[str, float]) -> list[float]:
-    """The decision's inputs from the recorded signals (a missing signal reads as 0, a
-    missing lead as 1: no evidence either way)."""
+def features(signals: Mapping[str, float], names: Sequence[str] = FEATURES) -> list[float]:
+    """The decision's inputs `names` from the recorded signals (a missing signal reads as
+    0: no evidence either way)."""
     row = []
-    for name in FEATURES:
-        value = float(signals.get(name, 1.0 if name.endswith("_lead") else 0.0))
-        row.append(math.log(value + 1e-3) if name == "judge_best" else value)
+    for name in names:
+        value = float(signals.get(name, 0.0))
+        row.append(math.log(value + 1e-3) if name.startswith("judge_") else value)
     return row
 
 
 @dataclass(frozen=True)
 class Decision:
-    """A fitted logistic regression over `FEATURES` (standardized), and its floor."""
+    """A fitted logistic regression over `features` (standardized), and its floor."""
 
     mean: tuple[float, ...]
     scale: tuple[float, ...]
@@ -87,21 +90,15 @@ class Decision:
     bias: float
     floor: float
     judge: str  # the judge version it was fitted with: another judge needs its own fit
-    # a best dense cosine this high answers whatever the probability: the judge, trained on
-    # scientific claims, reads other domains' questions poorly ("What temperature for green
-    # tea?" against "Green tea is steeped at 80 degrees": cosine 0.79, judge 0.01). Fitted as
-    # the lowest value that refuses no fewer gold-removed fit questions than no override
+    features: tuple[str, ...] = FEATURES  # the signals it reads, in order (of `SIGNALS`)
+    # a best dense cosine this high answers whatever the probability (1.01: never): fitted
+    # as the lowest value that refuses no fewer of the fit's unanswerable questions
     dense_override: float = 1.01
-    # a sentence the judge reads as answering this surely answers whatever the other
-    # signals say (the floor rule's judge floor, chosen on the same claims): on a small
-    # index of terse documents, term coverage is low for a question the judge reads as
-    # answered ("how are deleted files handled?" over the demo samples: judge 0.67,
-    # coverage 0.30). The probability decides where the judge is unsure
+    # a sentence the answer judge reads as holding the answer this surely answers whatever
+    # the other signals say (1.01: never); the probability decides where the judge is unsure
     judge_override: float = 1.01
     # the slug of the embedder whose cosines it was fitted on ("" = not recorded): the dense
-    # weight and override mean that embedder's cosines, and another one's run higher or
-    # lower (a tuned embedder's: answered 93.0 % / refused 19.0 % of SciFact test against
-    # 90.3 % / 25.0 % refitted; README, issue 16)
+    # weight and override mean that embedder's cosines, and another one's run higher or lower
     embedder: str = ""
 
     def answers(self, signals: Mapping[str, float], floor: float | None = None) -> bool:
@@ -119,14 +116,18 @@ class Decision:
         z = self.bias + sum(
             w * (x - m) / s
             for w, x, m, s in zip(
-                self.weights, features(signals), self.mean, self.scale, strict=True
+                self.weights,
+                features(signals, self.features),
+                self.mean,
+                self.scale,
+                strict=True,
             )
         )
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
     def to_json(self) -> dict[str, object]:
         return {
-            "features": list(FEATURES),
+            "features": list(self.features),
             "mean": list(self.mean),
             "scale": list(self.scale),
             "weights": list(self.weights),
@@ -153,8 +154,8 @@ def embedder_mismatch(fitted: str, live: str | None, judge: Path | str) -> str |
     return (
         f"the answerability decision in {judge} was fitted on {fitted}'s cosines; the live "
         f"embedder is {live}, whose cosines it may read too high or too low: refit it on this "
-        "index into a copy of the judge directory (python -m ragstream.train.decision DATASET "
-        "--data-dir D --judge COPY) and set query.judge to the copy"
+        "index into a copy of the answer judge directory (python -m ragstream.train.decision "
+        "DATASET --data-dir D --judge COPY) and set query.answer_judge to the copy"
     )
 
 
@@ -166,8 +167,9 @@ def load_decision(model_dir: Path | str) -> Decision | None:
         return None
     try:
         raw = json.loads(path.read_text())
-        if tuple(raw["features"]) != FEATURES:
-            raise ValueError(f"fitted on features {raw['features']}, this code reads {FEATURES}")
+        unknown = [f for f in raw["features"] if f not in SIGNALS]
+        if unknown:
+            raise ValueError(f"it reads signals {unknown} this code does not compute ({SIGNALS})")
         return Decision(
             mean=tuple(raw["mean"]),
             scale=tuple(raw["scale"]),
@@ -175,6 +177,7 @@ def load_decision(model_dir: Path | str) -> Decision | None:
             bias=float(raw["bias"]),
             floor=float(raw["floor"]),
             judge=str(raw["judge"]),
+            features=tuple(raw["features"]),
             dense_override=float(raw.get("dense_override", 1.01)),
             judge_override=float(raw.get("judge_override", 1.01)),
             embedder=str(raw.get("embedder", "")),

@@ -34,8 +34,9 @@ from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
+from ragstream.operators.answer_judge import AnswerJudge, load_answer_judge
 from ragstream.operators.embed import Embedder, with_vector_memo
-from ragstream.operators.judge import SupportJudge, load_judge
+from ragstream.operators.judge import load_judge
 from ragstream.query.answerable import judge, named_terms, unmentioned
 from ragstream.query.assemble import Context, assemble
 from ragstream.query.decision import LEAD_TAIL, Decision, leg_leads, load_decision
@@ -65,17 +66,15 @@ class QueryEngine:
         self.reranker = load_reranker(settings.query.reranker)
         q = settings.query
         self.support_judge = load_judge(q.judge)
-        self.decision = _fitted_decision(self.support_judge, q.decision)
+        self.answer_judge = load_answer_judge(q.answer_judge)
+        self.decision = _fitted_decision(self.answer_judge, q.decision)
         self.log = (
             RetrievalLog(settings.retrieval_log_path, q.log_max_bytes, q.log_keep)
             if q.log_queries
             else None
         )
         self.generator: Generator = endpoint_generator(settings.generator) or ExtractiveGenerator(
-            lambda: self.sentence_embedder,
-            judge=self.support_judge,
-            judge_floor=q.sentence_floor,
-            dense_override=q.judge_dense,
+            lambda: self.sentence_embedder, judged=self.answer_judge is not None
         )
         # query transforms (keywords / HyDE / decompose): None unless switched on in settings
         self.transformer = QueryTransformer.from_settings(settings)
@@ -232,8 +231,14 @@ class QueryEngine:
                 Reranked(candidate=Candidate(chunk=c, score=1.0 / i, ranks={}, scores={}))
                 for i, c in enumerate(chunks, 1)
             ]
+            # the answer judge's reading of the gold chunks (its verdict is not applied)
+            _, _, evidence = self._answerable(request.query, ranked)
             answer = self._generate(
-                request.query, ranked, self._empty(request, ranked, trace_id, None), {}
+                request.query,
+                ranked,
+                self._empty(request, ranked, trace_id, None),
+                {},
+                evidence=evidence,
             )
             root.set_attribute("refused", answer.refusal is not None)
             root.set_attribute("grounding", answer.grounding)
@@ -290,9 +295,11 @@ class QueryEngine:
         self, question: str, ranked: list[Reranked], leads: dict[str, float] | None = None
     ) -> tuple[Answerability, Refusal | None, list[str]]:
         """The answerability judge (query/answerable.py) over the chunks that passed the
-        gate: coverage and dense rules, and the trained judge reading the best sentences;
-        when they say no, the answer is a `not_answerable` refusal. Also returns the
-        sentences it read as answering (at least `query.sentence_floor`), best first."""
+        gate: the answer judge reads the best sentences, and the decision combines its
+        reading with the index's signals; when it says no, the answer is a
+        `not_answerable` refusal. Also returns the sentences the answer judge read as
+        holding the answer (at least `query.sentence_floor`), best first: what the
+        extractive answer is made of."""
         q = self.settings.query
         floor = q.answerable_floor
         chunks = [r.candidate.chunk for r in ranked]
@@ -305,7 +312,7 @@ class QueryEngine:
                 floor,
                 dense,
                 q.answerable_dense,
-                scorer=self.support_judge,
+                scorer=self.answer_judge,
                 judge_floor=q.judge_floor,
                 judge_dense=q.judge_dense,
                 sentences=q.judge_sentences,
@@ -342,7 +349,9 @@ class QueryEngine:
                 f"{verdict.score:.2f} with the answerability judge (minimum {q.judge_floor:.2f}; "
                 f"{len(evidence)} sentences read)"
             )
-        refusal = Refusal(reason="not_answerable", detail=detail, best_score=verdict.score)
+        refusal = Refusal(
+            reason="not_answerable", detail=detail, best_score=verdict.score, check="decision"
+        )
         return verdict, refusal, answering
 
     def _declined(
@@ -359,6 +368,7 @@ class QueryEngine:
         answer.refusal = Refusal(
             reason="not_answerable",
             detail=f"the generator found no answer in the sources: {declined(text)}",
+            check="generator",
         )
         answer.timings_ms = timings
         return answer
@@ -418,11 +428,12 @@ class QueryEngine:
         if answer.answerability is not None:
             answer.answered = answer.answerability.score
         if not checked.claims:
-            judged = answer.answerability is not None and self.support_judge is not None
+            judged = answer.answerability is not None and self.answer_judge is not None
             answer.refusal = Refusal(
                 reason="not_answerable" if judged else "insufficient_evidence",
                 detail="the generator found no sentence in the sources that answers the question",
                 best_score=max((s.score for s in sources), default=None),
+                check="generator",
             )
         elif checked.grounding < q.min_grounding and q.on_low_grounding == "refuse":
             answer.refusal = Refusal(
@@ -432,6 +443,7 @@ class QueryEngine:
                     f"the sources it cites (minimum {q.min_grounding:.0%})"
                 ),
                 best_score=checked.grounding,
+                check="grounding",
             )
         return answer
 
@@ -449,6 +461,7 @@ class QueryEngine:
                 f"answer cites never mention"
             ),
             best_score=answer.answered,
+            check="names",
         )
         return answer
 
@@ -474,16 +487,17 @@ class QueryEngine:
         return missing if missing and 1.0 - len(missing) / len(names) < q.named_floor else []
 
 
-def _fitted_decision(support_judge: SupportJudge | None, mode: str) -> Decision | None:
-    """The calibrated decision fitted with this judge (None: no judge, no fitted decision
-    beside it, or `query.decision=rule`); one fitted with another judge is an error."""
-    if support_judge is None or mode != "calibrated":
+def _fitted_decision(answer_judge: AnswerJudge | None, mode: str) -> Decision | None:
+    """The calibrated decision fitted with this answer judge (None: no judge, no fitted
+    decision beside it, or `query.decision=rule`); one fitted with another judge is an
+    error."""
+    if answer_judge is None or mode != "calibrated":
         return None
-    decision = load_decision(support_judge.model_dir)
-    if decision is not None and decision.judge != support_judge.version:
+    decision = load_decision(answer_judge.model_dir)
+    if decision is not None and decision.judge != answer_judge.version:
         raise ModelUnavailableError(
-            f"the answerability decision in {support_judge.model_dir} was fitted with "
-            f"{decision.judge}, not {support_judge.version}: refit it (make decision) or set "
+            f"the answerability decision in {answer_judge.model_dir} was fitted with "
+            f"{decision.judge}, not {answer_judge.version}: refit it (make decision) or set "
             "query.decision=rule"
         )
     return decision

@@ -64,7 +64,7 @@ def _refusal(count: int, basis: Basis, best: float | None, floor: float) -> Refu
         )
     else:
         return None
-    return Refusal(reason="insufficient_evidence", detail=detail, best_score=best)
+    return Refusal(reason="insufficient_evidence", detail=detail, best_score=best, check="gate")
 
 
 __all__ = ["DEFAULT_DENSE_FLOOR", "gate"]

@@ -22,9 +22,7 @@ from ragstream.operators.embed import Embedder
 from ragstream.operators.llm import openai_client
 from ragstream.query.verify import (
     CITATION,
-    SupportScorer,
     content_tokens,
-    entailment,
     looks_like_instruction,
     sentence_spans,
 )
@@ -155,8 +153,8 @@ class OpenAIGenerator:
 
 
 def _judged(candidates: Sequence[tuple[int, int, str, str]], evidence: Sequence[str]) -> list[int]:
-    """The candidates that are sentences the answerability judge read as answering, in the
-    judge's order (texts compared with whitespace normalized)."""
+    """The candidates that are sentences the answer judge read as holding the answer, in
+    the judge's order (texts compared with whitespace normalized)."""
     where = {text: j for j, (*_, text) in reversed(list(enumerate(candidates)))}
     found = (where.get(" ".join(e.split())) for e in evidence)
     return list(dict.fromkeys(j for j in found if j is not None))
@@ -165,18 +163,17 @@ def _judged(candidates: Sequence[tuple[int, int, str, str]], evidence: Sequence[
 class ExtractiveGenerator:
     """Offline default: the source sentences that answer the question, each with its `[Sn]`.
 
-    Score = cosine(query, sentence) with the given embedder + 0.2 x the fraction of the
-    question's content tokens present in the sentence. `min_similarity=0.35` lies between
-    where off-topic and on-topic sentences score with all-MiniLM-L6-v2 (figures:
-    docs/measurements.md, "Extractive generator similarity floor (query/generate.py)").
-    Near is not an answer: with the trained `judge`, the best-scoring sentences are read
-    against the question and only those it scores >= `judge_floor` (they support or
-    contradict what is asked), or whose cosine with the question reaches `dense_override`
-    (as close in meaning as the answerability rule's override), are kept. When none of them
-    is, the sentences the answerability judge read as answering (`context.evidence`: it picks
-    by the question's terms, not by meaning) are copied instead, those that reach
-    `min_similarity` too (near the question: judge readings of off-topic text are noise);
-    none at all is an empty answer (a refusal).
+    With the trained answer judge (`judged`, the default), the answer is what it read:
+    `context.evidence` holds the sentences it scored as holding the answer, best first, and
+    the answer copies them in that order, at most `max_sentences`. The first sentence is
+    the one that holds the answer; the others support or explain it. None of them in the
+    sources is an empty answer (a `not_answerable` refusal), never a list of sentences
+    that are only near the question.
+
+    Without a judge, the sentences are chosen by meaning: score = cosine(query, sentence)
+    with the given embedder + 0.2 x the fraction of the question's content tokens present
+    in the sentence, at least `min_similarity` (0.35 lies between where off-topic and
+    on-topic sentences score with all-MiniLM-L6-v2), best first.
     """
 
     def __init__(
@@ -185,16 +182,14 @@ class ExtractiveGenerator:
         max_sentences: int = 3,
         min_similarity: float = 0.35,
         *,
-        judge: SupportScorer | None = None,
-        judge_floor: float = 0.5,
-        dense_override: float = 1.01,
+        judged: bool = False,
     ) -> None:
         # a callable is asked per answer: the engine hands the live collection's embedder,
         # which a blue/green promote or rollback replaces while the generator lives on
         self._embedder = embedder
         self.max_sentences = max_sentences
         self.min_similarity = min_similarity
-        self.judge, self.judge_floor, self.dense_override = judge, judge_floor, dense_override
+        self.judged = judged
         self.name = "extractive"
 
     @property
@@ -220,16 +215,18 @@ class ExtractiveGenerator:
             candidates = self._candidates(context.sources)
             if not candidates or not question.strip():
                 return ""
-            answer = self._compose(question, candidates, context.evidence)
+            if self.judged:
+                chosen = _judged(candidates, context.evidence)[: self.max_sentences]
+            else:
+                chosen = self._nearest(question, candidates)
+            answer = " ".join(
+                f"{candidates[j][3].rstrip('.!?:;, ')} [{candidates[j][2]}]." for j in chosen
+            )
             trace.get_current_span().set_attribute("output_chars", len(answer))
             return answer
 
-    def _compose(
-        self,
-        question: str,
-        candidates: list[tuple[int, int, str, str]],
-        evidence: Sequence[str] = (),
-    ) -> str:
+    def _nearest(self, question: str, candidates: list[tuple[int, int, str, str]]) -> list[int]:
+        """The candidates nearest the question in meaning, best first (no judge)."""
         embedder = self.embedder
         query = np.asarray(embedder.encode_query(question), dtype=np.float32)
         cosine = embedder.encode_passages([c[3] for c in candidates]) @ query
@@ -239,24 +236,7 @@ class ExtractiveGenerator:
             for cos, c in zip(cosine, candidates, strict=True)
         ]
         ranked = sorted(range(len(candidates)), key=lambda j: -scores[j])
-        chosen = [j for j in ranked[: self.max_sentences] if scores[j] >= self.min_similarity]
-        if self.judge is not None:  # read 3x as many as needed; keep those that answer
-            near = [j for j in ranked[: 3 * self.max_sentences] if scores[j] >= self.min_similarity]
-            read = entailment(self.judge, [(candidates[j][3], question) for j in near])
-            chosen = [
-                j
-                for j, (s, c) in zip(near, read, strict=True)
-                if s + c >= self.judge_floor or cosine[j] >= self.dense_override
-            ][: self.max_sentences]
-            if not chosen:  # none of the nearest: what the answerability judge read, if near
-                judged = _judged(candidates, evidence)
-                chosen = [j for j in judged if scores[j] >= self.min_similarity]
-                chosen = chosen[: self.max_sentences]
-        parts = []
-        for j in sorted(chosen, key=lambda j: candidates[j][:2]):  # source order
-            _, _, cid, text = candidates[j]
-            parts.append(f"{text.rstrip('.!?:;, ')} [{cid}].")
-        return " ".join(parts)
+        return [j for j in ranked[: self.max_sentences] if scores[j] >= self.min_similarity]
 
     def stream(self, question: str, context: ContextLike) -> Iterator[str]:
         answer = self.generate(question, context)

@@ -422,11 +422,20 @@ def serve(
 
 @app.command(name="eval")
 def eval_(
-    dataset_dir: Annotated[Path, typer.Argument(help="a BEIR-format dataset folder")],
+    dataset_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="a BEIR-format dataset folder, or a SQuAD 2.0-format JSON file (or the folder "
+            "holding it and its split.json)"
+        ),
+    ],
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="data dir the corpus is indexed into (reused)")
     ],
-    split: Annotated[str, typer.Option(help="qrels split: qrels/<split>.tsv")] = "test",
+    split: Annotated[
+        str,
+        typer.Option(help="BEIR: qrels/<split>.tsv; SQuAD: the split.json entry (articles)"),
+    ] = "test",
     as_json: AsJson = False,
     limit_queries: Annotated[
         int | None, typer.Option("--limit-queries", help="only the first N judged queries")
@@ -438,7 +447,10 @@ def eval_(
             help="retrieval: ablation rows + failure report; gold: answer from the gold "
             "passages; abstain: questions with no answer in the index must be refused; "
             "answers: context-assembly ablation (document order, parent expansion) scored "
-            "on the answers"
+            "on the answers. A SQuAD-format set takes answers (every question: answered / "
+            "refused per kind and check, gold answer in the answer and its first sentence, "
+            "gold paragraph cited, each signal's AUC and refusal curve) or abstain (the "
+            "unanswerable questions only)"
         ),
     ] = "retrieval",
     answers: Annotated[
@@ -466,7 +478,7 @@ def eval_(
         ),
     ] = None,
 ) -> None:
-    """Index a BEIR dataset through the real ingest, then evaluate it.
+    """Index a BEIR or SQuAD 2.0-format dataset through the real ingest, then evaluate it.
 
     retrieval (default): the ablation table and the "which stage broke?" failure counts,
     saved to DATA_DIR/eval/SPLIT.json; gold / abstain / answers: answer-level checks, saved to
@@ -488,6 +500,13 @@ def eval_(
         raise typer.BadParameter(f"expected one of {', '.join(ROW_SETS)}", param_hint="--rows")
     if plot is not None and mode != "retrieval":
         raise typer.BadParameter("plots are drawn from --mode retrieval", param_hint="--plot")
+    from ragstream.eval.squad import squad_file
+
+    if squad_file(dataset_dir) is not None and mode not in ("answers", "abstain"):
+        raise typer.BadParameter(
+            "a SQuAD-format set is evaluated with --mode answers or --mode abstain",
+            param_hint="--mode",
+        )
     if not as_json:
         err.print(f"indexing {dataset_dir} into {data_dir} (incremental), then evaluating")
     report = evaluate_dataset(

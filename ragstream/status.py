@@ -14,7 +14,7 @@ from ragstream.connectors.state import (
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import StatusReport
 from ragstream.core.settings import Settings
-from ragstream.operators.judge import judge_dir
+from ragstream.operators.answer_judge import answer_judge_dir
 from ragstream.query.decision import embedder_mismatch, load_decision
 from ragstream.query.engine import QueryEngine
 from ragstream.query.rerank import NO_RERANKER
@@ -58,7 +58,7 @@ def decision_warning(settings: Settings, live: str | None) -> str | None:
     """Why the configured answerability decision may not fit this index, or None: fitted on
     another embedder's cosines (a blue/green upgrade or `tune` changed it), or unreadable.
     Reads one small file; loads no model."""
-    where = judge_dir(settings.query.judge)
+    where = answer_judge_dir(settings.query.answer_judge)
     if where is None or settings.query.decision != "calibrated":
         return None
     try:

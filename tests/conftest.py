@@ -35,6 +35,7 @@ if not SHARED.exists():  # CI clones the repo elsewhere with shared/ beside it
     SHARED = Path(os.environ.get("RAGSTREAM_SHARED_DATA", "../shared/data")).resolve()
 DOCS = SHARED / "docs"
 SCIFACT = SHARED / "scifact"
+SQUAD = SHARED / "squad2-half"
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +48,12 @@ def shared_docs() -> Path:
 def scifact_dir() -> Path:
     assert SCIFACT.is_dir(), f"SciFact not found at {SCIFACT}"
     return SCIFACT
+
+
+@pytest.fixture(scope="session")
+def squad_dir() -> Path:
+    assert (SQUAD / "split.json").is_file(), f"the SQuAD 2.0 half set not found at {SQUAD}"
+    return SQUAD
 
 
 class StorePairing(NamedTuple):

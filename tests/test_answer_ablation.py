@@ -206,15 +206,15 @@ def test_rows_go_through_validated_settings(tmp_path: Path) -> None:
 def test_judge_rows_read_the_configured_judge_and_no_judge_rows_stay_without() -> None:
     rows = {n: with_configured_judge(o, "/srv/judge") for n, o in ANSWERABILITY_ROWS.items()}
     for name, row in rows.items():
-        configured = ANSWERABILITY_ROWS[name]["judge"] == "bundled"
-        assert row["judge"] == ("/srv/judge" if configured else "none"), name
-        assert {k: v for k, v in row.items() if k != "judge"} == {
-            k: v for k, v in ANSWERABILITY_ROWS[name].items() if k != "judge"
+        configured = ANSWERABILITY_ROWS[name]["answer_judge"] == "bundled"
+        assert row["answer_judge"] == ("/srv/judge" if configured else "none"), name
+        assert {k: v for k, v in row.items() if k != "answer_judge"} == {
+            k: v for k, v in ANSWERABILITY_ROWS[name].items() if k != "answer_judge"
         }
     for off in ("none", "", "off"):  # an index served without a judge: the rows bring one
-        assert with_configured_judge(ANSWERABILITY_ROWS["+judge, floor rule"], off)["judge"] == (
-            "bundled"
-        )
+        assert with_configured_judge(ANSWERABILITY_ROWS["+judge, floor rule"], off)[
+            "answer_judge"
+        ] == ("bundled")
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """The calibrated answerability decision (query/decision.py) and its fit
-(ragstream/train/decision.py): pure properties, the shipped file, and clear errors."""
+(ragstream/train/decision.py): pure properties, the shipped file beside the answer judge,
+signal selection, and clear errors."""
 
 from __future__ import annotations
 
@@ -14,9 +15,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragstream.core.errors import ModelUnavailableError
-from ragstream.operators.judge import BUNDLED, SupportJudge
-from ragstream.query.decision import FEATURES, Decision, leg_leads, load_decision
-from ragstream.train.decision import Reading, auc, ceiling, fit_decision, fit_logistic, rates
+from ragstream.operators.answer_judge import (
+    ANSWER_JUDGE_FILE,
+    BUNDLED_ANSWER_JUDGE,
+    AnswerJudge,
+)
+from ragstream.query.decision import SIGNALS, Decision, leg_leads, load_decision
+from ragstream.train.decision import (
+    Asked,
+    Reading,
+    auc,
+    ceiling,
+    fit_decision,
+    fit_labelled,
+    fit_logistic,
+    labelled_rates,
+    rates,
+    select_signals,
+)
+
+BUNDLED = BUNDLED_ANSWER_JUDGE
 
 SHARE = st.floats(0.0, 1.0)
 
@@ -25,29 +43,29 @@ def signals(judge: float, dense: float, cov: float, union: float) -> dict[str, f
     return {"judge_best": judge, "dense_best": dense, "coverage_best": cov, "coverage_union": union}
 
 
-def test_the_shipped_decision_fits_the_shipped_judge() -> None:
+def test_the_shipped_decision_fits_the_shipped_answer_judge() -> None:
     decision = load_decision(BUNDLED)
     assert decision is not None
-    assert decision.judge == json.loads((BUNDLED / "judge.json").read_text())["version"]
+    assert decision.judge == json.loads((BUNDLED / ANSWER_JUDGE_FILE).read_text())["version"]
     raw = json.loads((BUNDLED / "decision.json").read_text())
-    assert raw["features"] == list(FEATURES) and "train" in raw["fitted_on"]["split"]
+    assert set(raw["features"]) <= set(SIGNALS) and "train" in raw["fitted_on"]["split"]
+    assert raw["fitted_on"]["dataset"] == "squad2-half"
     assert 0.0 < decision.floor < 1.0
 
 
 @given(SHARE, SHARE, SHARE, SHARE, st.floats(0.0, 0.5))
 @settings(max_examples=200, deadline=None)
-def test_more_evidence_never_lowers_the_probability(
+def test_a_surer_judge_never_lowers_the_probability(
     judge: float, dense: float, cov: float, union: float, more: float
 ) -> None:
-    """Every fitted weight is positive: a better reading of any signal cannot make the
-    shipped decision less sure that the question is answerable."""
+    """The judge's reading enters the shipped decision with a positive weight: reading a
+    sentence as holding the answer more surely cannot make the decision less sure."""
     decision = load_decision(BUNDLED)
-    assert decision is not None and all(w > 0 for w in decision.weights)
-    base = decision.probability(signals(judge, dense, cov, union))
-    for i in range(4):
-        better = [judge, dense, cov, union]
-        better[i] = min(1.0, better[i] + more)
-        assert decision.probability(signals(*better)) >= base - 1e-12
+    assert decision is not None and "judge_best" in decision.features
+    assert decision.weights[decision.features.index("judge_best")] > 0
+    base = signals(judge, dense, cov, union)
+    surer = {**base, "judge_best": min(1.0, judge + more)}
+    assert decision.probability(surer) >= decision.probability(base) - 1e-12
 
 
 @given(st.lists(st.floats(0.01, 50.0), min_size=0, max_size=80))
@@ -93,8 +111,8 @@ def test_a_decision_for_another_judge_or_bad_file_is_a_clear_error(tmp_path: Pat
     raw = json.loads((model / "decision.json").read_text())
     (model / "decision.json").write_text(json.dumps({**raw, "judge": "judge-other"}))
     with pytest.raises(ModelUnavailableError, match="fitted with judge-other"):
-        _fitted_decision(SupportJudge(model), "calibrated")
-    assert _fitted_decision(SupportJudge(model), "rule") is None
+        _fitted_decision(AnswerJudge(model), "calibrated")
+    assert _fitted_decision(AnswerJudge(model), "rule") is None
     (model / "decision.json").write_text(json.dumps({**raw, "features": ["x"]}))
     with pytest.raises(ModelUnavailableError, match="cannot read the answerability decision"):
         load_decision(model)
@@ -113,15 +131,16 @@ def test_status_warns_when_the_decision_was_fitted_on_another_embedder(tmp_path:
     assert shipped.embedder == default
     model = tmp_path / "judge"
     shutil.copytree(BUNDLED, model)
-    configured = Settings(data_dir=tmp_path, query={"judge": str(model)})
+    configured = Settings(data_dir=tmp_path, query={"answer_judge": str(model)})
     assert decision_warning(configured, default) is None
     assert decision_warning(configured, None) is None  # no live collection yet
     warning = decision_warning(configured, "tuned-384-0123abcd")
     assert warning is not None and default in warning and "tuned-384-0123abcd" in warning
     assert str(model) in warning and "--judge COPY" in warning  # what to do about it
-    rule = Settings(data_dir=tmp_path, query={"judge": str(model), "decision": "rule"})
+    rule = Settings(data_dir=tmp_path, query={"answer_judge": str(model), "decision": "rule"})
     assert decision_warning(rule, "tuned-384-0123abcd") is None  # the rule reads no fit
-    assert decision_warning(Settings(data_dir=tmp_path, query={"judge": "none"}), "x") is None
+    off = Settings(data_dir=tmp_path, query={"answer_judge": "none"})
+    assert decision_warning(off, "x") is None
     raw = json.loads((model / "decision.json").read_text())
     (model / "decision.json").write_text(json.dumps({**raw, "embedder": ""}))
     assert decision_warning(configured, "tuned-384-0123abcd") is None  # not recorded
@@ -136,20 +155,45 @@ def test_probability_is_a_logistic_of_the_standardized_features() -> None:
     assert p == pytest.approx(0.5)
 
 
-def test_a_close_match_in_meaning_answers_whatever_the_probability() -> None:
-    decision = load_decision(BUNDLED)
-    assert decision is not None and 0.5 <= decision.dense_override < 1.0
-    weak = signals(0.01, decision.dense_override, 0.1, 0.1)  # the judge reads it as unrelated
-    assert decision.probability(weak) < decision.floor and decision.answers(weak)
-    assert not decision.answers({**weak, "dense_best": decision.dense_override - 0.01})
+def test_the_overrides_answer_whatever_the_probability() -> None:
+    d = Decision((0.0,) * 4, (1.0,) * 4, (0.0,) * 4, -5.0, 0.5, "judge-x",
+                 dense_override=0.7, judge_override=0.65)  # fmt: skip
+    weak = signals(0.01, 0.3, 0.1, 0.1)
+    assert d.probability(weak) < d.floor and not d.answers(weak)
+    assert d.answers({**weak, "dense_best": 0.7}) and d.answers({**weak, "judge_best": 0.65})
+    assert d.answers(weak, floor=0.0)  # a floor given per call replaces the fitted one
 
 
-def test_a_sure_judge_answers_whatever_the_other_signals_say() -> None:
-    decision = load_decision(BUNDLED)
-    assert decision is not None and decision.judge_override == 0.65  # the floor rule's
-    terse = signals(decision.judge_override, 0.3, 0.1, 0.1)  # little term coverage
-    assert decision.probability(terse) < decision.floor and decision.answers(terse)
-    assert not decision.answers({**terse, "judge_best": decision.judge_override - 0.01})
+def asked(n: int, seed: int = 7) -> list[Asked]:
+    """Synthetic questions over three articles: `judge_best` separates the two kinds,
+    `dense_best` is noise, a few answers were refused by the gate (no signals)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        yes = i % 2 == 0
+        read = {
+            "judge_best": float(rng.uniform(0.3, 1.0) if yes else rng.uniform(0.0, 0.6)),
+            "dense_best": float(rng.uniform(0.3, 0.9)),
+        }
+        out.append(Asked(str(i), f"a{i % 3}", yes, None if i % 37 == 0 else read))
+    return out
+
+
+def test_selection_keeps_a_signal_only_while_it_raises_held_out_auc() -> None:
+    questions = asked(240)
+    names, steps = select_signals(questions, "judge-x", ("judge_best", "dense_best"))
+    assert names == ["judge_best"] and steps[0][0] == "judge_best" and steps[0][1] > 0.8
+
+
+def test_a_gate_refusal_counts_as_refused_when_the_floor_is_fitted() -> None:
+    questions = asked(240)
+    pos = [a.signals for a in questions if a.answerable]
+    neg = [a.signals for a in questions if not a.answerable]
+    decision = fit_labelled(pos, neg, "judge-x", ["judge_best"], keep=0.9)
+    kept, refused = labelled_rates(pos, neg, decision)
+    assert kept >= 0.9 and refused > 0.5
+    assert decision.features == ("judge_best",)
+    assert labelled_rates([None], [None], decision) == (0.0, 1.0)
 
 
 SCORES = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30)

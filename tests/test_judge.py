@@ -1,9 +1,9 @@
-"""The trained support judge: the shipped artifact, what it reads, and how the answer path
-uses it (answerability, entailment-checked claims, the extractive generator's filter)."""
+"""The trained support judge: the shipped artifact, what it reads, and how verification
+uses it (entailment-checked claims). The answer judge, which answerability and the
+extractive answer read, is tests/test_answer_judge.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -13,9 +13,9 @@ import xxhash
 
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.operators.judge import BUNDLED, SupportJudge, bundled_judge, load_judge
-from ragstream.query.answerable import candidate_sentences, judge
+from ragstream.query.answerable import candidate_sentences
 from ragstream.train.negate import negate
-from tests.test_answerable import chunk, corpus_freqs
+from tests.test_answerable import chunk
 
 # Statements from outside SciFact (the judge trained on SciFact train claims only).
 FACTS = [
@@ -98,27 +98,7 @@ def test_candidate_sentences_take_each_chunks_best_first() -> None:
     assert candidate_sentences(weights, chunks, limit=1) == spots[:1]
 
 
-def test_the_judge_refuses_near_text_that_does_not_answer(judge_model: SupportJudge) -> None:
-    texts = [
-        "The hybrid chunker splits documents into chunks that respect the tokenizer's limit.",
-        "Liquidity and capital resources of the group remained strong in 2023.",
-    ]
-    chunks = [chunk(t) for t in texts]
-    freqs = corpus_freqs(texts)
-    near, evidence = judge(
-        "What was the group's net income in 2023?", chunks, freqs, 0.0, scorer=judge_model
-    )
-    assert not near.answerable and near.signals["judge_best"] < 0.5
-    assert evidence and near.score == near.signals["judge_best"]
-    found, evidence = judge(
-        "Does the hybrid chunker respect the tokenizer's limit?", chunks, freqs, 0.0,
-        scorer=judge_model,
-    )  # fmt: skip
-    assert found.answerable, found
-    assert chunks[evidence[0].chunk].text.startswith("The hybrid chunker")
-
-
-# --- the judge in verification and extractive generation ------------------------------------
+# --- the judge in verification --------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -171,32 +151,6 @@ class Reads:
     def probabilities(self, pairs):  # type: ignore[no-untyped-def]
         hit = [self.marker and self.marker in premise for premise, _ in pairs]
         return np.array([[0.1, 0.9, 0.0] if h else [1.0, 0.0, 0.0] for h in hit])
-
-
-def test_extractive_generator_copies_only_what_the_judge_reads_as_answering(
-    embedder, paragraphs
-) -> None:
-    from ragstream.query.generate import ExtractiveGenerator
-    from tests.test_generate_verify import make_context
-
-    asked = "What does a chunker return?"
-    ctx = make_context(paragraphs, asked)
-    plain = ExtractiveGenerator(embedder).generate(asked, ctx)
-    assert len(plain.split("[S")) > 2  # several near sentences without a judge
-    one = ExtractiveGenerator(embedder, judge=Reads("stream of chunks")).generate(asked, ctx)
-    assert "stream of chunks" in one and one.count("[S") == 1
-    assert ExtractiveGenerator(embedder, judge=Reads("")).generate(asked, ctx) == ""
-    # a sentence as close in meaning as the answerability override is kept without the judge
-    close = ExtractiveGenerator(embedder, judge=Reads(""), dense_override=0.6)
-    assert "stream of chunks" in close.generate(asked, ctx)
-    # none near in meaning answers: the sentences the answerability judge read are copied
-    from ragstream.query.verify import sentence_spans
-
-    last = ctx.sources[-1].text
-    a, b = sentence_spans(last)[-1]
-    judged = dataclasses.replace(ctx, evidence=["no such sentence.", last[a:b]])
-    fallback = ExtractiveGenerator(embedder, judge=Reads("")).generate(asked, judged)
-    assert fallback.count("[S") == 1 and " ".join(last[a:b].split()).rstrip(".") in fallback
 
 
 def test_verify_keeps_a_verbatim_copy_whatever_the_judge_reads(embedder, paragraphs) -> None:

@@ -43,7 +43,10 @@ NAMED = (
     "ragstream/operators/judge_model/model.onnx",
     "ragstream/operators/judge_model/tokenizer.json",
     "ragstream/operators/judge_model/judge.json",
-    "ragstream/operators/judge_model/decision.json",  # the calibrated decision fitted with it
+    "ragstream/operators/answer_judge_model/model.onnx",
+    "ragstream/operators/answer_judge_model/tokenizer.json",
+    "ragstream/operators/answer_judge_model/answer_judge.json",
+    "ragstream/operators/answer_judge_model/decision.json",  # the decision fitted with it
     # the web console's files
     "ragstream/console/index.html",
     "ragstream/console/console.js",

@@ -62,36 +62,36 @@ ASSEMBLY_ROWS: dict[str, dict[str, Any]] = {
     "+parent expansion": {"order": "score", "expand_parent": True},
     "+both": {"order": "document", "expand_parent": True},
 }
-# one row per answerability signal (issue 16): what each costs in answered / gold-cited
-# questions, and what the trained judge adds to verification (the negation probe)
+# one row per answerability check: what each costs in answered / gold-cited questions (the
+# support judge verifies claims in every row: the negation probe)
 ANSWERABILITY_ROWS: dict[str, dict[str, Any]] = {
-    "no answerability check": {"judge": "none", "answerable_floor": 0.0, "named_floor": 0.0},
+    "no answerability check": {"answer_judge": "none", "answerable_floor": 0.0, "named_floor": 0.0},
     "+coverage/dense 0.5/0.5": {
-        "judge": "none",
+        "answer_judge": "none",
         "answerable_floor": 0.5,
         "answerable_dense": 0.5,
         "named_floor": 0.0,
     },
     "+judge, floor rule": {
-        "judge": "bundled",
+        "answer_judge": "bundled",
         "decision": "rule",
         "answerable_floor": 0.0,
         "named_floor": 0.0,
     },
     "+judge, calibrated decision": {
-        "judge": "bundled",
+        "answer_judge": "bundled",
         "decision": "calibrated",
         "answerable_floor": 0.0,
         "named_floor": 0.0,
     },
     "+calibrated +names cited (default)": {
-        "judge": "bundled",
+        "answer_judge": "bundled",
         "decision": "calibrated",
         "answerable_floor": 0.0,
         "named_floor": NAMED_FLOOR,
     },
     "+calibrated +names +coverage/dense": {
-        "judge": "bundled",
+        "answer_judge": "bundled",
         "decision": "calibrated",
         "answerable_floor": 0.5,
         "answerable_dense": 0.5,
@@ -160,18 +160,19 @@ class Scored(BaseModel):
 
 
 def with_configured_judge(overrides: Mapping[str, Any], judge: str) -> dict[str, Any]:
-    """A row's settings with the judge this index is configured with (`query.judge`) in
-    place of the bundled one, so a row that reads a judge measures the judge (and the
-    decision beside it) the engine serves with: a judge directory refitted for a tuned
-    embedder, say. A row without a judge, or an index configured with none, is unchanged.
+    """A row's settings with the answer judge this index is configured with
+    (`query.answer_judge`) in place of the bundled one, so a row that reads a judge
+    measures the judge (and the decision beside it) the engine serves with: a judge
+    directory refitted for a tuned embedder, say. A row without a judge, or an index
+    configured with none, is unchanged.
 
-    >>> with_configured_judge({"judge": "bundled", "decision": "rule"}, "/m/judge")
-    {'judge': '/m/judge', 'decision': 'rule'}
-    >>> with_configured_judge({"judge": "bundled"}, "none")
-    {'judge': 'bundled'}
+    >>> with_configured_judge({"answer_judge": "bundled", "decision": "rule"}, "/m/judge")
+    {'answer_judge': '/m/judge', 'decision': 'rule'}
+    >>> with_configured_judge({"answer_judge": "bundled"}, "none")
+    {'answer_judge': 'bundled'}
     """
-    if overrides.get("judge") == "bundled" and not switched_off(judge):
-        return {**overrides, "judge": judge}
+    if overrides.get("answer_judge") == "bundled" and not switched_off(judge):
+        return {**overrides, "answer_judge": judge}
     return dict(overrides)
 
 
@@ -257,7 +258,7 @@ def answer_ablation(
     on which the rows disagree about `answered` or `gold_cited` (where a row made a
     difference worth reading)."""
     chosen = {
-        name: with_configured_judge(overrides, settings.query.judge)
+        name: with_configured_judge(overrides, settings.query.answer_judge)
         for name, overrides in ROW_SETS[rows].items()
     }
     engines = {

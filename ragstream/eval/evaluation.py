@@ -64,6 +64,8 @@ from ragstream.eval.failures import (
     count_failures,
     markdown_failures,
 )
+from ragstream.eval.squad import load_squad, squad_file
+from ragstream.eval.squad_eval import SquadReport, markdown_squad, squad_answers
 from ragstream.query.rerank import is_tuned, load_reranker, rerank, rerank_depth
 from ragstream.query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
 from ragstream.query.transforms import (
@@ -131,6 +133,7 @@ class EvalReport(BaseModel):
     gold: GoldReport | None = None
     abstain: AbstainReport | None = None
     assembly: AnswerAblation | None = None
+    squad: SquadReport | None = None  # a SQuAD-format set, --mode answers / abstain
     details_file: str | None = None
     # retrieval mode: each stage's latency per query (ms) of the plain hybrid retrieve, plus
     # the reranker's when a row reranks (the Quality page and `--plot` draw their spread)
@@ -388,7 +391,9 @@ def markdown_table(rows: Sequence[Row]) -> str:
 
 def markdown_report(report: EvalReport) -> str:
     """Everything a report shows as Markdown: the mode's table(s), then where details are."""
-    if report.gold is not None:
+    if report.squad is not None:
+        body = markdown_squad(report.squad)
+    elif report.gold is not None:
         body = markdown_gold(report.gold)
     elif report.abstain is not None:
         body = markdown_abstain(report.abstain)
@@ -431,6 +436,10 @@ def evaluate_dataset(
     neither sync embeds anything."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}: expected one of {MODES}")
+    if squad_file(dataset_dir) is not None:
+        return _squad_dataset(
+            dataset_dir, data_dir, split, mode, limit_queries, k, settings_overrides
+        )
     corpus, queries, qrels = load_beir(dataset_dir, split)
     judged = [q for q in queries if q in qrels][:limit_queries]  # None keeps all
     asked = {q: queries[q] for q in judged}
@@ -484,6 +493,39 @@ def evaluate_dataset(
             stage_ms=stage_ms,
         )
         details = [d.model_dump() for d in failing]
+    return _save(report, data_dir, split, mode, details)
+
+
+def _squad_dataset(
+    dataset: str | Path,
+    data_dir: str | Path,
+    split: str,
+    mode: Mode,
+    limit_queries: int | None,
+    k: int,
+    settings_overrides: Mapping[str, Any] | None,
+) -> EvalReport:
+    """A SQuAD 2.0-format set: its split's paragraphs indexed, its questions asked through
+    the engine (`answers`: all; `abstain`: the unanswerable ones), saved like any report."""
+    if mode not in ("answers", "abstain"):
+        raise ValueError(
+            f"a SQuAD-format set is evaluated with --mode answers or abstain, not {mode}"
+        )
+    data = load_squad(dataset, split)
+    asked = [q for q in data.questions if mode == "answers" or not q.answerable][:limit_queries]
+    settings = index_corpus(data.corpus, data_dir, settings_overrides)
+    with Retriever.open(settings) as retriever:
+        squad, details = squad_answers(settings, retriever, asked, k)
+    name = Path(dataset).name
+    report = EvalReport(
+        dataset=name, split=split, mode=mode, queries=len(asked), depth=0, k=k, squad=squad
+    )
+    return _save(report, data_dir, split, mode, details)
+
+
+def _save(
+    report: EvalReport, data_dir: str | Path, split: str, mode: Mode, details: Any
+) -> EvalReport:
     folder = Path(data_dir) / "eval"
     folder.mkdir(parents=True, exist_ok=True)
     stem = split if mode == "retrieval" else f"{split}.{mode}"

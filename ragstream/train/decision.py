@@ -1,24 +1,25 @@
-"""Fit the calibrated answerability decision (query/decision.py) on a BEIR *train* split.
+"""Fit the calibrated answerability decision (query/decision.py) on a question set's train split.
 
-What the decision has to tell apart: a question whose answer is in the index, and the same
-question once its gold documents are gone (the case `eval --mode abstain` measures, where
-all that is left is text on the same topic). For each judged train question the engine
-retrieves 50 fused candidates. The judge then reads the top k twice: once as retrieved, and
-once with the gold documents taken out before the cut to k. Re-indexing without them would
-give the same ranking, far more slowly. Only the claims the judge never trained on are used
-(`judge_data.is_holdout`): the judge's scores on its own training claims would flatter it.
+SQuAD 2.0-format sets (the default, `make decision`): every paragraph of the train
+articles is indexed as a file, and the questions of the articles the answer judge never
+trained on (`eval.squad.holds_out`) are asked through the engine, as users ask. Each
+answer records its signals (`query.decision.SIGNALS`); the answerable questions are the
+positives, the questions written to look answerable from their paragraph the negatives.
+The signals the decision reads are chosen by forward selection on the leave-one-article-out
+ROC AUC (a signal stays only while it raises it), then a logistic regression with an L2
+penalty, solved by Newton's method in numpy, is fitted on all of them. Its floor is the
+highest probability that keeps `keep` (90 %) of the answerable questions answered (a
+question the retrieval gate refused counts as refused); the dense override is the lowest
+best cosine that, answering on its own, refuses no fewer unanswerable ones.
 
-The signals of both readings (`query.decision.FEATURES`) are the inputs of a logistic
-regression with an L2 penalty, solved by Newton's method in numpy. A judge score of at
-least the floor rule's judge floor (0.65) answers on its own; the probability's floor is
-the one that, with that override, keeps `keep` (90 %) of the answerable questions
-answered; the dense override is the lowest best cosine that, answering on its own, refuses
-no fewer of the gold-removed questions. The result,
-with its figures and the embedder whose cosines it read, is written as `decision.json`
-beside the judge:
+BEIR sets (SciFact): each held-out train claim (`judge_data.is_holdout`) is read twice,
+with its gold documents among the candidates and with them taken out (`collect`).
 
-    .venv/bin/python -m ragstream.train.decision ../shared/data/scifact --data-dir D
-    make decision          # D = $(TUNE_DIR), indexed on first use
+The result, with its figures and the embedder whose cosines it read, is written as
+`decision.json` beside the answer judge:
+
+    .venv/bin/python -m ragstream.train.decision ../shared/data/squad2-half --data-dir D
+    make decision          # D = $(DECISION_DIR), indexed on first use
 
 Deterministic: the same index, judge and split give the same file.
 """
@@ -27,10 +28,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,9 +41,22 @@ import numpy as np
 from ragstream import api
 from ragstream.core.answers import QueryRequest, RetrievedChunk
 from ragstream.eval.beir import doc_key, index_corpus, load_beir
-from ragstream.operators.judge import BUNDLED, SupportJudge, load_judge
+from ragstream.eval.squad import holds_out, load_squad, squad_file
+from ragstream.eval.squad_eval import auc as rank_auc
+from ragstream.operators.answer_judge import (
+    BUNDLED_ANSWER_JUDGE,
+    AnswerJudge,
+    load_answer_judge,
+)
 from ragstream.query.answerable import judge
-from ragstream.query.decision import DECISION_FILE, Decision, features, leg_leads
+from ragstream.query.decision import (
+    DECISION_FILE,
+    FEATURES,
+    SIGNALS,
+    Decision,
+    features,
+    leg_leads,
+)
 from ragstream.train.judge_data import is_holdout
 
 KEEP = 0.90  # answerable questions the fitted floor keeps answered (issue 16's target)
@@ -68,7 +83,7 @@ def collect(
     split: str = "train",
     *,
     k: int = 8,
-    scorer: SupportJudge | None = None,
+    scorer: AnswerJudge | None = None,
     holdout_only: bool = True,
 ) -> list[Reading]:
     """Both readings of every judged question of `split` (train: only held-out claims)."""
@@ -77,7 +92,7 @@ def collect(
     if split == "train" and holdout_only:
         judged = [q for q in judged if is_holdout(int(q))]
     index_corpus(corpus, data_dir)
-    scorer = scorer or load_judge("bundled")
+    scorer = scorer or load_answer_judge("bundled")
     out = []
     settings = api.load_settings(data_dir)
     # the signals only: no decision file is read (the one being fitted may not exist yet)
@@ -132,6 +147,99 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2) -> tuple[np.ndarr
     return theta[:-1], float(theta[-1])
 
 
+Signals = Mapping[str, float] | None  # None: the retrieval gate refused before any signal
+
+
+def logistic_decision(
+    answerable: Sequence[Signals],
+    unanswerable: Sequence[Signals],
+    judge_version: str,
+    names: Sequence[str] = FEATURES,
+) -> Decision:
+    """The logistic regression over signals `names` (standardized), floor 0, no overrides;
+    readings the gate refused (None) are left out."""
+    pos = [r for r in answerable if r is not None]
+    neg = [r for r in unanswerable if r is not None]
+    x = np.array([features(r, names) for r in [*pos, *neg]], dtype=float).reshape(-1, len(names))
+    y = np.array([1.0] * len(pos) + [0.0] * len(neg))
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    weights, bias = fit_logistic((x - mean) / scale, y)
+    return Decision(
+        tuple(mean.round(6)), tuple(scale.round(6)), tuple(weights.round(6)), round(bias, 6),
+        0.0, judge_version, features=tuple(names),
+    )  # fmt: skip
+
+
+def fit_labelled(
+    answerable: Sequence[Signals],
+    unanswerable: Sequence[Signals],
+    judge_version: str,
+    names: Sequence[str] = FEATURES,
+    keep: float = KEEP,
+    judge_override: float = 1.01,
+    embedder: str = "",
+) -> Decision:
+    """The decision over signals `names` fitted on answered (`answerable`) and refused
+    (`unanswerable`) readings. With the judge's override in place, the floor is the highest
+    probability that keeps `keep` of the answerable ones answered; the dense override is
+    the lowest cosine that, answering on its own, refuses no fewer unanswerable ones."""
+    unfloored = dataclasses.replace(
+        logistic_decision(answerable, unanswerable, judge_version, names),
+        judge_override=judge_override,
+        embedder=embedder,
+    )
+    pos, neg = _readings(answerable, unfloored), _readings(unanswerable, unfloored)
+    floored = unfloored
+    for p in sorted({round(float(q) - 1e-6, 6) for q in pos[pos[:, 0] > -1, 0]}):
+        candidate = dataclasses.replace(unfloored, floor=p)
+        if _rates(pos, neg, candidate)[0] < keep:
+            break
+        floored = candidate
+    refused = _rates(pos, neg, floored)[1]
+    for override in np.arange(0.50, 1.0, 0.01):  # the lowest that costs no refusal
+        candidate = dataclasses.replace(floored, dense_override=round(float(override), 2))
+        if _rates(pos, neg, candidate)[1] >= refused:
+            return candidate
+    return floored
+
+
+def _readings(readings: Sequence[Signals], decision: Decision) -> np.ndarray:
+    """(probability, judge_best, dense_best) per reading; -2 for a gate refusal."""
+    return np.array(
+        [
+            (decision.probability(r), r.get("judge_best", 0.0), r.get("dense_best", 0.0))
+            if r is not None
+            else (-2.0, -2.0, -2.0)
+            for r in readings
+        ],
+        dtype=float,
+    ).reshape(-1, 3)
+
+
+def _rates(pos: np.ndarray, neg: np.ndarray, d: Decision) -> tuple[float, float]:
+    """`labelled_rates` on `_readings` arrays (the same rule as `Decision.answers`)."""
+
+    def answers(a: np.ndarray) -> np.ndarray:
+        return (a[:, 0] > -1.5) & (
+            (a[:, 1] >= d.judge_override) | (a[:, 0] >= d.floor) | (a[:, 2] >= d.dense_override)
+        )
+
+    return float(answers(pos).mean()) if len(pos) else 0.0, (
+        float(1.0 - answers(neg).mean()) if len(neg) else 0.0
+    )
+
+
+def labelled_rates(
+    answerable: Sequence[Signals], unanswerable: Sequence[Signals], decision: Decision
+) -> tuple[float, float]:
+    """(answerable answered, unanswerable refused) under `decision`; a reading the gate
+    refused (None) is refused whatever the decision."""
+    kept = sum(r is not None and decision.answers(r) for r in answerable)
+    refused = sum(r is None or not decision.answers(r) for r in unanswerable)
+    return kept / max(1, len(answerable)), refused / max(1, len(unanswerable))
+
+
 def fit_decision(
     readings: Sequence[Reading],
     judge_version: str,
@@ -139,38 +247,129 @@ def fit_decision(
     judge_override: float = JUDGE_OVERRIDE,
     embedder: str = "",
 ) -> Decision:
-    """The decision fitted on `readings`. With the judge's override in place, the floor is
-    the highest probability that keeps `keep` of the answerable ones answered. The dense
-    override is the lowest cosine that, answering on its own, refuses no fewer
-    gold-removed ones."""
-    x = np.array([features(r.present) for r in readings] + [features(r.absent) for r in readings])
-    y = np.array([1.0] * len(readings) + [0.0] * len(readings))
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale == 0] = 1.0
-    weights, bias = fit_logistic((x - mean) / scale, y)
-    unfloored = Decision(
-        tuple(mean.round(6)), tuple(scale.round(6)), tuple(weights.round(6)), round(bias, 6),
-        0.0, judge_version, judge_override=judge_override, embedder=embedder,
-    )  # fmt: skip
-    floored = unfloored
-    for p in sorted({round(unfloored.probability(r.present) - 1e-6, 6) for r in readings}):
-        candidate = dataclasses.replace(unfloored, floor=p)
-        if rates(readings, candidate)[0] < keep:
-            break
-        floored = candidate
-    refused = rates(readings, floored)[1]
-    for override in np.arange(0.50, 1.0, 0.01):  # the lowest that costs no refusal
-        candidate = dataclasses.replace(floored, dense_override=round(float(override), 2))
-        if rates(readings, candidate)[1] >= refused:
-            return candidate
-    return floored
+    """The decision fitted on paired readings (each question with and without its gold
+    documents)."""
+    return fit_labelled(
+        [r.present for r in readings],
+        [r.absent for r in readings],
+        judge_version,
+        keep=keep,
+        judge_override=judge_override,
+        embedder=embedder,
+    )
 
 
 def rates(readings: Sequence[Reading], decision: Decision) -> tuple[float, float]:
     """(answerable answered, gold-removed refused) under `decision`."""
-    kept = sum(decision.answers(r.present) for r in readings)
-    refused = sum(not decision.answers(r.absent) for r in readings)
-    return kept / len(readings), refused / len(readings)
+    return labelled_rates([r.present for r in readings], [r.absent for r in readings], decision)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One question asked through the engine: can its paragraph answer it, which article
+    it is from, and the signals its answer recorded (None: the retrieval gate refused)."""
+
+    qid: str
+    article: str
+    answerable: bool
+    signals: dict[str, float] | None
+
+
+def ask_squad(
+    squad: Path, data_dir: Path, judge_dir: Path, *, k: int = 8, limit: int | None = None
+) -> list[Asked]:
+    """Index every paragraph of the train articles, then ask the held-out articles'
+    questions (`holds_out`: the answer judge never trained on them) through the engine with
+    nothing generated; each answer's answerability signals, as the engine computes them.
+    The readings are kept in `data_dir/decision-readings.json` under the judge's version,
+    the index's embedder and `k`: a refit on the same inputs asks nothing again."""
+    cache = data_dir / "decision-readings.json"
+    key = f"{AnswerJudge(judge_dir).version} k={k} limit={limit}"
+    if cache.exists():
+        saved = json.loads(cache.read_text())
+        if saved.get("key") == key:
+            return [Asked(**a) for a in saved["asked"]]
+    asked = _ask_squad(squad, data_dir, judge_dir, k, limit)
+    cache.write_text(json.dumps({"key": key, "asked": [dataclasses.asdict(a) for a in asked]}))
+    return asked
+
+
+def _ask_squad(
+    squad: Path, data_dir: Path, judge_dir: Path, k: int, limit: int | None
+) -> list[Asked]:
+    data = load_squad(squad, "train")
+    settings = index_corpus(data.corpus, data_dir)
+    # the signals only: no decision file is read (the one being fitted may not exist yet)
+    query = settings.query.model_copy(
+        update={"decision": "rule", "answer_judge": str(judge_dir), "log_queries": False}
+    )
+    asked = [q for q in data.questions if holds_out(q.article)]
+    if limit:  # an even sample across the articles (smoke runs)
+        asked = asked[:: max(1, len(asked) // limit)][:limit]
+    out = []
+    with api.open_engine(settings.model_copy(update={"query": query})) as (engine, _):
+        for q in asked:
+            answer = engine.answer(QueryRequest(query=q.text, k=k, generate=False))
+            read = answer.answerability.signals if answer.answerability else None
+            out.append(Asked(q.id, q.article, q.answerable, dict(read) if read else None))
+    return out
+
+
+def signal_auc(asked: Sequence[Asked], score: Callable[[Mapping[str, float]], float]) -> float:
+    """ROC AUC of one score between answerable and unanswerable questions (a question the
+    gate refused scores lowest)."""
+
+    def read(a: Asked) -> float:
+        return score(a.signals) if a.signals is not None else -math.inf
+
+    return auc(
+        [read(a) for a in asked if a.answerable], [read(a) for a in asked if not a.answerable]
+    )
+
+
+def held_out_auc(asked: Sequence[Asked], names: Sequence[str], judge_version: str) -> float:
+    """Leave-one-article-out ROC AUC of the logistic regression over `names`: fitted on the
+    other articles, scored on each article's questions, pooled (a gate refusal scores
+    lowest)."""
+    scored: list[tuple[bool, float]] = []
+    for article in sorted({a.article for a in asked}):
+        rest = [a for a in asked if a.article != article]
+        fitted = logistic_decision(
+            [a.signals for a in rest if a.answerable],
+            [a.signals for a in rest if not a.answerable],
+            judge_version,
+            names,
+        )
+        scored += [
+            (a.answerable, fitted.probability(a.signals) if a.signals else -1.0)
+            for a in asked
+            if a.article == article
+        ]
+    return rank_auc([s for y, s in scored if y], [s for y, s in scored if not y])
+
+
+def select_signals(
+    asked: Sequence[Asked], judge_version: str, candidates: Sequence[str] = SIGNALS
+) -> tuple[list[str], list[tuple[str, float]]]:
+    """Forward selection: add the signal that raises the leave-one-article-out AUC most,
+    from none, and stop when none raises it by 0.002. Returns the chosen names and the AUC
+    after each step."""
+    chosen: list[str] = []
+    steps: list[tuple[str, float]] = [("", 0.5)]
+    while True:
+        trials = [
+            (held_out_auc(asked, [*chosen, name], judge_version), name)
+            for name in candidates
+            if name not in chosen
+        ]
+        if not trials:
+            break
+        best, name = max(trials)
+        if best < steps[-1][1] + 0.002:
+            break
+        chosen.append(name)
+        steps.append((name, best))
+    return chosen, [(n, round(a, 4)) for n, a in steps[1:]]
 
 
 def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
@@ -214,30 +413,59 @@ def ceiling(
     return need / len(unsupported), refused
 
 
+def _signal(name: str, signals: Mapping[str, float]) -> float:
+    return float(signals.get(name, 0.0))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dataset", type=Path)
     ap.add_argument("--data-dir", type=Path, required=True)
-    ap.add_argument("--judge", type=Path, default=BUNDLED, help="the judge's model directory")
+    ap.add_argument(
+        "--judge", type=Path, default=BUNDLED_ANSWER_JUDGE, help="the answer judge's directory"
+    )
     ap.add_argument("--keep", type=float, default=KEEP)
+    ap.add_argument("--limit", type=int, default=None, help="questions asked (smoke runs)")
     args = ap.parse_args(argv)
-    scorer = SupportJudge(args.judge)
-    readings = collect(args.dataset, args.data_dir, "train", scorer=scorer)
-    live = api.status(data_dir=args.data_dir).embedder  # whose cosines the readings hold
-    decision = fit_decision(readings, scorer.version, args.keep, embedder=live.slug if live else "")
-    kept, refused = rates(readings, decision)
-    report = {
-        **decision.to_json(),
-        "fitted_on": {
-            "dataset": args.dataset.name,
+    scorer = AnswerJudge(args.judge)
+    squad = squad_file(args.dataset)
+    live_embedder = ""
+    if squad is None:  # BEIR: paired readings of the held-out train claims
+        readings = collect(args.dataset, args.data_dir, "train", scorer=scorer)
+        live = api.status(data_dir=args.data_dir).embedder
+        live_embedder = live.slug if live else ""
+        decision = fit_decision(readings, scorer.version, args.keep, embedder=live_embedder)
+        kept, refused = rates(readings, decision)
+        fitted_on: dict[str, object] = {
             "split": "train: the claims the judge never trained on (judge_data.is_holdout)",
             "questions": len(readings),
-            "keep": args.keep,
-        },
+        }
+    else:
+        asked = ask_squad(squad, args.data_dir, args.judge, limit=args.limit)
+        live = api.status(data_dir=args.data_dir).embedder
+        live_embedder = live.slug if live else ""
+        names, steps = select_signals(asked, scorer.version)
+        pos = [a.signals for a in asked if a.answerable]
+        neg = [a.signals for a in asked if not a.answerable]
+        decision = fit_labelled(pos, neg, scorer.version, names, args.keep, embedder=live_embedder)
+        kept, refused = labelled_rates(pos, neg, decision)
+        fitted_on = {
+            "split": "train articles the answer judge never trained on (eval.squad.holds_out)",
+            "articles": sorted({a.article for a in asked}),
+            "questions": len(asked),
+            "answerable": len(pos),
+            "selection": [{"signal": n, "held_out_auc": a} for n, a in steps],
+            "signal_auc": {
+                n: round(signal_auc(asked, functools.partial(_signal, n)), 4) for n in SIGNALS
+            },
+        }
+    report = {
+        **decision.to_json(),
+        "fitted_on": {"dataset": args.dataset.name, **fitted_on, "keep": args.keep},
         "fit_figures": {
             "answerable_answered": round(kept, 4),
-            "gold_removed_refused": round(refused, 4),
+            "unanswerable_refused": round(refused, 4),
         },
         "command": "make decision",
     }
