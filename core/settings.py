@@ -161,8 +161,9 @@ class QuerySettings(BaseModel):
     # chunk is as close in meaning as `answerable_dense` (it names the thing otherwise:
     # "Galliformes" / "chicken"). 0 = off
     named_floor: float = Field(default=NAMED_FLOOR, ge=0.0, le=1.0)
-    # the extractive generator copies only sentences the judge scores >= this (P(supports or
-    # contradicts the question)) or as close as `judge_dense`; none such is a refusal
+    # the extractive answer copies only sentences the answer judge reads as holding the
+    # answer with P >= this, in answer order (query/answerable.py `evidence_order`); none
+    # such in the sources is a `not_answerable` refusal (check "generator")
     sentence_floor: float = Field(default=0.01, ge=0.0, le=1.0)
     contradiction_floor: float = Field(default=0.5, ge=0.0, le=1.0)
     judge_sentences: int = Field(default=16, ge=1, le=128)  # sentences read per question

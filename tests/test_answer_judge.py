@@ -65,7 +65,7 @@ def test_the_shipped_artifact_is_small_versioned_and_from_train_articles() -> No
     assert "CC BY-SA 4.0" in meta["data"]["licence"]
     assert meta["command"] == "make answer-judge"
     assert meta["training"]["config"]["seed"] == 13
-    assert meta["training"]["held_auc_onnx"] > 0.8
+    assert meta["training"]["held_auc_onnx"] > 0.7  # the held-out articles' pairs
 
 
 def test_the_sentence_that_answers_reads_above_the_one_that_does_not(
@@ -103,7 +103,8 @@ def test_the_decision_reads_the_judge_and_finds_the_answering_sentence(
     freqs = corpus_freqs([c.text for c in chunks])
     verdict, evidence = judge(question, chunks, freqs, 0.0, scorer=answer_judge)
     assert evidence and chunks[evidence[0].chunk].text[evidence[0].start :].startswith(yes)
-    assert verdict.signals["judge_best"] == round(evidence[0].answers, 4)
+    assert verdict.signals["judge_best"] == round(max(e.answers for e in evidence), 4)
+    assert [e.order for e in evidence] == sorted((e.order for e in evidence), reverse=True)
     assert verdict.signals["judge_second"] <= verdict.signals["judge_best"]
     near, _ = judge(question, chunks[:1], freqs, 0.0, scorer=answer_judge)
     assert near.signals["judge_best"] < verdict.signals["judge_best"]

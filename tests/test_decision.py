@@ -55,17 +55,19 @@ def test_the_shipped_decision_fits_the_shipped_answer_judge() -> None:
 
 @given(SHARE, SHARE, SHARE, SHARE, st.floats(0.0, 0.5))
 @settings(max_examples=200, deadline=None)
-def test_a_surer_judge_never_lowers_the_probability(
+def test_more_evidence_never_lowers_the_probability(
     judge: float, dense: float, cov: float, union: float, more: float
 ) -> None:
-    """The judge's reading enters the shipped decision with a positive weight: reading a
-    sentence as holding the answer more surely cannot make the decision less sure."""
+    """Every signal enters the shipped decision with a positive weight (selection admits no
+    other): reading any signal as stronger cannot make it less sure the question is
+    answerable."""
     decision = load_decision(BUNDLED)
     assert decision is not None and "judge_best" in decision.features
-    assert decision.weights[decision.features.index("judge_best")] > 0
+    assert all(w > 0 for w in decision.weights)
     base = signals(judge, dense, cov, union)
-    surer = {**base, "judge_best": min(1.0, judge + more)}
-    assert decision.probability(surer) >= decision.probability(base) - 1e-12
+    for name in decision.features:
+        surer = {**base, name: min(1.0, base[name] + more)}
+        assert decision.probability(surer) >= decision.probability(base) - 1e-12
 
 
 @given(st.lists(st.floats(0.01, 50.0), min_size=0, max_size=80))
@@ -174,14 +176,19 @@ def asked(n: int, seed: int = 7) -> list[Asked]:
         read = {
             "judge_best": float(rng.uniform(0.3, 1.0) if yes else rng.uniform(0.0, 0.6)),
             "dense_best": float(rng.uniform(0.3, 0.9)),
+            # separates too, the wrong way round: less coverage, more answerable
+            "coverage_union": float(rng.uniform(0.0, 0.7) if yes else rng.uniform(0.3, 1.0)),
         }
         out.append(Asked(str(i), f"a{i % 3}", yes, None if i % 37 == 0 else read))
     return out
 
 
-def test_selection_keeps_a_signal_only_while_it_raises_held_out_auc() -> None:
+def test_selection_keeps_a_signal_only_while_it_raises_held_out_auc_with_a_positive_weight() -> (
+    None
+):
     questions = asked(240)
-    names, steps = select_signals(questions, "judge-x", ("judge_best", "dense_best"))
+    candidates = ("judge_best", "dense_best", "coverage_union")
+    names, steps = select_signals(questions, "judge-x", candidates)
     assert names == ["judge_best"] and steps[0][0] == "judge_best" and steps[0][1] > 0.8
 
 

@@ -352,15 +352,23 @@ def select_signals(
     asked: Sequence[Asked], judge_version: str, candidates: Sequence[str] = SIGNALS
 ) -> tuple[list[str], list[tuple[str, float]]]:
     """Forward selection: add the signal that raises the leave-one-article-out AUC most,
-    from none, and stop when none raises it by 0.002. Returns the chosen names and the AUC
-    after each step."""
+    from none, and stop when none raises it by 0.002. A signal enters only with a positive
+    weight: more evidence must never lower the probability (a question set whose
+    unanswerable questions were written from the very paragraph, as SQuAD's are, rewards
+    *less* term coverage, which would answer off-topic questions). Returns the chosen names
+    and the AUC after each step."""
     chosen: list[str] = []
     steps: list[tuple[str, float]] = [("", 0.5)]
+    pos = [a.signals for a in asked if a.answerable]
+    neg = [a.signals for a in asked if not a.answerable]
     while True:
         trials = [
             (held_out_auc(asked, [*chosen, name], judge_version), name)
             for name in candidates
             if name not in chosen
+            and all(
+                w > 0 for w in logistic_decision(pos, neg, judge_version, [*chosen, name]).weights
+            )
         ]
         if not trials:
             break
