@@ -1,10 +1,12 @@
 """Fit the calibrated answerability decision (query/decision.py) on a question set's train split.
 
-SQuAD 2.0-format sets (the default, `make decision`): every paragraph of the train
-articles is indexed as a file, and the questions of the articles the answer judge never
-trained on (`eval.squad.holds_out`) are asked through the engine, as users ask. Each
-answer records its signals (`query.decision.SIGNALS`); the answerable questions are the
-positives, the questions written to look answerable from their paragraph the negatives.
+SQuAD 2.0-format sets (the default, `make decision`): the paragraphs of the train articles
+the answer judge never trained on (`eval.squad.holds_out`) are indexed as files, and their
+questions are asked through the engine, as users ask, with a sample of the other train
+articles' questions (about subjects the index never mentions). Each answer records its
+signals (`query.decision.SIGNALS`); the answerable questions are the positives; the
+questions written to look answerable from their paragraph, and those about other
+articles, the negatives.
 The signals the decision reads are chosen by forward selection on the leave-one-article-out
 ROC AUC (a signal stays only while it raises it), then a logistic regression with an L2
 penalty, solved by Newton's method in numpy, is fitted on all of them. Its floor is the
@@ -41,7 +43,7 @@ import numpy as np
 from ragstream import api
 from ragstream.core.answers import QueryRequest, RetrievedChunk
 from ragstream.eval.beir import doc_key, index_corpus, load_beir
-from ragstream.eval.squad import holds_out, load_squad, squad_file
+from ragstream.eval.squad import holds_out, load_squad, paragraph_id, squad_file
 from ragstream.eval.squad_eval import auc as rank_auc
 from ragstream.operators.answer_judge import (
     BUNDLED_ANSWER_JUDGE,
@@ -59,6 +61,10 @@ from ragstream.query.decision import (
 )
 from ragstream.train.judge_data import is_holdout
 
+# every ELSEWHERE_STRIDE-th question of the articles the index leaves out is asked too: a
+# question about a subject the documents never mention must be refused as well as one
+# written to look answerable from the paragraph it was written on
+ELSEWHERE_STRIDE = 6
 KEEP = 0.90  # answerable questions the fitted floor keeps answered (issue 16's target)
 POOL = 50  # fused candidates per question: the pool the engine measures leg leads on
 L2 = 1.0  # ridge penalty on the standardized weights: ~240 rows, 4 features
@@ -278,13 +284,15 @@ class Asked:
 def ask_squad(
     squad: Path, data_dir: Path, judge_dir: Path, *, k: int = 8, limit: int | None = None
 ) -> list[Asked]:
-    """Index every paragraph of the train articles, then ask the held-out articles'
-    questions (`holds_out`: the answer judge never trained on them) through the engine with
-    nothing generated; each answer's answerability signals, as the engine computes them.
+    """Index the paragraphs of the held-out train articles (`holds_out`: the answer judge
+    never trained on them), then ask their questions through the engine with nothing
+    generated, and every `ELSEWHERE_STRIDE`-th question of the other train articles (not
+    indexed: none of them has an answer here); each answer's answerability signals, as the
+    engine computes them.
     The readings are kept in `data_dir/decision-readings.json` under the judge's version,
     the index's embedder and `k`: a refit on the same inputs asks nothing again."""
     cache = data_dir / "decision-readings.json"
-    key = f"{AnswerJudge(judge_dir).version} k={k} limit={limit}"
+    key = f"{AnswerJudge(judge_dir).version} k={k} limit={limit} elsewhere={ELSEWHERE_STRIDE}"
     if cache.exists():
         saved = json.loads(cache.read_text())
         if saved.get("key") == key:
@@ -298,20 +306,26 @@ def _ask_squad(
     squad: Path, data_dir: Path, judge_dir: Path, k: int, limit: int | None
 ) -> list[Asked]:
     data = load_squad(squad, "train")
-    settings = index_corpus(data.corpus, data_dir)
+    slugs = {paragraph_id(q.article, 0)[:-5] for q in data.questions if holds_out(q.article)}
+    held = {pid: doc for pid, doc in data.corpus.items() if pid[:-5] in slugs}
+    settings = index_corpus(held, data_dir)
     # the signals only: no decision file is read (the one being fitted may not exist yet)
     query = settings.query.model_copy(
         update={"decision": "rule", "answer_judge": str(judge_dir), "log_queries": False}
     )
-    asked = [q for q in data.questions if holds_out(q.article)]
+    own = [q for q in data.questions if holds_out(q.article)]
+    elsewhere = [q for q in data.questions if not holds_out(q.article)][::ELSEWHERE_STRIDE]
     if limit:  # an even sample across the articles (smoke runs)
-        asked = asked[:: max(1, len(asked) // limit)][:limit]
+        own = own[:: max(1, len(own) // limit)][:limit]
+        elsewhere = elsewhere[:: max(1, len(elsewhere) // limit)][: limit // 2]
     out = []
     with api.open_engine(settings.model_copy(update={"query": query})) as (engine, _):
-        for q in asked:
+        for q in [*own, *elsewhere]:
             answer = engine.answer(QueryRequest(query=q.text, k=k, generate=False))
             read = answer.answerability.signals if answer.answerability else None
-            out.append(Asked(q.id, q.article, q.answerable, dict(read) if read else None))
+            # a question about an article that is not indexed has no answer here
+            answerable = q.answerable and holds_out(q.article)
+            out.append(Asked(q.id, q.article, answerable, dict(read) if read else None))
     return out
 
 
