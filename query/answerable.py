@@ -337,6 +337,11 @@ def judge(
         else:
             answerable = answerable and (surest[0] >= judge_floor or dense_best >= judge_dense)
             score, used_floor = surest[0], judge_floor
+    if (not asked or unseen >= 1.0) and dense_best < dense_floor:
+        # no term of the question occurs in the documents (or it has none the analyzer
+        # reads) and nothing is close in meaning: it is about something else, or in another
+        # language or script
+        answerable = False
     verdict = Answerability(
         score=round(score, 4),
         answerable=answerable,

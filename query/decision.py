@@ -97,18 +97,30 @@ class Decision:
     # a sentence the answer judge reads as holding the answer this surely answers whatever
     # the other signals say (1.01: never); the probability decides where the judge is unsure
     judge_override: float = 1.01
+    # the question's terms must be found: the best chunk covers at least `coverage_floor` of
+    # their IDF weight, or its dense cosine reaches `coverage_dense` (text that holds few of
+    # the question's words and is not close in meaning is about something else, however
+    # surely the judge reads a sentence of it). Fitted as the strictest pair that costs no
+    # answerable question of the fit; 0.0 / 1.01: off
+    coverage_floor: float = 0.0
+    coverage_dense: float = 1.01
     # the slug of the embedder whose cosines it was fitted on ("" = not recorded): the dense
     # weight and override mean that embedder's cosines, and another one's run higher or lower
     embedder: str = ""
 
     def answers(self, signals: Mapping[str, float], floor: float | None = None) -> bool:
-        """The decision: the judge's override, or probability at least the floor (this one,
-        or `floor`), or the dense override."""
+        """The decision: the question's terms found (`coverage_floor`), and then the judge's
+        override, or probability at least the floor (this one, or `floor`), or the dense
+        override."""
         enough = self.floor if floor is None else floor
-        return (
+        dense = signals.get("dense_best", 0.0)
+        found = signals.get("coverage_best", 1.0) >= self.coverage_floor or (
+            dense >= self.coverage_dense
+        )
+        return found and (
             signals.get("judge_best", 0.0) >= self.judge_override
             or self.probability(signals) >= enough
-            or signals.get("dense_best", 0.0) >= self.dense_override
+            or dense >= self.dense_override
         )
 
     def probability(self, signals: Mapping[str, float]) -> float:
@@ -135,6 +147,8 @@ class Decision:
             "floor": self.floor,
             "dense_override": self.dense_override,
             "judge_override": self.judge_override,
+            "coverage_floor": self.coverage_floor,
+            "coverage_dense": self.coverage_dense,
             "judge": self.judge,
             "embedder": self.embedder,
         }
@@ -180,6 +194,8 @@ def load_decision(model_dir: Path | str) -> Decision | None:
             features=tuple(raw["features"]),
             dense_override=float(raw.get("dense_override", 1.01)),
             judge_override=float(raw.get("judge_override", 1.01)),
+            coverage_floor=float(raw.get("coverage_floor", 0.0)),
+            coverage_dense=float(raw.get("coverage_dense", 1.01)),
             embedder=str(raw.get("embedder", "")),
         )
     except (ValueError, KeyError, TypeError) as exc:

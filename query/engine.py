@@ -41,7 +41,7 @@ from ragstream.query.answerable import judge, named_terms, unmentioned
 from ragstream.query.assemble import Context, assemble
 from ragstream.query.decision import LEAD_TAIL, Decision, leg_leads, load_decision
 from ragstream.query.freshness import with_versions
-from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate
+from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate, wordless
 from ragstream.query.generate import ExtractiveGenerator, Generator, declined
 from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank, rerank_depth
 from ragstream.query.retrieve import (
@@ -188,7 +188,10 @@ class QueryEngine:
         )
         floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
         leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
-        return ranked, gate(ranked, rerank_floor=q.rerank_floor, dense_floor=floor), leads
+        refusal = wordless(request.query) or gate(
+            ranked, rerank_floor=q.rerank_floor, dense_floor=floor
+        )
+        return ranked, refusal, leads
 
     def _answer(
         self,
@@ -332,7 +335,13 @@ class QueryEngine:
         if verdict.answerable:
             return verdict, None, answering
         coverage = verdict.signals["coverage_best"]
-        if coverage < floor and dense < q.answerable_dense:
+        unknown = not verdict.signals["question_terms"] or verdict.signals["unseen_term_share"] >= 1
+        if unknown and dense < q.answerable_dense:
+            detail = (
+                "none of the question's terms occurs in the documents and no passage is close "
+                f"to it in meaning (best cosine {dense:.2f}, enough: {q.answerable_dense:.2f})"
+            )
+        elif coverage < floor and dense < q.answerable_dense:
             detail = (
                 f"the retrieved text covers {coverage:.0%} of what the question asks about "
                 f"(minimum {floor:.0%}) and matches it in meaning at {dense:.2f} (enough: "

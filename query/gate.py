@@ -52,6 +52,24 @@ def gate(
     return refusal
 
 
+def wordless(question: str) -> Refusal | None:
+    """A refusal for a question with no letters at all (digits and signs only): there is
+    nothing in it to look for, whatever the index holds.
+
+    >>> wordless("?!? 123 ... ### 42").check
+    'gate'
+    >>> wordless("Wer? 誰?") is None
+    True
+    """
+    if any(ch.isalpha() for ch in question):
+        return None
+    return Refusal(
+        reason="insufficient_evidence",
+        detail="the question has no words to look for (no letters at all)",
+        check="gate",
+    )
+
+
 def _refusal(count: int, basis: Basis, best: float | None, floor: float) -> Refusal | None:
     if count == 0:
         detail = "no candidate passages matched the query (and its filters)"
@@ -67,4 +85,4 @@ def _refusal(count: int, basis: Basis, best: float | None, floor: float) -> Refu
     return Refusal(reason="insufficient_evidence", detail=detail, best_score=best, check="gate")
 
 
-__all__ = ["DEFAULT_DENSE_FLOOR", "gate"]
+__all__ = ["DEFAULT_DENSE_FLOOR", "gate", "wordless"]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -126,6 +127,8 @@ class AnswerRow(BaseModel):
     faithful_kept: float
     p50_ms: float
     p95_ms: float
+    # the answerable questions each check refused (`Refusal.check`; the reason when none)
+    refused_by_check: dict[str, int] = {}
 
 
 class AnswerAblation(BaseModel):
@@ -152,6 +155,7 @@ class Scored(BaseModel):
     tokens: int | None
     text: str
     cited: list[str]
+    refused_by: str | None = None  # the check that refused (`Refusal.check`), or the reason
     negated: int = 0  # claims negated by the probe
     negated_caught: int = 0  # of which the verifier marked unsupported
     claims: int = 0
@@ -206,6 +210,7 @@ def score_answer(
         tokens=sum(tokens) if assembled else None,
         text=answer.text,
         cited=cited,
+        refused_by=(answer.refusal.check or answer.refusal.reason) if answer.refusal else None,
         ms=ms,
     )
 
@@ -243,6 +248,7 @@ def summarize(
         faithful_kept=_share(sum(s.supported for s in scored), sum(s.claims for s in scored)),
         p50_ms=p50,
         p95_ms=p95,
+        refused_by_check=dict(Counter(s.refused_by for s in scored if s.refused_by)),
     )
 
 

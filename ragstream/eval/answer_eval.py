@@ -93,6 +93,7 @@ class AbstainGroup(BaseModel):
     refused: int
     rate: float  # refused / questions: the abstention rate
     by_reason: dict[str, int]
+    by_check: dict[str, int] = {}  # refusals per check that made them (`Refusal.check`)
     p50_ms: float
     # the abstention rate each answerability signal alone (after the retrieval gate) would
     # give, decided from the signals every answer records (`signal_refusals`)
@@ -207,6 +208,7 @@ def abstain_group(
         refused=len(refused),
         rate=len(refused) / len(answers) if answers else 0.0,
         by_reason=dict(Counter(a.refusal.reason for a in refused if a.refusal)),
+        by_check=dict(Counter(a.refusal.check or "" for a in refused if a.refusal)),
         p50_ms=latency(ms)[0],
         by_signal={name: sum(d[name] for d in decisions) / len(decisions) for name in decisions[0]}
         if decisions

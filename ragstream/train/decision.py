@@ -185,11 +185,14 @@ def fit_labelled(
     keep: float = KEEP,
     judge_override: float = 1.01,
     embedder: str = "",
+    *,
+    coverage_rule: bool = False,
 ) -> Decision:
     """The decision over signals `names` fitted on answered (`answerable`) and refused
     (`unanswerable`) readings. With the judge's override in place, the floor is the highest
     probability that keeps `keep` of the answerable ones answered; the dense override is
-    the lowest cosine that, answering on its own, refuses no fewer unanswerable ones."""
+    the lowest cosine that, answering on its own, refuses no fewer unanswerable ones; with
+    `coverage_rule`, the strictest coverage rule that costs none of the answered ones."""
     unfloored = dataclasses.replace(
         logistic_decision(answerable, unanswerable, judge_version, names),
         judge_override=judge_override,
@@ -206,29 +209,57 @@ def fit_labelled(
     for override in np.arange(0.50, 1.0, 0.01):  # the lowest that costs no refusal
         candidate = dataclasses.replace(floored, dense_override=round(float(override), 2))
         if _rates(pos, neg, candidate)[1] >= refused:
-            return candidate
-    return floored
+            floored = candidate
+            break
+    return _with_coverage_rule(floored, pos, neg) if coverage_rule else floored
+
+
+def _with_coverage_rule(decision: Decision, pos: np.ndarray, neg: np.ndarray) -> Decision:
+    """The strictest coverage rule (most unanswerable refused) that refuses no answerable
+    reading the decision answers; the decision unchanged when none refuses more."""
+    answered = _rates(pos, neg, decision)[0]
+    best, refused = decision, _rates(pos, neg, decision)[1]
+    for cover in np.arange(0.05, 0.65, 0.05):
+        for dense in np.arange(0.35, 0.75, 0.05):
+            candidate = dataclasses.replace(
+                decision,
+                coverage_floor=round(float(cover), 2),
+                coverage_dense=round(float(dense), 2),
+            )
+            kept, caught = _rates(pos, neg, candidate)
+            if kept >= answered and caught > refused:
+                best, refused = candidate, caught
+    return best
 
 
 def _readings(readings: Sequence[Signals], decision: Decision) -> np.ndarray:
-    """(probability, judge_best, dense_best) per reading; -2 for a gate refusal."""
+    """(probability, judge_best, dense_best, coverage_best) per reading; -2 for a gate
+    refusal."""
     return np.array(
         [
-            (decision.probability(r), r.get("judge_best", 0.0), r.get("dense_best", 0.0))
+            (
+                decision.probability(r),
+                r.get("judge_best", 0.0),
+                r.get("dense_best", 0.0),
+                r.get("coverage_best", 1.0),
+            )
             if r is not None
-            else (-2.0, -2.0, -2.0)
+            else (-2.0, -2.0, -2.0, -2.0)
             for r in readings
         ],
         dtype=float,
-    ).reshape(-1, 3)
+    ).reshape(-1, 4)
 
 
 def _rates(pos: np.ndarray, neg: np.ndarray, d: Decision) -> tuple[float, float]:
     """`labelled_rates` on `_readings` arrays (the same rule as `Decision.answers`)."""
 
     def answers(a: np.ndarray) -> np.ndarray:
-        return (a[:, 0] > -1.5) & (
-            (a[:, 1] >= d.judge_override) | (a[:, 0] >= d.floor) | (a[:, 2] >= d.dense_override)
+        found = (a[:, 3] >= d.coverage_floor) | (a[:, 2] >= d.coverage_dense)
+        return (
+            (a[:, 0] > -1.5)
+            & found
+            & ((a[:, 1] >= d.judge_override) | (a[:, 0] >= d.floor) | (a[:, 2] >= d.dense_override))
         )
 
     return float(answers(pos).mean()) if len(pos) else 0.0, (
@@ -470,7 +501,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         names, steps = select_signals(asked, scorer.version)
         pos = [a.signals for a in asked if a.answerable]
         neg = [a.signals for a in asked if not a.answerable]
-        decision = fit_labelled(pos, neg, scorer.version, names, args.keep, embedder=live_embedder)
+        decision = fit_labelled(
+            pos, neg, scorer.version, names, args.keep, embedder=live_embedder, coverage_rule=True
+        )
         kept, refused = labelled_rates(pos, neg, decision)
         fitted_on = {
             "split": "train articles the answer judge never trained on (eval.squad.holds_out)",
