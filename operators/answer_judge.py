@@ -19,8 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ragstream.core.settings import switched_off
-from ragstream.operators.judge import SupportJudge
+from ragstream.operators.judge import SupportJudge, load_model, model_dir
 
 BUNDLED_ANSWER_JUDGE = Path(__file__).resolve().parent / "answer_judge_model"
 ANSWER_JUDGE_FILE = "answer_judge.json"
@@ -58,16 +57,10 @@ def bundled_answer_judge() -> AnswerJudge:
 
 
 def answer_judge_dir(spec: str | None) -> Path | None:
-    """The model directory `query.answer_judge` names, without loading it: None for
-    "none"/"off"/"", the shipped one for "bundled"."""
-    if spec is None or switched_off(spec):
-        return None
-    return BUNDLED_ANSWER_JUDGE if spec.strip().lower() == "bundled" else Path(spec.strip())
+    """The model directory `query.answer_judge` names, without loading it."""
+    return model_dir(spec, BUNDLED_ANSWER_JUDGE)
 
 
 def load_answer_judge(spec: str | None) -> AnswerJudge | None:
     """None for "none"/"off"/""; the shipped answer judge for "bundled"; else a directory."""
-    where = answer_judge_dir(spec)
-    if where is None:
-        return None
-    return bundled_answer_judge() if where == BUNDLED_ANSWER_JUDGE else AnswerJudge(where)
+    return load_model(spec, BUNDLED_ANSWER_JUDGE, bundled_answer_judge, AnswerJudge)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from ragstream.core.settings import switched_off
 from ragstream.operators.cross_encoder import CHARS, OnnxCrossEncoder
 
 BUNDLED = Path(__file__).resolve().parent / "judge_model"
+J = TypeVar("J")
 UNRELATED, SUPPORTS, CONTRADICTS = 0, 1, 2
 
 
@@ -84,17 +85,30 @@ def bundled_judge() -> SupportJudge:
     return SupportJudge(BUNDLED)
 
 
-def judge_dir(spec: str | None) -> Path | None:
-    """The model directory `query.judge` names, without loading it: None for
-    "none"/"off"/"", the shipped one for "bundled"."""
+def model_dir(spec: str | None, bundled: Path) -> Path | None:
+    """The model directory a setting names, without loading it: None for "none"/"off"/"",
+    `bundled` for "bundled", else the path given."""
     if spec is None or switched_off(spec):
         return None
-    return BUNDLED if spec.strip().lower() == "bundled" else Path(spec.strip())
+    return bundled if spec.strip().lower() == "bundled" else Path(spec.strip())
+
+
+def load_model(
+    spec: str | None, bundled: Path, shipped: Callable[[], J], load: Callable[[Path], J]
+) -> J | None:
+    """The model a setting names: None when off, the process's `shipped` one for
+    "bundled", else `load(path)`."""
+    where = model_dir(spec, bundled)
+    if where is None:
+        return None
+    return shipped() if where == bundled else load(where)
+
+
+def judge_dir(spec: str | None) -> Path | None:
+    """The model directory `query.judge` names, without loading it."""
+    return model_dir(spec, BUNDLED)
 
 
 def load_judge(spec: str | None) -> SupportJudge | None:
     """None for "none"/"off"/""; the shipped judge for "bundled"; else a model directory."""
-    where = judge_dir(spec)
-    if where is None:
-        return None
-    return bundled_judge() if where == BUNDLED else SupportJudge(where)
+    return load_model(spec, BUNDLED, bundled_judge, SupportJudge)

@@ -145,3 +145,17 @@ def test_the_extractive_answer_leads_with_the_judges_first_sentence(embedder) ->
     # without a judge, the sentences nearest in meaning, best first
     plain = ExtractiveGenerator(embedder).generate("What is the working fluid?", ctx)
     assert plain.count("[S") >= 1
+
+
+def test_a_question_the_documents_never_use_a_word_of_is_not_answerable(
+    answer_judge: AnswerJudge,
+) -> None:
+    _, yes, no = CASES[0]
+    chunks = [chunk(yes), chunk(no)]
+    freqs = corpus_freqs([c.text for c in chunks])
+    for question in ("ハイブリッドチャンカーとは何ですか?", "Wie spät ist es in Lissabon?"):
+        verdict, _ = judge(question, chunks, freqs, 0.0, 0.3, 0.5, scorer=answer_judge)
+        assert not verdict.answerable, verdict.signals
+    # the same question close in meaning to a chunk (another language, say) is left to judge
+    near, _ = judge("Wie spät ist es in Lissabon?", chunks, freqs, 0.0, 0.6, 0.5)
+    assert near.answerable

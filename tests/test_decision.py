@@ -247,3 +247,30 @@ def test_ceiling_is_low_when_unsupported_questions_score_like_gold_removed_ones(
     share, refused = ceiling([1.0] * 600, like_absent, rng.uniform(0, 1, 1000).tolist())
     assert share == pytest.approx(0.75)
     assert 0.2 < refused < 0.3
+
+
+def test_the_coverage_rule_refuses_text_that_holds_few_of_the_questions_words() -> None:
+    d = Decision((0.0,) * 4, (1.0,) * 4, (0.0,) * 4, 5.0, 0.5, "judge-x",
+                 coverage_floor=0.35, coverage_dense=0.45)  # fmt: skip
+    sure = signals(0.9, 0.3, 0.2, 0.2)  # a sure judge, but few words found, far in meaning
+    assert d.probability(sure) > d.floor and not d.answers(sure)
+    assert d.answers({**sure, "coverage_best": 0.35}) and d.answers({**sure, "dense_best": 0.45})
+
+
+def test_the_fitted_coverage_rule_costs_no_answerable_question() -> None:
+    rng = np.random.default_rng(5)
+    pos = [signals(*rng.uniform([0.3, 0.4, 0.4, 0.4], [1.0, 0.9, 1.0, 1.0])) for _ in range(200)]
+    near = [signals(*rng.uniform([0.0, 0.4, 0.4, 0.4], [0.8, 0.9, 1.0, 1.0])) for _ in range(150)]
+    off = [signals(*rng.uniform([0.3, 0.2, 0.0, 0.0], [1.0, 0.4, 0.3, 0.3])) for _ in range(150)]
+    plain = fit_labelled(pos, [*near, *off], "judge-x", ["judge_best"], keep=0.9)
+    ruled = fit_labelled(
+        pos, [*near, *off], "judge-x", ["judge_best"], keep=0.9, coverage_rule=True
+    )
+    assert (plain.coverage_floor, plain.coverage_dense) == (0.0, 1.01)
+    assert ruled.coverage_floor > 0.0
+    before, after = (
+        labelled_rates(pos, [*near, *off], plain),
+        labelled_rates(pos, [*near, *off], ruled),
+    )
+    assert after[0] == before[0] and after[1] > before[1]
+    assert labelled_rates(pos, off, ruled)[1] > 0.9  # the off-topic ones, caught by the rule
