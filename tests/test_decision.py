@@ -274,3 +274,12 @@ def test_the_fitted_coverage_rule_costs_no_answerable_question() -> None:
     )
     assert after[0] == before[0] and after[1] > before[1]
     assert labelled_rates(pos, off, ruled)[1] > 0.9  # the off-topic ones, caught by the rule
+
+
+def test_paired_readings_join_a_fit_as_one_group_of_both_kinds() -> None:
+    from ragstream.train.decision import paired_as_asked
+
+    readings = [Reading("7", signals(0.9, 0.7, 0.8, 0.9), signals(0.1, 0.4, 0.3, 0.5))]
+    asked = paired_as_asked(readings, "scifact")
+    assert [(a.article, a.answerable) for a in asked] == [("scifact", True), ("scifact", False)]
+    assert asked[0].signals == readings[0].present and asked[1].signals == readings[0].absent

@@ -7,6 +7,7 @@ both store pairings, identical answers embedded vs. over HTTP, spans with the tr
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,6 +114,8 @@ def test_a_decision_floor_setting_overrides_the_fitted_one(engine: QueryEngine) 
     s = engine.settings.model_copy(deep=True)
     s.query.decision_floor = 1.0  # no probability reaches it; only the dense override could
     strict = QueryEngine(s, engine.retriever)
+    assert strict.decision is not None
+    strict.decision = dataclasses.replace(strict.decision, dense_override=1.01)
     answer = ask(strict, "Which formats can the converter export a document to?")
     verdict = answer.answerability
     assert verdict is not None and verdict.floor == 1.0

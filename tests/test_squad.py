@@ -55,6 +55,23 @@ def test_a_file_a_folder_and_a_beir_folder_are_told_apart(squad_dir: Path, tmp_p
         load_squad(other)
     with pytest.raises(ValueError, match="no split 'dev'"):
         load_squad(squad_dir, "dev")
+    # a user's own file with no split.json beside it is read whole, whatever the split
+    mine = tmp_path / "mine" / "questions.json"
+    mine.parent.mkdir()
+    para = {
+        "context": "Lyon is in France.",
+        "qas": [
+            {
+                "id": "1",
+                "question": "Where is Lyon?",
+                "answers": [{"text": "France", "answer_start": 11}],
+                "is_impossible": False,
+            }
+        ],
+    }
+    mine.write_text(json.dumps({"data": [{"title": "Lyon", "paragraphs": [para]}]}))
+    whole = load_squad(mine.parent, "test")
+    assert list(whole.corpus) == ["Lyon-p000"] and whole.questions[0].answers == ("France",)
 
 
 def test_held_out_articles_are_a_fixed_quarter_of_train(squad_dir: Path) -> None:

@@ -89,12 +89,11 @@ def paragraph_id(article: str, index: int) -> str:
 
 
 def split_articles(squad_path: Path, split: str | None) -> set[str] | None:
-    """The titles of `split` in the `split.json` beside the file (None: every article)."""
-    if split is None:
-        return None
+    """The titles of `split` in the `split.json` beside the file; None (every article) when
+    no split is asked for or the file has no `split.json` beside it."""
     where = squad_path.parent / SPLIT_FILE
-    if not where.exists():
-        raise ValueError(f"--split {split} needs {where} (a {{split: [titles]}} object)")
+    if split is None or not where.exists():
+        return None
     splits = json.loads(where.read_text(encoding="utf-8"))
     if split not in splits:
         raise ValueError(f"{where} has no split {split!r} (it has {sorted(splits)})")

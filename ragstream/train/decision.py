@@ -360,6 +360,16 @@ def _ask_squad(
     return out
 
 
+def paired_as_asked(readings: Sequence[Reading], group: str) -> list[Asked]:
+    """Paired readings (with and without the gold documents) as asked questions of one
+    group (`group` is their article in the leave-one-article-out folds)."""
+    return [
+        Asked(f"{group}:{r.qid}:{kind}", group, kind == "gold", signals)
+        for r in readings
+        for kind, signals in (("gold", r.present), ("no-gold", r.absent))
+    ]
+
+
 def signal_auc(asked: Sequence[Asked], score: Callable[[Mapping[str, float]], float]) -> float:
     """ROC AUC of one score between answerable and unanswerable questions (a question the
     gate refused scores lowest)."""
@@ -480,6 +490,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     ap.add_argument("--keep", type=float, default=KEEP)
     ap.add_argument("--limit", type=int, default=None, help="questions asked (smoke runs)")
+    ap.add_argument(
+        "--also",
+        type=Path,
+        default=None,
+        help="a BEIR set (SciFact) whose held-out train claims join a SQuAD fit, read with and "
+        "without their gold documents: statements as well as questions",
+    )
+    ap.add_argument("--also-data-dir", type=Path, default=None, help="where --also is indexed")
     args = ap.parse_args(argv)
     scorer = AnswerJudge(args.judge)
     squad = squad_file(args.dataset)
@@ -496,6 +514,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         }
     else:
         asked = ask_squad(squad, args.data_dir, args.judge, limit=args.limit)
+        if args.also is not None:
+            asked += paired_as_asked(
+                collect(args.also, args.also_data_dir or args.data_dir, "train", scorer=scorer),
+                args.also.name,
+            )
         live = api.status(data_dir=args.data_dir).embedder
         live_embedder = live.slug if live else ""
         names, steps = select_signals(asked, scorer.version)
@@ -506,7 +529,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         kept, refused = labelled_rates(pos, neg, decision)
         fitted_on = {
-            "split": "train articles the answer judge never trained on (eval.squad.holds_out)",
+            "split": "train articles the answer judge never trained on (eval.squad.holds_out)"
+            + (f"; {args.also.name} held-out train claims" if args.also else ""),
             "articles": sorted({a.article for a in asked}),
             "questions": len(asked),
             "answerable": len(pos),
