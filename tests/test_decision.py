@@ -66,7 +66,7 @@ def test_more_evidence_never_lowers_the_probability(
     assert all(w > 0 for w in decision.weights)
     base = signals(judge, dense, cov, union)
     for name in decision.features:
-        surer = {**base, name: min(1.0, base[name] + more)}
+        surer = {**base, name: min(1.0, base.get(name, 0.0) + more)}
         assert decision.probability(surer) >= decision.probability(base) - 1e-12
 
 

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--squad", type=Path, default=SQUAD)
     parser.add_argument("--out", type=Path, default=BUNDLED_ANSWER_JUDGE)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=TrainConfig.seed)
     parser.add_argument("--max-length", type=int, default=96)
     parser.add_argument("--layers", default="0,2,4", help="MiniLM layers kept ('' = all six)")

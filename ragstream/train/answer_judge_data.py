@@ -12,7 +12,10 @@ judge's articles:
   words with the question and hold none of its answers (a passage on the right page
   without the answer: how retrieval fails in practice);
 - `unanswerable`: the sentences of the paragraph of a question written to look answerable
-  from it, which does not answer it (the hard case).
+  from it, which does not answer it (the hard case);
+- `other_article`: the sentence of another article that shares most words with the
+  question (the same words about another subject: what an index of other documents
+  returns for a question it cannot answer).
 
 Articles are split by `eval.squad.holds_out`: the judge fits on the rest, and the
 held-out articles' pairs decide early stopping and the figures (the answerability
@@ -36,6 +39,7 @@ LABELS = ("no_answer", "answer")
 SAME_PARAGRAPH = 3  # negatives per answerable question from its own paragraph (closest first)
 OTHER_PARAGRAPH = 2  # from other paragraphs of its article (closest first)
 UNANSWERABLE = 3  # sentences of an unanswerable question's paragraph (closest first)
+OTHER_ARTICLE = 1  # from the other articles of its side of the split (closest first)
 
 
 @dataclass(frozen=True)
@@ -115,8 +119,30 @@ def build_pairs(squad_path: Path, seed: int) -> tuple[list[AnswerPair], list[Ans
         by_article.setdefault(pid.rsplit("-p", 1)[0], []).append(pid)
     fit: list[AnswerPair] = []
     held: list[AnswerPair] = []
+    sentences = {
+        article: [
+            passage(data.corpus[pid]["title"], data.corpus[pid]["text"][a:b])
+            for pid in pids
+            for a, b in sentences_of(data.corpus[pid]["text"])
+        ]
+        for article, pids in by_article.items()
+    }
     for q in data.questions:
-        siblings = by_article[q.paragraph.rsplit("-p", 1)[0]]
-        (held if holds_out(q.article) else fit).extend(question_pairs(q, data.corpus, siblings))
+        article = q.paragraph.rsplit("-p", 1)[0]
+        side = holds_out(q.article)
+        pairs = question_pairs(q, data.corpus, by_article[article])
+        # the same words about another subject: the closest sentences of the other articles
+        # on the question's side of the split (held-out pairs never read a fit article)
+        elsewhere = [
+            s
+            for other, said in sentences.items()
+            if other != article and holds_out(other) == side
+            for s in said
+        ]
+        pairs += [
+            AnswerPair(q.text, s, NOT_ANSWER, q.article, "other_article")
+            for s in _closest(q.text, elsewhere, OTHER_ARTICLE)
+        ]
+        (held if side else fit).extend(pairs)
     random.Random(seed).shuffle(fit)
     return fit, held
