@@ -62,7 +62,7 @@ judge: install
 
 # The answer judge shipped in operators/answer_judge_model/ (int8 ONNX, ~17 MB): does a
 # sentence hold the answer to a question? Rebuilt from the *train* articles of
-# ../shared/data/squad2-half (SQuAD 2.0, CC BY-SA 4.0) with a fixed seed (CPU: ~15 min on
+# ../shared/data/squad2-half (SQuAD 2.0, CC BY-SA 4.0) with a fixed seed (CPU: ~20 min on
 # 2 cores). Rerun `make decision` after it: a decision fitted with another judge is refused.
 answer-judge: install
 	$(BIN)/python -m ragstream.train.answer_judge

@@ -400,7 +400,7 @@ def held_out_auc(asked: Sequence[Asked], names: Sequence[str], judge_version: st
             for a in asked
             if a.article == article
         ]
-    return rank_auc([s for y, s in scored if y], [s for y, s in scored if not y])
+    return auc([s for y, s in scored if y], [s for y, s in scored if not y])
 
 
 def select_signals(
@@ -443,8 +443,7 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
     """
     if not positives or not negatives:
         raise ValueError("auc needs at least one positive and one negative")
-    above = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
-    return above / (len(positives) * len(negatives))
+    return rank_auc(positives, negatives)
 
 
 def ceiling(
