@@ -26,12 +26,14 @@ to chunking or to the data dir layout.
 
     nice -n 10 .venv/bin/python bench/freshness.py [--docs 2200] [--edits 100] \
         [--debounce-ms MS] [--poll-ms 20] [--seed 0] [--vector edge|qdrant] \
-        [--lexical sparse|tantivy] [--json]
+        [--lexical sparse|tantivy] [--cache DIR] [--json]
 
 `--vector qdrant` runs the server code path (qdrant-client's local mode: the only server
 installable here); `--lexical` picks the BM25 leg (default: a new data dir's, sparse). `--json`
 prints the figures as one JSON object (`edit_p50_s`, `edit_p95_s`, `edit_max_s`, `new_…`,
-`delete_…`, `*_timeouts`, and the settings) instead of the text report.
+`delete_…`, `*_timeouts`, and the settings) instead of the text report: that document is the
+only thing on stdout; progress (`built index: …`) always goes to stderr. `--cache` puts the
+cached index elsewhere than bench/out/ (a test's temp dir).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench._stdout import print_json, stdout_to_stderr
 from ragstream import api
 from ragstream.client import Client
 from ragstream.core.answers import Answer, QueryFilters, QueryRequest
@@ -64,11 +67,13 @@ FOLDER = "scifact"  # the source name, so doc ids are `scifact:<id>.md`
 TIMEOUT_S = 30.0
 
 
-def cached_index(docs: list[dict[str, str]], settings: Settings) -> tuple[Path, dict[str, int]]:
+def cached_index(
+    docs: list[dict[str, str]], settings: Settings, out: Path = OUT
+) -> tuple[Path, dict[str, int]]:
     """The built folder + data dir for this corpus size and these stores, built once
     (minutes on 2 cores)."""
     lexical = settings.lexical_backend.replace("auto", "sparse")
-    cache = OUT / f"freshness-{len(docs)}-{settings.embedder}-{settings.vector_backend}-{lexical}"
+    cache = out / f"freshness-{len(docs)}-{settings.embedder}-{settings.vector_backend}-{lexical}"
     marker = cache / "built.json"
     if not marker.exists():
         shutil.rmtree(cache, ignore_errors=True)
@@ -76,7 +81,8 @@ def cached_index(docs: list[dict[str, str]], settings: Settings) -> tuple[Path, 
         t = time.perf_counter()
         report = api.sync([cache / FOLDER], settings=Settings(data_dir=cache / "data"))
         built = {"docs": report.docs_seen, "chunks": report.chunks_live}
-        print(f"built index: {built} in {time.perf_counter() - t:.0f} s -> {cache}")
+        seconds = time.perf_counter() - t
+        print(f"built index: {built} in {seconds:.0f} s -> {cache}", file=sys.stderr, flush=True)
         marker.write_text(json.dumps(built))
     return cache, json.loads(marker.read_text())
 
@@ -265,31 +271,11 @@ def run_trials(
     return results
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--docs", type=int, default=2200, help="abstracts indexed (2200: ~10k chunks)")
-    ap.add_argument("--edits", type=int, default=100, help="trials per kind (edit, new, delete)")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed edits first (lazy imports)")
-    ap.add_argument("--debounce-ms", type=int, default=None, help="default: the setting")
-    ap.add_argument("--poll-ms", type=float, default=20.0)
-    ap.add_argument("--gap-ms", type=float, default=200.0, help="quiet time between trials")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--vector", choices=["edge", "qdrant"], default="edge")
-    ap.add_argument("--lexical", choices=["sparse", "tantivy"], default=None)
-    ap.add_argument("--json", action="store_true", help="one JSON object of figures")
-    args = ap.parse_args()
-    os.environ["RAGSTREAM_VECTOR_BACKEND"] = args.vector  # the watcher inherits these
-    if args.lexical:
-        os.environ["RAGSTREAM_LEXICAL_BACKEND"] = args.lexical
-    if args.debounce_ms is not None:  # the watcher subprocess inherits the environment
-        os.environ["RAGSTREAM_DEBOUNCE_MS"] = str(args.debounce_ms)
-    pool = corpus(args.docs + args.edits)
-    docs, fresh = pool[: args.docs], pool[args.docs :]
-    if len(fresh) < args.edits or args.warmup + 2 * args.edits > len(docs):
-        sys.exit("not enough abstracts: edits, deletes and new files use distinct ones")
-    settings = Settings()
-    cache, built = cached_index(docs, settings)
-
+def run_watched(
+    cache: Path, docs: list[dict[str, str]], fresh: list[dict[str, str]],
+    args: argparse.Namespace,
+) -> tuple[dict[str, list[Trial]], Watcher]:  # fmt: skip
+    """A copy of the cached index under a real `watch --serve`, and the trials against it."""
     with tempfile.TemporaryDirectory(prefix="ragstream-fresh-") as tmp:
         folder, data, log = Path(tmp) / FOLDER, Path(tmp) / "data", Path(tmp) / "watch.log"
         shutil.copytree(cache / FOLDER, folder)  # copy2 keeps mtimes: nothing to catch up
@@ -302,10 +288,39 @@ def main() -> None:
                 results = run_trials(folder, client, docs, fresh, args)
         finally:
             watcher.stop()
+    return results, watcher
 
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--docs", type=int, default=2200, help="abstracts indexed (2200: ~10k chunks)")
+    ap.add_argument("--edits", type=int, default=100, help="trials per kind (edit, new, delete)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed edits first (lazy imports)")
+    ap.add_argument("--debounce-ms", type=int, default=None, help="default: the setting")
+    ap.add_argument("--poll-ms", type=float, default=20.0)
+    ap.add_argument("--gap-ms", type=float, default=200.0, help="quiet time between trials")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vector", choices=["edge", "qdrant"], default="edge")
+    ap.add_argument("--lexical", choices=["sparse", "tantivy"], default=None)
+    ap.add_argument("--cache", type=Path, default=OUT, help="where the built index is kept")
+    ap.add_argument("--json", action="store_true", help="stdout: one JSON object of figures")
+    args = ap.parse_args()
+    os.environ["RAGSTREAM_VECTOR_BACKEND"] = args.vector  # the watcher inherits these
+    if args.lexical:
+        os.environ["RAGSTREAM_LEXICAL_BACKEND"] = args.lexical
+    if args.debounce_ms is not None:  # the watcher subprocess inherits the environment
+        os.environ["RAGSTREAM_DEBOUNCE_MS"] = str(args.debounce_ms)
+    pool = corpus(args.docs + args.edits)
+    docs, fresh = pool[: args.docs], pool[args.docs :]
+    if len(fresh) < args.edits or args.warmup + 2 * args.edits > len(docs):
+        sys.exit("not enough abstracts: edits, deletes and new files use distinct ones")
+    settings = Settings()
+    with stdout_to_stderr(args.json):  # --json: nothing but the document on stdout
+        cache, built = cached_index(docs, settings, args.cache)
+        results, watcher = run_watched(cache, docs, fresh, args)
     query_ms = [ms for trials in results.values() for t in trials for ms in t.query_ms]
     if args.json:
-        print(json.dumps(figures(results, built, settings, query_ms)))
+        print_json(figures(results, built, settings, query_ms))
         return
     print(
         f"settings: docs={built['docs']} chunks={built['chunks']} embedder={settings.embedder} "

@@ -8,18 +8,21 @@ differ only in D. The index must hold the corpus
 directory `ragstream tune` wrote. Latency is the rerank stage alone, on this machine's cores.
 
     .venv/bin/python bench/rerank_curve.py --data-dir D --reranker D/models/reranker-...
-        [--depths 10,20,50,100] [--limit-queries N] [--split test]
+        [--depths 10,20,50,100] [--limit-queries N] [--split test] [--json]
+
+`--json`: stdout is one JSON object (`queries`, `reranker`, `rows`: `name`, `ndcg@10`,
+`p50_ms`, `p95_ms` per row) and nothing else; anything else goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench._stdout import print_json, stdout_to_stderr
 from ragstream.core.settings import Settings
 from ragstream.eval.answer_eval import latency
 from ragstream.eval.beir import load_beir
@@ -43,8 +46,23 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--depths", default="10,20,50,100")
     ap.add_argument("--limit-queries", type=int, default=None)
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true", help="stdout: one JSON object")
     args = ap.parse_args()
+    with stdout_to_stderr(args.json):  # --json: nothing but the document on stdout
+        qids, name, rows = measure(args)
+    if args.json:
+        print_json({"queries": len(qids), "reranker": name, "rows": rows})
+        return
+    print(f"{len(qids)} {args.split} queries; reranker {name}")
+    print("latency: the whole retrieve for hybrid-rrf, the rerank stage alone for +rerank@D")
+    print("| rows | nDCG@10 | p50 ms | p95 ms |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['name']} | {r['ndcg@10']:.4f} | {r['p50_ms']} | {r['p95_ms']} |")
+
+
+def measure(args: argparse.Namespace) -> tuple[list[str], str, list[dict[str, object]]]:
+    """The judged query ids, the reranker's name and one row per configuration."""
     _, queries, qrels = load_beir(args.dataset, args.split)
     qids = [q for q in queries if q in qrels][: args.limit_queries]
     depths = [int(d) for d in args.depths.split(",")]
@@ -69,21 +87,13 @@ def main() -> None:
                 head = [r.candidate.model_copy(update={"score": r.score}) for r in top]
                 order = ranked_chunks(plain, result, head + result.candidates[d:])
                 runs[f"+rerank@{d}"][qid] = aggregate(order)
-    rows = []
+    rows: list[dict[str, object]] = []
     for name, run in runs.items():
         row = score_run(name, run, qrels, ms[name])
         p50, p95 = latency(ms[name])
         rows.append({"name": name, "ndcg@10": round(row.ndcg_10, 4), "p50_ms": round(p50, 1),
                      "p95_ms": round(p95, 1)})  # fmt: skip
-    if args.json:
-        print(json.dumps({"queries": len(qids), "reranker": reranker.name, "rows": rows}))
-        return
-    print(f"{len(qids)} {args.split} queries; reranker {reranker.name}")
-    print("latency: the whole retrieve for hybrid-rrf, the rerank stage alone for +rerank@D")
-    print("| rows | nDCG@10 | p50 ms | p95 ms |")
-    print("|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['name']} | {r['ndcg@10']:.4f} | {r['p50_ms']} | {r['p95_ms']} |")
+    return qids, reranker.name, rows
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@
               the write cost: seconds to write the chunks with and without sparse vectors.
 
     .venv/bin/python bench/sparse_leg.py quality --from /work/sf-data --to /work/sf-sparse
-    .venv/bin/python bench/sparse_leg.py latency [--chunks 10000 100000]
+    .venv/bin/python bench/sparse_leg.py latency [--chunks 10000 100000] [--json]
 
-Prints Markdown tables (quality) and one JSON line per size (latency).
+Prints Markdown tables (quality) and one JSON line per size (latency); `latency --json`
+prints instead one JSON object at the end (`rows`, the same rows), the only thing on stdout.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
+from bench._stdout import print_json, stdout_to_stderr
 from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.protocols import SearchFilter
 from ragstream.connectors.vector_stores import configured_live, open_configured, open_vector_store
@@ -99,7 +101,9 @@ def _chunks(n: int, rng: random.Random) -> list[IndexedChunk]:
     return out
 
 
-def latency(sizes: list[int], queries: int = 200) -> None:
+def latency(sizes: list[int], queries: int = 200, lines: bool = True) -> list[dict[str, object]]:
+    """One row per size, each printed as a JSON line when measured if `lines`."""
+    rows: list[dict[str, object]] = []
     emb = EmbedderVersion(name="bench/random-384", fingerprint="0" * 16, dimension=384)
     rng = random.Random(3)
     np_rng = np.random.default_rng(3)
@@ -132,7 +136,10 @@ def latency(sizes: list[int], queries: int = 200) -> None:
             row["write_s_tantivy"] = round(time.perf_counter() - t, 1)
             row |= _timed("tantivy", lambda q, lx=lexical: lx.search(q, 100, ALL), asked)
             lexical.close()
-        print(json.dumps(row), flush=True)
+        rows.append(row)
+        if lines:
+            print(json.dumps(row), flush=True)
+    return rows
 
 
 def _timed(name: str, search: object, asked: list[str]) -> dict[str, float]:
@@ -154,11 +161,15 @@ def main() -> None:
     q.add_argument("--to", dest="dst", type=Path, required=True)
     lat = sub.add_parser("latency")
     lat.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000])
+    lat.add_argument("--json", action="store_true", help="stdout: one JSON object at the end")
     args = ap.parse_args()
     if args.what == "quality":
         quality(args.src, args.dst)
-    else:
-        latency(args.chunks)
+        return
+    with stdout_to_stderr(args.json):  # --json: nothing but the document on stdout
+        rows = latency(args.chunks, lines=not args.json)
+    if args.json:
+        print_json({"rows": rows})
 
 
 if __name__ == "__main__":

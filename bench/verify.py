@@ -13,9 +13,10 @@ file. Timed, each in a fresh store open (what `ragstream verify` does):
               audit hashes those files' bytes to tell a touch from an edit)
 
     .venv/bin/python bench/verify.py [--chunks 10000 100000] [--per-doc 20] [--sample 200]
-        [--lexical tantivy|sparse]
+        [--lexical tantivy|sparse] [--json]
 
-Prints one JSON line per size.
+Prints one JSON line per size as it is measured; with `--json`, stdout is instead one JSON
+object at the end (`lexical`, `per_doc`, `sample` and `rows`, the same rows) and nothing else.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
+from bench._stdout import print_json, stdout_to_stderr
 from ragstream.audit import verify
 from ragstream.connectors.fs import file_digest
 from ragstream.connectors.lexical import open_lexical_index
@@ -54,7 +56,7 @@ def build(base: Path, chunks: int, per_doc: int, lexical: str, seed: int = 7) ->
     settings = Settings(data_dir=base / "data", sources=[source], lexical_backend=lexical)
     SourcesBook(settings.state_dir).record(settings.sources)
     vectors = open_configured(settings, EMBEDDER)
-    lexical = open_lexical_index(settings.lexical, settings.lexical_dir, lambda: vectors)
+    index = open_lexical_index(settings.lexical, settings.lexical_dir, lambda: vectors)
     batch: list[IndexedChunk] = []
     for d in range(chunks // per_doc):
         texts = [" ".join(rng.choices(WORDS, k=60)) + f" {d}-{i}" for i in range(per_doc)]
@@ -73,12 +75,12 @@ def build(base: Path, chunks: int, per_doc: int, lexical: str, seed: int = 7) ->
                 )
             )  # fmt: skip
         if len(batch) >= 1024:
-            _write(vectors, lexical, batch, np_rng)
+            _write(vectors, index, batch, np_rng)
             batch = []
     if batch:
-        _write(vectors, lexical, batch, np_rng)
+        _write(vectors, index, batch, np_rng)
     vectors.close()
-    lexical.close()
+    index.close()
     return settings
 
 
@@ -104,26 +106,39 @@ def main() -> None:
     ap.add_argument("--per-doc", type=int, default=20)
     ap.add_argument("--sample", type=int, default=200)
     ap.add_argument("--lexical", choices=["tantivy", "sparse"], default="tantivy")
+    ap.add_argument("--json", action="store_true", help="stdout: one JSON object at the end")
     args = ap.parse_args()
-    for n in args.chunks:
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            settings = build(Path(tmp), n, args.per_doc, args.lexical)
-            built = time.perf_counter() - t0
-            full_s, full = timed(settings)
-            sample_s, sampled = timed(settings, args.sample)
-            files = sorted((settings.sources[0].root).rglob("*.md"))
-            for path in files[::100]:  # 1%: new mtime, same bytes
-                st = path.stat()
-                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-            touched_s, touched = timed(settings)
-            row = {
-                "chunks": n, "docs": len(files), "build_s": round(built, 1),
-                "full_s": round(full_s, 2), "full": full,
-                "sample_s": round(sample_s, 2), "sample": sampled,
-                "touched_1pct_full_s": round(touched_s, 2), "touched": touched,
-            }  # fmt: skip
+    with stdout_to_stderr(args.json):  # --json: nothing but the document on stdout
+        rows = [measure(n, args) for n in args.chunks]
+    if args.json:
+        print_json(
+            {"lexical": args.lexical, "per_doc": args.per_doc, "sample": args.sample, "rows": rows}
+        )
+
+
+def measure(n: int, args: argparse.Namespace) -> dict[str, object]:
+    """One size: build, then full, sampled and touched verify; the row is printed unless
+    `--json` (then it is in the one document at the end)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        settings = build(Path(tmp), n, args.per_doc, args.lexical)
+        built = time.perf_counter() - t0
+        full_s, full = timed(settings)
+        sample_s, sampled = timed(settings, args.sample)
+        files = sorted((settings.sources[0].root).rglob("*.md"))
+        for path in files[::100]:  # 1%: new mtime, same bytes
+            st = path.stat()
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        touched_s, touched = timed(settings)
+        row = {
+            "chunks": n, "docs": len(files), "build_s": round(built, 1),
+            "full_s": round(full_s, 2), "full": full,
+            "sample_s": round(sample_s, 2), "sample": sampled,
+            "touched_1pct_full_s": round(touched_s, 2), "touched": touched,
+        }  # fmt: skip
+        if not args.json:
             print(json.dumps(row), flush=True)
+    return row
 
 
 if __name__ == "__main__":
