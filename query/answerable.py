@@ -6,7 +6,8 @@ resources"). The evidence signal here is *coverage*: the share of the question's
 terms (the lexical analyzer's stemmed, stop-word-free tokens, weighted by their BM25 IDF in
 this index) that one retrieved chunk contains. A term the index has never seen weighs most,
 so a question about something absent from the documents scores low however close its
-embedding lands. Pure functions; the engine supplies the chunks and the IDF statistics.
+embedding lands. Pure functions (`judge` records its verdict on a span); the engine supplies
+the chunks and the IDF statistics.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ragstream.connectors.lexical import tokenize
 from ragstream.core.answers import Answerability, ChunkView
 from ragstream.core.models import IndexedChunk
+from ragstream.core.settings import QuerySettings
+from ragstream.core.telemetry import span
 from ragstream.operators.answer_judge import passage
 from ragstream.query.decision import Decision
+from ragstream.query.rerank import Reranked
 from ragstream.query.verify import sentence_spans
 
 DocFreqs = Callable[[Sequence[str]], tuple[int, dict[str, int]]]
@@ -262,82 +266,129 @@ def _covered(
     return coverage(weights, set(tokenize(chunks[i].text[a:b])))
 
 
+@dataclass(frozen=True)
+class Limits:
+    """The answerability thresholds (`query.*` settings; see `judge` for how each is used).
+
+    >>> Limits.from_settings(QuerySettings(judge_floor=0.7, judge_sentences=8)).sentences
+    8
+    """
+
+    floor: float = 0.0  # coverage the best chunk needs (`answerable_floor`)
+    dense_floor: float = 1.0  # or this best dense cosine (`answerable_dense`)
+    judge_floor: float = 0.5  # the floor rule: the answer judge's P a sentence needs
+    judge_dense: float = 1.01  # the floor rule: or this best dense cosine
+    sentences: int = 16  # sentences the answer judge reads (`judge_sentences`)
+    decision_floor: float | None = None  # the calibrated decision's floor (None: fitted)
+
+    @classmethod
+    def from_settings(cls, q: QuerySettings) -> Limits:
+        return cls(
+            floor=q.answerable_floor,
+            dense_floor=q.answerable_dense,
+            judge_floor=q.judge_floor,
+            judge_dense=q.judge_dense,
+            sentences=q.judge_sentences,
+            decision_floor=q.decision_floor,
+        )
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What `judge` reads: the question, the chunks retrieved for it, the index's document
+    frequencies, the best dense cosine among the chunks, and `extra` signals recorded with
+    the others (the engine's leg agreement, top margin and leg leads)."""
+
+    question: str
+    chunks: Sequence[IndexedChunk]
+    doc_freqs: DocFreqs
+    dense_best: float = 0.0
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+
 def judge(
-    question: str,
-    chunks: Sequence[IndexedChunk],
-    doc_freqs: DocFreqs,
-    floor: float,
-    dense_best: float = 0.0,
-    dense_floor: float = 1.0,
-    *,
+    asked: Asked,
+    limits: Limits = Limits(),
     scorer: AnswerScorer | None = None,
-    judge_floor: float = 0.5,
-    judge_dense: float = 1.01,
-    sentences: int = 16,
-    extra: Mapping[str, float] | None = None,
     decision: Decision | None = None,
-    decision_floor: float | None = None,
 ) -> tuple[Answerability, list[Evidence]]:
     """Decide whether the chunks answer the question, and say why.
 
-    Coverage rule: the best chunk covers at least `floor` of the question's IDF-weighted
-    terms, or its dense cosine reaches `dense_floor` (a question asked in other words than
-    the documents use can still match them closely in meaning). With the trained answer
-    judge (`scorer`) it also reads the best candidate sentences against the question
-    (`judge_best`: how surely the best one holds the answer; `judge_second`: the next).
-    Floor rule (no `decision`): one of them must reach `judge_floor`, unless the best dense
-    cosine reaches `judge_dense`; the coverage rule must hold as well, and the score is the
-    judge's reading. `extra` signals (the engine's leg agreement, top margin and leg leads)
-    are recorded with the others.
+    Coverage rule: the best chunk covers at least `limits.floor` of the question's
+    IDF-weighted terms, or its dense cosine reaches `limits.dense_floor` (a question asked
+    in other words than the documents use can still match them closely in meaning). With
+    the trained answer judge (`scorer`) it also reads the best candidate sentences against
+    the question (`judge_best`: how surely the best one holds the answer; `judge_second`:
+    the next). Floor rule (no `decision`): one of them must reach `limits.judge_floor`,
+    unless the best dense cosine reaches `limits.judge_dense`; the coverage rule must hold
+    as well, and the score is the judge's reading.
 
     With a fitted `decision` (query/decision.py) the signals it reads are combined into
     one calibrated probability instead: the score is that probability, and the question is
-    answerable when it reaches `decision_floor` (None: the floor fitted with it) or an
-    override of the decision's holds. Returns the verdict and the sentences read, the one
-    most surely holding the answer first.
+    answerable when it reaches `limits.decision_floor` (None: the floor fitted with it) or
+    an override of the decision's holds. Returns the verdict and the sentences read, the
+    one most surely holding the answer first. The verdict and its signals are recorded on
+    a `query.answerable` span.
     """
-    asked = question_terms(question)
-    documents, df = doc_freqs(asked)
-    weights = {t: idf(documents, df.get(t, 0)) for t in asked}
-    said = [chunk_terms(c) for c in chunks]
-    per_chunk = [coverage(weights, terms) for terms in said]
-    union = coverage(weights, set().union(*said))
-    total = sum(weights.values())
-    unseen = sum(w for t, w in weights.items() if df.get(t, 0) == 0) / total if total else 0.0
-    best = max(per_chunk, default=0.0)
-    names = named_terms(question)
-    named = 1.0 - len(missing_names(names, said)) / len(names) if names else 1.0
-    signals = {
-        "named_coverage": round(named, 4),
-        "coverage_best": round(best, 4),
-        "dense_best": round(dense_best, 4),
-        "coverage_union": round(union, 4),
-        "unseen_term_share": round(unseen, 4),
-        "question_terms": float(len(asked)),
-        **(extra or {}),
-    }
-    answerable = best >= floor or dense_best >= dense_floor
-    score, used_floor = best, floor
+    with span("query.answerable", floor=limits.floor, chunks=len(asked.chunks)) as sp:
+        verdict, evidence = _judged(asked, limits, scorer, decision)
+        sp.set_attribute("score", verdict.score)
+        sp.set_attribute("answerable", verdict.answerable)
+        if decision is not None:  # whose cosines the decision was fitted on
+            sp.set_attribute("decision_embedder", decision.embedder)
+        for name, value in verdict.signals.items():
+            sp.set_attribute(f"signal.{name}", value)
+    return verdict, evidence
+
+
+def answering(
+    chunks: Sequence[IndexedChunk], evidence: Sequence[Evidence], floor: float
+) -> list[str]:
+    """The sentences of the evidence read as holding the answer with P >= `floor`, in
+    answer order: what the extractive answer is made of."""
+    return [chunks[e.chunk].text[e.start : e.end] for e in evidence if e.answers >= floor]
+
+
+def unmentioned_in(
+    names: Sequence[str],
+    cited: Sequence[ChunkView],
+    documents: Callable[[str], Sequence[IndexedChunk]],
+) -> list[str]:
+    """The `names` the cited chunks' documents never mention: a name missing from the
+    `cited` chunks is looked up in all the chunks of their documents (`documents(doc_id)`:
+    a title, another section) before it counts as missing."""
+    missing = missing_names(names, [chunk_terms(c) for c in cited])
+    if missing:
+        docs = [c for d in dict.fromkeys(s.doc_id for s in cited) for c in documents(d)]
+        missing = missing_names(names, [chunk_terms(c) for c in docs])
+    return missing
+
+
+def _judged(
+    asked: Asked, limits: Limits, scorer: AnswerScorer | None, decision: Decision | None
+) -> tuple[Answerability, list[Evidence]]:
+    """`judge`'s verdict and the sentences read."""
+    weights, unseen = _term_weights(asked)
+    said = [chunk_terms(c) for c in asked.chunks]
+    signals, best = _coverage_signals(asked, weights, said, unseen)
+    dense = asked.dense_best
+    answerable = best >= limits.floor or dense >= limits.dense_floor
+    score, used_floor = best, limits.floor
     evidence: list[Evidence] = []
     if scorer is not None:
-        evidence = read_evidence(question, chunks, weights, scorer, sentences)
-        surest = [*sorted((e.answers for e in evidence), reverse=True), 0.0, 0.0]
-        best_read = [chunks[e.chunk].text[e.start : e.end] for e in evidence[:3]]
-        signals.update(
-            judge_best=round(surest[0], 4),
-            judge_second=round(surest[1], 4),
-            judge_top=round(max((e.answers for e in evidence if e.chunk == 0), default=0.0), 4),
-            judge_sentences=float(len(evidence)),
-            answer_type_match=answer_type_match(question, best_read),
-        )
+        evidence = read_evidence(asked.question, asked.chunks, weights, scorer, limits.sentences)
+        signals.update(_judge_signals(asked, evidence))
+        surest = max((e.answers for e in evidence), default=0.0)
         if decision is not None:
-            used_floor = decision.floor if decision_floor is None else decision_floor
+            used_floor = decision.floor if limits.decision_floor is None else limits.decision_floor
             score = decision.probability(signals)
             answerable = answerable and decision.answers(signals, used_floor)
         else:
-            answerable = answerable and (surest[0] >= judge_floor or dense_best >= judge_dense)
-            score, used_floor = surest[0], judge_floor
-    if (not asked or unseen >= 1.0) and dense_best < dense_floor:
+            answerable = answerable and (
+                surest >= limits.judge_floor or dense >= limits.judge_dense
+            )
+            score, used_floor = surest, limits.judge_floor
+    if (not weights or unseen >= 1.0) and dense < limits.dense_floor:
         # no term of the question occurs in the documents (or it has none the analyzer
         # reads) and nothing is close in meaning: it is about something else, or in another
         # language or script
@@ -350,3 +401,64 @@ def judge(
         judge=str(getattr(scorer, "version", "")) if scorer is not None else "",
     )
     return verdict, evidence
+
+
+def _term_weights(asked: Asked) -> tuple[dict[str, float], float]:
+    """The question's terms with their IDF weights, and the weighted share of them the
+    index has never seen."""
+    terms = question_terms(asked.question)
+    documents, df = asked.doc_freqs(terms)
+    weights = {t: idf(documents, df.get(t, 0)) for t in terms}
+    total = sum(weights.values())
+    unseen = sum(w for t, w in weights.items() if df.get(t, 0) == 0) / total if total else 0.0
+    return weights, unseen
+
+
+def _coverage_signals(
+    asked: Asked, weights: Mapping[str, float], said: Sequence[set[str]], unseen: float
+) -> tuple[dict[str, float], float]:
+    """The index's signals (coverage, names, dense cosine, unseen terms, `extra`) and the
+    best chunk's coverage, unrounded."""
+    per_chunk = [coverage(weights, terms) for terms in said]
+    best = max(per_chunk, default=0.0)
+    names = named_terms(asked.question)
+    named = 1.0 - len(missing_names(names, said)) / len(names) if names else 1.0
+    signals = {
+        "named_coverage": round(named, 4),
+        "coverage_best": round(best, 4),
+        "dense_best": round(asked.dense_best, 4),
+        "coverage_union": round(coverage(weights, set().union(*said)), 4),
+        "unseen_term_share": round(unseen, 4),
+        "question_terms": float(len(weights)),
+        **asked.extra,
+    }
+    return signals, best
+
+
+def _judge_signals(asked: Asked, evidence: Sequence[Evidence]) -> dict[str, float]:
+    """The answer judge's signals: how surely the best and second sentence hold the answer,
+    the best of the top chunk's, how many it read, and whether the best three look like
+    the kind of answer asked for."""
+    chunks = asked.chunks
+    surest = [*sorted((e.answers for e in evidence), reverse=True), 0.0, 0.0]
+    best_read = [chunks[e.chunk].text[e.start : e.end] for e in evidence[:3]]
+    return {
+        "judge_best": round(surest[0], 4),
+        "judge_second": round(surest[1], 4),
+        "judge_top": round(max((e.answers for e in evidence if e.chunk == 0), default=0.0), 4),
+        "judge_sentences": float(len(evidence)),
+        "answer_type_match": answer_type_match(asked.question, best_read),
+    }
+
+
+def ranking_signals(ranked: Sequence[Reranked]) -> dict[str, float]:
+    """How decided the ranking is: do both retrieval legs put the top chunk in their own
+    top 3 (`legs_agree`), and by how much does it lead the second (`top_margin`, relative)."""
+    if not ranked:
+        return {}
+    ranks = ranked[0].candidate.ranks
+    agree = all(ranks.get(leg, 10**6) <= 3 for leg in ("dense", "lexical"))
+    first = ranked[0].score
+    second = ranked[1].score if len(ranked) > 1 else 0.0
+    margin = (first - second) / abs(first) if first else 0.0
+    return {"legs_agree": float(agree), "top_margin": round(margin, 4)}

@@ -1,11 +1,31 @@
-"""The query pipeline: retrieve → fuse → rerank → gate → assemble → generate → verify.
+"""The query pipeline: a question in, a verified `Answer` or a structured refusal out.
 
-One `QueryEngine` owns the stores of one data dir (read-only use) and the models; the
-HTTP server and the embedded `Client` both call `answer`, so they return identical
-`Answer`s. Every query is one root span `ragstream.query` whose trace id the answer carries.
-Query transforms (`query/transforms.py`: keywords, HyDE, decomposition), when switched on,
-rewrite what each retrieval leg searches with; rerank, assembly and generation still see
-the question as asked. `answer_from` skips retrieval for the gold-context evaluation.
+An answer runs these stages in order (`QueryEngine._stages`); each computes what it needs,
+then its refusal rules (query/refusal.py) decide, and the first refusal ends the answer:
+
+1. rank: retrieve → fuse → rerank under the caller's filters and tenants. Refused by
+   `wordless` (the question has no letters) and the sufficiency `gate` (check "gate").
+2. answerable: the answer judge reads the best sentences and the decision combines its
+   reading with the index's signals (query/answerable.py). Refused by `not_answerable`
+   (check "decision").
+3. generate: assemble → generate → verify. Refused by `declined_answer`: the generator
+   said the sources hold no answer (check "generator").
+4. cite: the verified text, its citations and the sources' file versions. Refused by
+   `no_answer`: no sentence answers (check "generator"), and `low_grounding`: too few
+   supported claims (check "grounding").
+5. names: the question's proper names in the documents the answer cites. Refused by
+   `unnamed`: they never name what is asked about (check "names").
+
+`retrieve` runs stage 1 alone, an answer with `generate=False` stops after stage 2, and
+`answer_from` (the gold-context evaluation) replaces stages 1–2 with the answer judge's
+reading of the chunks it is given, its verdict not applied. Query transforms
+(query/transforms.py), when switched on, rewrite what each retrieval leg searches with;
+rerank, assembly and generation still see the question as asked.
+
+One `QueryEngine` owns the stores of one data dir (read-only use) and the models
+(`QueryModels`, which several engines can share); the HTTP server and the embedded
+`Client` both call `answer`, so they return identical `Answer`s. Every query is one root
+span `ragstream.query` whose trace id the answer carries.
 """
 
 from __future__ import annotations
@@ -14,60 +34,76 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
 
-from ragstream.connectors.protocols import SearchFilter
+from opentelemetry.trace import Span
+
 from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.core.answers import (
     Answer,
     Answerability,
-    CandidateView,
-    Citation,
     QueryRequest,
     Refusal,
     Retrieval,
-    RetrievedChunk,
     SourceChunk,
-    Verification,
 )
-from ragstream.core.errors import ModelUnavailableError
+from ragstream.core.answers import Verification as Verified
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
-from ragstream.operators.answer_judge import AnswerJudge, load_answer_judge
 from ragstream.operators.embed import Embedder, with_vector_memo
-from ragstream.operators.judge import load_judge
-from ragstream.query.answerable import judge, named_terms, unmentioned
+from ragstream.query import refusal, shapes
+from ragstream.query.answerable import Asked, Limits, answering, judge, unmentioned_in
+from ragstream.query.answerable import ranking_signals as ranking
 from ragstream.query.assemble import Context, assemble
-from ragstream.query.decision import LEAD_TAIL, Decision, leg_leads, load_decision
+from ragstream.query.decision import LEAD_TAIL, leg_leads
 from ragstream.query.freshness import with_versions
-from ragstream.query.gate import DEFAULT_DENSE_FLOOR, gate, wordless
-from ragstream.query.generate import ExtractiveGenerator, Generator, declined
-from ragstream.query.rerank import NO_RERANKER, Reranked, load_reranker, rerank, rerank_depth
-from ragstream.query.retrieve import (
-    Candidate,
-    FixedSide,
-    LiveSide,
-    RetrievalResult,
-    Retriever,
-)
+from ragstream.query.gate import DEFAULT_DENSE_FLOOR
+from ragstream.query.generate import ExtractiveGenerator, Generator
+from ragstream.query.models import QueryModels
+from ragstream.query.rerank import NO_RERANKER, Reranked, rerank, rerank_depth
+from ragstream.query.retrieve import Candidate, FixedSide, LiveSide, Retriever
 from ragstream.query.transforms import QueryTransformer, endpoint_generator, retrieve_transformed
 from ragstream.query.verify import verify
 
-T = TypeVar("T")
 # the side the current answer pinned (per thread / task: concurrent answers pin their own)
 _PINNED: ContextVar[LiveSide | None] = ContextVar("ragstream_query_side", default=None)
 
 
+@dataclass
+class _Run:
+    """One answer in the making: the request, and what the stages so far computed."""
+
+    request: QueryRequest
+    answer: Answer
+    root: Span  # the answer's root span
+    tenants: tuple[str, ...] | None = None
+    on_text: Callable[[str], None] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    ranked: list[Reranked] = field(default_factory=list)
+    leads: dict[str, float] = field(default_factory=dict)  # each leg's lead (rank stage)
+    evidence: list[str] = field(default_factory=list)  # sentences read as answering
+    sources: list[SourceChunk] = field(default_factory=list)  # what the generator was shown
+    checked: Verified | None = None
+
+
+# one stage of an answer: it computes into the run, then returns its rules' refusal or None
+Stage = Callable[[_Run], Refusal | None]
+
+
 class QueryEngine:
-    def __init__(self, settings: Settings, retriever: Retriever) -> None:
+    def __init__(
+        self, settings: Settings, retriever: Retriever, models: QueryModels | None = None
+    ) -> None:
+        """`models`: the models to answer with (None: load those `settings` name)."""
         self.settings = settings
         self.retriever = retriever
-        self.reranker = load_reranker(settings.query.reranker)
+        models = models if models is not None else QueryModels.load(settings)
+        self.reranker = models.reranker
+        self.support_judge = models.support_judge
+        self.answer_judge = models.answer_judge
+        self.decision = models.decision
         q = settings.query
-        self.support_judge = load_judge(q.judge)
-        self.answer_judge = load_answer_judge(q.answer_judge)
-        self.decision = _fitted_decision(self.answer_judge, q.decision)
         self.log = (
             RetrievalLog(settings.retrieval_log_path, q.log_max_bytes, q.log_keep)
             if q.log_queries
@@ -81,10 +117,15 @@ class QueryEngine:
 
     @classmethod
     @contextmanager
-    def open(cls, settings: Settings) -> Iterator[QueryEngine]:
+    def open(cls, settings: Settings, models: QueryModels | None = None) -> Iterator[QueryEngine]:
         configure(settings.telemetry_exporter, settings.otlp_endpoint)
         with Retriever.open(settings) as retriever:
-            yield cls(settings, retriever)
+            yield cls(settings, retriever, models)
+
+    @property
+    def models(self) -> QueryModels:
+        """The models this engine answers with, to build another engine without reloading."""
+        return QueryModels(self.reranker, self.support_judge, self.answer_judge, self.decision)
 
     @property
     def sentence_embedder(self) -> Embedder:
@@ -93,11 +134,220 @@ class QueryEngine:
         pinned, so a promote or rollback landing mid-answer swaps neither model."""
         return with_vector_memo(self._side().embedder, self.settings.query.vector_memo)
 
-    def _rerank_head(self, result: RetrievalResult, k: int) -> list[Candidate]:
-        """What the reranker re-scores: the best `query.rerank_depth` fused candidates (at
-        least k); without a reranker every candidate (the fused order is cut to k)."""
-        depth = rerank_depth(self.reranker, self.settings.query.rerank_depth, k)
-        return list(result.candidates[:depth])
+    @property
+    def reranker_name(self) -> str:
+        return self.reranker.name if self.reranker is not None else NO_RERANKER
+
+    def answer(
+        self,
+        request: QueryRequest,
+        tenants: tuple[str, ...] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Answer:
+        """Answer one question; `tenants` comes from the caller's API key, never the body.
+
+        `on_text` receives the generator's text as it is produced (streaming); the returned
+        `Answer` is the verified one either way, so a streamed answer ends equal to an
+        unstreamed one."""
+        stages = self._stages() if request.generate else self._stages()[:2]
+        with self._started(request, tenants, on_text) as run:
+            answer = self._run(run, stages)
+        if self.log is not None:
+            self.log.append(shapes.log_entry(request.query, request.filters, tenants, answer))
+        return answer
+
+    def retrieve(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Retrieval:
+        """Ranked candidates with their text and the gate's verdict; nothing is generated."""
+        with self._started(request, tenants) as run:
+            return shapes.retrieval(self._run(run, self._stages()[:1]), run.ranked)
+
+    def answer_from(self, request: QueryRequest, chunks: Sequence[IndexedChunk]) -> Answer:
+        """Generate and verify from exactly these chunks (best first), skipping retrieval,
+        rerank and the gate: the gold-context evaluation asks whether the generator and the
+        verifier accept an answer when the evidence is certainly in the context. Not logged:
+        it is not a query anyone asked the index."""
+        with self._started(request, gold_context=len(chunks)) as run:
+            gold = [
+                Candidate(chunk=c, score=1 / i, ranks={}, scores={})
+                for i, c in enumerate(chunks, 1)
+            ]
+            self._ranked(run, [Reranked(candidate=c) for c in gold])
+            return self._run(run, (self._read, *self._stages()[2:]))
+
+    def _stages(self) -> tuple[Stage, ...]:
+        """Every stage of an answer, in order (the module docstring names each one's
+        refusal rules)."""
+        return (self._rank, self._answerable, self._generate, self._cite, self._names)
+
+    def _run(self, run: _Run, stages: Sequence[Stage]) -> Answer:
+        """The stages in order, until one refuses: that refusal is the answer's."""
+        refused = None
+        for stage in stages:
+            if (refused := stage(run)) is not None:
+                break
+        run.answer.refusal, run.answer.timings_ms = refused, run.timings
+        run.root.set_attribute("refused", refused is not None)
+        if run.checked is not None:
+            run.root.set_attribute("grounding", run.answer.grounding)
+        return run.answer
+
+    def _rank(self, run: _Run) -> Refusal | None:
+        """retrieve → fuse → rerank under the caller's filters and tenants; also how far
+        each leg's best candidate leads its pool (an answerability signal)."""
+        q, request = self.settings.query, run.request
+        result = retrieve_transformed(
+            Retriever(FixedSide(self._side()), self.retriever.lexical),
+            request.query,
+            self.transformer,
+            n=request.n,
+            flt=shapes.search_filter(request.filters, run.tenants),
+            fusion=request.fusion,
+            k=request.rrf_k,
+        )
+        run.timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
+        depth = rerank_depth(self.reranker, q.rerank_depth, request.k)
+        head = list(result.candidates[:depth])  # at least k; all of them without a reranker
+        with _timed(run.timings, "rerank"):
+            ranked = rerank(request.query, head, self.reranker, request.k)
+        self._ranked(run, ranked)
+        run.leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
+        dense_floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
+        return refusal.wordless(request.query) or refusal.gate(
+            ranked, rerank_floor=q.rerank_floor, dense_floor=dense_floor
+        )
+
+    def _answerable(self, run: _Run) -> Refusal | None:
+        """The answer judge reads the best sentences of the chunks that passed the gate, and
+        the decision combines its reading with the index's signals (query/answerable.py)."""
+        with _timed(run.timings, "answerable"):
+            verdict, read, dense = self._judge(run)
+        run.answer.answerability, run.answer.answered = verdict, verdict.score
+        limits, calibrated = Limits.from_settings(self.settings.query), self.decision is not None
+        return refusal.not_answerable(
+            verdict, limits, dense=dense, read=read, calibrated=calibrated
+        )
+
+    def _read(self, run: _Run) -> None:
+        """The answer judge's reading of the chunks, for the generator; no verdict applied."""
+        self._judge(run)
+
+    def _generate(self, run: _Run) -> Refusal | None:
+        """assemble → generate → verify; the generator is handed the sentences the answer
+        judge read as answering. Declined, the answer shows no text and the sources the
+        generator was shown, as any answer does."""
+        q, question, side = self.settings.query, run.request.query, self._side()
+        with _timed(run.timings, "assemble"):
+            context = assemble(
+                run.ranked,
+                budget_tokens=q.budget_tokens,
+                count_tokens=side.embedder.count_tokens,
+                order=q.order,
+                expand_parent=q.expand_parent,
+                parent_lookup=side.vectors.live_chunks,
+                query=question,
+            )
+        context.evidence, run.sources = list(run.evidence), context.sources
+        with _timed(run.timings, "generate"):
+            text = self._text(question, context, run.on_text)
+        with _timed(run.timings, "verify"):
+            run.checked = verify(
+                text,
+                context.sources,
+                self.sentence_embedder,
+                cross_encoder=getattr(self.reranker, "model", None),
+                judge=self.support_judge,
+                contradiction_floor=q.contradiction_floor,
+            )
+        refused = refusal.declined_answer(text)
+        if refused is not None:
+            run.answer.sources = run.sources
+            _withhold(run.answer, "generator_declined", 1.0)
+        return refused
+
+    def _cite(self, run: _Run) -> Refusal | None:
+        """The verified text and claims, the sources stamped with their file versions, and
+        the citations of the sources the claims cite."""
+        answer, checked, q = run.answer, run.checked, self.settings.query
+        assert checked is not None  # the generate stage ran
+        for name in ("text", "claims", "grounding", "invented_cids", "injection_flags"):
+            setattr(answer, name, getattr(checked, name))
+        stored = self._side().vectors.get([s.point_id for s in run.sources]) if run.sources else []
+        answer.sources = with_versions(run.sources, stored)
+        answer.citations = shapes.citations(checked.claims, answer.sources)
+        judged = answer.answerability is not None and self.answer_judge is not None
+        scores = [s.score for s in answer.sources]
+        return refusal.no_answer(checked.claims, judged=judged, scores=scores) or (
+            refusal.low_grounding(
+                checked.grounding, min_grounding=q.min_grounding, on_low=q.on_low_grounding
+            )
+        )
+
+    def _names(self, run: _Run) -> Refusal | None:
+        """The question's proper names in the documents the answer cites. Refused, the
+        answer's text, claims and citations are withheld (the sources stay, as shown)."""
+        answer, q = run.answer, self.settings.query
+        dense = answer.answerability.signals.get("dense_best", 0.0) if answer.answerability else 0.0
+        names = refusal.names_to_check(
+            answer.query,
+            named_floor=q.named_floor,
+            dense_best=dense,
+            answerable_dense=q.answerable_dense,
+        )
+        documents = self._side().vectors.live_chunks
+        missing = unmentioned_in(names, shapes.cited(answer), documents) if names else []
+        refused = refusal.unnamed(
+            names, missing, named_floor=q.named_floor, answered=answer.answered
+        )
+        if refused is not None:
+            _withhold(answer, "names_unmentioned", float(len(missing)))
+        return refused
+
+    def _judge(self, run: _Run) -> tuple[Answerability, int, float]:
+        """The answerability verdict on the ranked chunks (query/answerable.py `judge`), how
+        many sentences the answer judge read, and the best dense cosine; `run.evidence`
+        becomes the sentences it read as answering (at least `query.sentence_floor`)."""
+        q, chunks = self.settings.query, [r.candidate.chunk for r in run.ranked]
+        dense = max((r.candidate.scores.get("dense", 0.0) for r in run.ranked), default=0.0)
+        signals = {**ranking(run.ranked), **run.leads}
+        asked = Asked(run.request.query, chunks, self.retriever.lexical.doc_freqs, dense, signals)
+        verdict, read = judge(asked, Limits.from_settings(q), self.answer_judge, self.decision)
+        run.evidence = answering(chunks, read, q.sentence_floor)
+        return verdict, len(read), dense
+
+    @contextmanager
+    def _started(
+        self,
+        request: QueryRequest,
+        tenants: tuple[str, ...] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        **attributes: int,
+    ) -> Iterator[_Run]:
+        """One answer's run, on the side it pinned and under its root span, whose trace id
+        the answer carries."""
+        extra = attributes or {"k": request.k, "n": request.n}
+        with self._pinned(), span("query", query_chars=len(request.query), **extra) as root:
+            trace_id = format(root.get_span_context().trace_id, "032x")
+            name, generator = self.reranker_name, self.generator.name
+            answer = shapes.blank_answer(request.query, name, generator, trace_id)
+            yield _Run(request, answer, root, tenants, on_text)
+
+    def _ranked(self, run: _Run, ranked: list[Reranked]) -> None:
+        """Record the ranked candidates, and the slug of the embedder whose collection
+        ranked them: read from the candidates, not the live side, so a promote or rollback
+        meanwhile never labels an answer with the model that did not rank it."""
+        run.ranked = ranked
+        run.answer.candidates = [shapes.candidate_view(r) for r in ranked]
+        slugs = (r.candidate.chunk.embedder for r in ranked if r.candidate.chunk.embedder)
+        run.answer.embedder = next(slugs, self._side().embedder.version.slug)
+
+    def _text(self, question: str, context: Context, on_text: Callable[[str], None] | None) -> str:
+        if on_text is None:
+            return self.generator.generate(question, context)
+        pieces = []
+        for piece in self.generator.stream(question, context):
+            pieces.append(piece)
+            on_text(piece)
+        return "".join(pieces)
 
     def _side(self) -> LiveSide:
         """The side this answer pinned (`_pinned`), else the live one now."""
@@ -115,476 +365,19 @@ class QueryEngine:
         finally:
             _PINNED.reset(token)
 
-    @property
-    def reranker_name(self) -> str:
-        return self.reranker.name if self.reranker is not None else NO_RERANKER
 
-    def answer(
-        self,
-        request: QueryRequest,
-        tenants: tuple[str, ...] | None = None,
-        on_text: Callable[[str], None] | None = None,
-    ) -> Answer:
-        """Answer one question; `tenants` comes from the caller's API key, never the body.
-
-        `on_text` receives the generator's text as it is produced (streaming); the returned
-        `Answer` is the verified one either way, so a streamed answer ends equal to an
-        unstreamed one."""
-        with self._pinned():
-            answer = self._answer(request, tenants, on_text)
-        if self.log is not None:
-            self.log.append(_log_entry(request, tenants, answer))
-        return answer
-
-    def retrieve(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Retrieval:
-        """Ranked candidates with their text and the gate's verdict; nothing is generated."""
-        with (
-            self._pinned(),
-            span("query", query_chars=len(request.query), k=request.k, n=request.n) as root,
-        ):
-            trace_id = format(root.get_span_context().trace_id, "032x")
-            timings: dict[str, float] = {}
-            ranked, refusal, _ = self._rank(request, tenants, timings)
-            root.set_attribute("refused", refusal is not None)
-            return Retrieval(
-                query=request.query,
-                results=[_retrieved(i, r) for i, r in enumerate(ranked, 1)],
-                refusal=refusal,
-                embedder=self._ranked_by(ranked),
-                reranker=self.reranker_name,
-                timings_ms=timings,
-                trace_id=trace_id,
-            )
-
-    def _rank(
-        self, request: QueryRequest, tenants: tuple[str, ...] | None, timings: dict[str, float]
-    ) -> tuple[list[Reranked], Refusal | None, dict[str, float]]:
-        """retrieve → fuse → rerank → gate, under the caller's filters and tenants; also how
-        far each leg's best candidate leads its pool (an answerability signal)."""
-        q = self.settings.query
-        f = request.filters
-        flt = SearchFilter(
-            doc_ids=tuple(f.doc_ids) if f.doc_ids is not None else None,
-            tenants=tenants,
-            path_prefix=f.path_prefix,
-            file_types=tuple(f.file_types) if f.file_types is not None else None,
-        )
-        result = retrieve_transformed(
-            Retriever(FixedSide(self._side()), self.retriever.lexical),
-            request.query,
-            self.transformer,
-            n=request.n,
-            flt=flt,
-            fusion=request.fusion,
-            k=request.rrf_k,
-        )
-        timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
-        ranked = _timed(
-            timings,
-            "rerank",
-            lambda: rerank(
-                request.query, self._rerank_head(result, request.k), self.reranker, request.k
-            ),
-        )
-        floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
-        leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
-        refusal = wordless(request.query) or gate(
-            ranked, rerank_floor=q.rerank_floor, dense_floor=floor
-        )
-        return ranked, refusal, leads
-
-    def _answer(
-        self,
-        request: QueryRequest,
-        tenants: tuple[str, ...] | None,
-        on_text: Callable[[str], None] | None,
-    ) -> Answer:
-        with span("query", query_chars=len(request.query), k=request.k, n=request.n) as root:
-            trace_id = format(root.get_span_context().trace_id, "032x")
-            timings: dict[str, float] = {}
-            ranked, refusal, leads = self._rank(request, tenants, timings)
-            answer = self._empty(request, ranked, trace_id, refusal)
-            evidence: list[str] = []
-            if refusal is None:
-                answer.answerability, refusal, evidence = _timed(
-                    timings, "answerable", lambda: self._answerable(request.query, ranked, leads)
-                )
-                answer.refusal = refusal
-                answer.answered = answer.answerability.score
-            if refusal is not None or not request.generate:
-                answer.timings_ms = timings
-                root.set_attribute("refused", refusal is not None)
-                return answer
-            answer = self._generate(request.query, ranked, answer, timings, on_text, evidence)
-            root.set_attribute("refused", answer.refusal is not None)
-            root.set_attribute("grounding", answer.grounding)
-            return answer
-
-    def answer_from(self, request: QueryRequest, chunks: Sequence[IndexedChunk]) -> Answer:
-        """Generate and verify from exactly these chunks (best first), skipping retrieval,
-        rerank and the gate: the gold-context evaluation asks whether the generator and the
-        verifier accept an answer when the evidence is certainly in the context. Not logged:
-        it is not a query anyone asked the index."""
-        with (
-            self._pinned(),
-            span("query", query_chars=len(request.query), gold_context=len(chunks)) as root,
-        ):
-            trace_id = format(root.get_span_context().trace_id, "032x")
-            ranked = [
-                Reranked(candidate=Candidate(chunk=c, score=1.0 / i, ranks={}, scores={}))
-                for i, c in enumerate(chunks, 1)
-            ]
-            # the answer judge's reading of the gold chunks (its verdict is not applied)
-            _, _, evidence = self._answerable(request.query, ranked)
-            answer = self._generate(
-                request.query,
-                ranked,
-                self._empty(request, ranked, trace_id, None),
-                {},
-                evidence=evidence,
-            )
-            root.set_attribute("refused", answer.refusal is not None)
-            root.set_attribute("grounding", answer.grounding)
-            return answer
-
-    def _generate(
-        self,
-        question: str,
-        ranked: list[Reranked],
-        answer: Answer,
-        timings: dict[str, float],
-        on_text: Callable[[str], None] | None = None,
-        evidence: Sequence[str] = (),
-    ) -> Answer:
-        """assemble → generate → verify, then the refusal rules of `_complete`. `evidence`:
-        the sentences the answerability judge read as answering, handed to the generator."""
-        q = self.settings.query
-        context = _timed(
-            timings,
-            "assemble",
-            lambda: assemble(
-                ranked,
-                budget_tokens=q.budget_tokens,
-                count_tokens=self._side().embedder.count_tokens,
-                order=q.order,
-                expand_parent=q.expand_parent,
-                parent_lookup=self._side().vectors.live_chunks,
-                query=question,
-            ),
-        )
-        context.evidence = list(evidence)
-        text = _timed(timings, "generate", lambda: self._text(question, context, on_text))
-        checked = _timed(
-            timings,
-            "verify",
-            lambda: verify(
-                text,
-                context.sources,
-                self.sentence_embedder,
-                cross_encoder=getattr(self.reranker, "model", None),
-                judge=self.support_judge,
-                contradiction_floor=q.contradiction_floor,
-            ),
-        )
-        if declined(text):
-            return self._declined(answer, text, timings, context.sources)
-        answer = self._complete(answer, context.sources, checked)
-        if answer.refusal is None and (unnamed := self._unnamed(answer)):
-            answer = self._unnamed_refusal(answer, unnamed)
-        answer.timings_ms = timings
-        return answer
-
-    def _answerable(
-        self, question: str, ranked: list[Reranked], leads: dict[str, float] | None = None
-    ) -> tuple[Answerability, Refusal | None, list[str]]:
-        """The answerability judge (query/answerable.py) over the chunks that passed the
-        gate: the answer judge reads the best sentences, and the decision combines its
-        reading with the index's signals; when it says no, the answer is a
-        `not_answerable` refusal. Also returns the sentences the answer judge read as
-        holding the answer (at least `query.sentence_floor`), best first: what the
-        extractive answer is made of."""
-        q = self.settings.query
-        floor = q.answerable_floor
-        chunks = [r.candidate.chunk for r in ranked]
-        dense = max((r.candidate.scores.get("dense", 0.0) for r in ranked), default=0.0)
-        with span("query.answerable", floor=floor, chunks=len(chunks)) as sp:
-            verdict, evidence = judge(
-                question,
-                chunks,
-                self.retriever.lexical.doc_freqs,
-                floor,
-                dense,
-                q.answerable_dense,
-                scorer=self.answer_judge,
-                judge_floor=q.judge_floor,
-                judge_dense=q.judge_dense,
-                sentences=q.judge_sentences,
-                extra={**_ranking_signals(ranked), **(leads or {})},
-                decision=self.decision,
-                decision_floor=q.decision_floor,
-            )
-            sp.set_attribute("score", verdict.score)
-            sp.set_attribute("answerable", verdict.answerable)
-            if self.decision is not None:  # whose cosines the decision was fitted on
-                sp.set_attribute("decision_embedder", self.decision.embedder)
-            for name, value in verdict.signals.items():
-                sp.set_attribute(f"signal.{name}", value)
-        answering = [
-            chunks[e.chunk].text[e.start : e.end] for e in evidence if e.answers >= q.sentence_floor
-        ]
-        if verdict.answerable:
-            return verdict, None, answering
-        coverage = verdict.signals["coverage_best"]
-        unknown = not verdict.signals["question_terms"] or verdict.signals["unseen_term_share"] >= 1
-        if unknown and dense < q.answerable_dense:
-            detail = (
-                "none of the question's terms occurs in the documents and no passage is close "
-                f"to it in meaning (best cosine {dense:.2f}, enough: {q.answerable_dense:.2f})"
-            )
-        elif coverage < floor and dense < q.answerable_dense:
-            detail = (
-                f"the retrieved text covers {coverage:.0%} of what the question asks about "
-                f"(minimum {floor:.0%}) and matches it in meaning at {dense:.2f} (enough: "
-                f"{q.answerable_dense:.2f}): the documents do not seem to answer it"
-            )
-        else:
-            detail = (
-                f"no retrieved sentence answers the question: the best scores "
-                f"{verdict.signals.get('judge_best', 0.0):.2f} with the answerability judge "
-                f"({len(evidence)} sentences read), and all signals together give "
-                f"{verdict.score:.2f} (minimum {verdict.floor:.2f})"
-                if self.decision is not None
-                else f"no retrieved sentence answers the question: the best scores "
-                f"{verdict.score:.2f} with the answerability judge (minimum {q.judge_floor:.2f}; "
-                f"{len(evidence)} sentences read)"
-            )
-        refusal = Refusal(
-            reason="not_answerable", detail=detail, best_score=verdict.score, check="decision"
-        )
-        return verdict, refusal, answering
-
-    def _declined(
-        self, answer: Answer, text: str, timings: dict[str, float], sources: list[SourceChunk]
-    ) -> Answer:
-        """The generator said the sources do not hold the answer: one more answerability
-        signal, and it is a `not_answerable` refusal whatever the other signals said."""
-        if answer.answerability is not None:
-            answer.answerability.signals["generator_declined"] = 1.0
-            answer.answerability.answerable = False
-            answer.answered = answer.answerability.score
-        answer.text = ""
-        answer.sources = sources  # what the generator was shown, as for any answer
-        answer.refusal = Refusal(
-            reason="not_answerable",
-            detail=f"the generator found no answer in the sources: {declined(text)}",
-            check="generator",
-        )
-        answer.timings_ms = timings
-        return answer
-
-    def _text(self, question: str, context: Context, on_text: Callable[[str], None] | None) -> str:
-        if on_text is None:
-            return self.generator.generate(question, context)
-        pieces = []
-        for piece in self.generator.stream(question, context):
-            pieces.append(piece)
-            on_text(piece)
-        return "".join(pieces)
-
-    def _ranked_by(self, ranked: Sequence[Reranked]) -> str:
-        """The slug of the embedder whose collection ranked these candidates. Read from the
-        candidates, not the live side: a promote or rollback between retrieval and here
-        must not label an answer with the model that did not rank it."""
-        slugs = (r.candidate.chunk.embedder for r in ranked if r.candidate.chunk.embedder)
-        return next(slugs, self._side().embedder.version.slug)
-
-    def _empty(
-        self, request: QueryRequest, ranked: list[Reranked], trace_id: str, refusal: Refusal | None
-    ) -> Answer:
-        return Answer(
-            query=request.query,
-            text="",
-            citations=[],
-            claims=[],
-            grounding=0.0,
-            refusal=refusal,
-            candidates=[_view(r) for r in ranked],
-            embedder=self._ranked_by(ranked),
-            reranker=self.reranker_name,
-            generator=self.generator.name,
-            trace_id=trace_id,
-        )
-
-    def _complete(
-        self, answer: Answer, sources: list[SourceChunk], checked: Verification
-    ) -> Answer:
-        by_cid = {s.cid: s for s in sources}
-        cited = sorted(
-            {c for claim in checked.claims for c in claim.cids if c in by_cid},
-            key=lambda c: int(c[1:]) if c[1:].isdigit() else 0,
-        )
-        answer.text = checked.text
-        answer.claims = checked.claims
-        answer.grounding = checked.grounding
-        answer.invented_cids = checked.invented_cids
-        answer.injection_flags = checked.injection_flags
-        stored = self._side().vectors.get([s.point_id for s in sources]) if sources else []
-        sources = with_versions(sources, stored)
-        by_cid = {s.cid: s for s in sources}
-        answer.sources = sources
-        answer.citations = [_citation(by_cid[c]) for c in cited]
-        q = self.settings.query
-        if answer.answerability is not None:
-            answer.answered = answer.answerability.score
-        if not checked.claims:
-            judged = answer.answerability is not None and self.answer_judge is not None
-            answer.refusal = Refusal(
-                reason="not_answerable" if judged else "insufficient_evidence",
-                detail="the generator found no sentence in the sources that answers the question",
-                best_score=max((s.score for s in sources), default=None),
-                check="generator",
-            )
-        elif checked.grounding < q.min_grounding and q.on_low_grounding == "refuse":
-            answer.refusal = Refusal(
-                reason="unsupported_answer",
-                detail=(
-                    f"only {checked.grounding:.0%} of the answer's claims are supported by "
-                    f"the sources it cites (minimum {q.min_grounding:.0%})"
-                ),
-                best_score=checked.grounding,
-                check="grounding",
-            )
-        return answer
-
-    def _unnamed_refusal(self, answer: Answer, unnamed: list[str]) -> Answer:
-        """The answer cites no document that names what the question asks about: a
-        `not_answerable` refusal, its text and claims withheld (the sources stay, as shown)."""
-        if answer.answerability is not None:
-            answer.answerability.signals["names_unmentioned"] = float(len(unnamed))
-            answer.answerability.answerable = False
-        answer.text, answer.claims, answer.citations = "", [], []
-        answer.refusal = Refusal(
-            reason="not_answerable",
-            detail=(
-                f"the question asks about {', '.join(unnamed)}, which the documents the "
-                f"answer cites never mention"
-            ),
-            best_score=answer.answered,
-            check="names",
-        )
-        return answer
-
-    def _unnamed(self, answer: Answer) -> list[str]:
-        """The question's proper names the cited documents never mention, when they mention
-        less than `query.named_floor` of them (else []): an answer about Switzerland must
-        cite a document that names it. A name missing from the cited chunks is looked up in
-        the rest of their documents (a title, another section) before it counts as missing.
-        Text as close in meaning as `query.answerable_dense` is exempt: it is about what was
-        asked, and its name for it is likely another form of the same one ("Galliformes":
-        "chicken", "Escherichia coli": "E. coli")."""
-        q, question = self.settings.query, answer.query
-        cited_ids = {c.cid for c in answer.citations}
-        cited = [s for s in answer.sources if s.cid in cited_ids]
-        signals = answer.answerability.signals if answer.answerability else {}
-        names = named_terms(question)
-        near = signals.get("dense_best", 0.0) >= q.answerable_dense
-        missing = unmentioned(question, cited) if names and q.named_floor > 0 and not near else []
-        if missing:
-            lookup = self._side().vectors.live_chunks
-            docs = [c for d in dict.fromkeys(s.doc_id for s in cited) for c in lookup(d)]
-            missing = unmentioned(question, docs)
-        return missing if missing and 1.0 - len(missing) / len(names) < q.named_floor else []
+def _withhold(answer: Answer, signal: str, value: float) -> None:
+    """Withhold a refused answer's text, claims and citations, and record in its verdict
+    (when it has one) the signal that refused it."""
+    if answer.answerability is not None:
+        answer.answerability.signals[signal] = value
+        answer.answerability.answerable = False
+    answer.text, answer.claims, answer.citations = "", [], []
 
 
-def _fitted_decision(answer_judge: AnswerJudge | None, mode: str) -> Decision | None:
-    """The calibrated decision fitted with this answer judge (None: no judge, no fitted
-    decision beside it, or `query.decision=rule`); one fitted with another judge is an
-    error."""
-    if answer_judge is None or mode != "calibrated":
-        return None
-    decision = load_decision(answer_judge.model_dir)
-    if decision is not None and decision.judge != answer_judge.version:
-        raise ModelUnavailableError(
-            f"the answerability decision in {answer_judge.model_dir} was fitted with "
-            f"{decision.judge}, not {answer_judge.version}: refit it (make decision) or set "
-            "query.decision=rule"
-        )
-    return decision
-
-
-def _ranking_signals(ranked: Sequence[Reranked]) -> dict[str, float]:
-    """How decided the ranking is: do both retrieval legs put the top chunk in their own
-    top 3 (`legs_agree`), and by how much does it lead the second (`top_margin`, relative)."""
-    if not ranked:
-        return {}
-    ranks = ranked[0].candidate.ranks
-    agree = all(ranks.get(leg, 10**6) <= 3 for leg in ("dense", "lexical"))
-    first = ranked[0].score
-    second = ranked[1].score if len(ranked) > 1 else 0.0
-    margin = (first - second) / abs(first) if first else 0.0
-    return {"legs_agree": float(agree), "top_margin": round(margin, 4)}
-
-
-def _timed(timings: dict[str, float], name: str, fn: Callable[[], T]) -> T:
+@contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Record how long the block took, in ms, as `timings[name]` (not when it raises)."""
     start = time.perf_counter()
-    out = fn()
+    yield
     timings[name] = round((time.perf_counter() - start) * 1000, 3)
-    return out
-
-
-def _view(r: Reranked) -> CandidateView:
-    c = r.candidate
-    return CandidateView(
-        point_id=c.chunk.point_id,
-        doc_id=c.chunk.doc_id,
-        score=c.score,
-        ranks=c.ranks,
-        scores=c.scores,
-        rerank_score=r.rerank_score,
-        embedder=c.chunk.embedder,
-    )
-
-
-def _retrieved(rank: int, r: Reranked) -> RetrievedChunk:
-    c = r.candidate
-    return RetrievedChunk(
-        **RetrievedChunk.fields_of(c.chunk),
-        rank=rank,
-        score=r.score,
-        ranks=c.ranks,
-        scores=c.scores,
-        rerank_score=r.rerank_score,
-        embedder=c.chunk.embedder,
-    )
-
-
-def _citation(s: SourceChunk) -> Citation:
-    return Citation.model_validate(s.model_dump(include=set(Citation.model_fields)))
-
-
-def _log_entry(
-    request: QueryRequest, tenants: tuple[str, ...] | None, answer: Answer
-) -> dict[str, Any]:
-    return {
-        "time": time.time(),
-        "tenants": list(tenants) if tenants is not None else None,
-        "query": request.query,
-        "filters": request.filters.model_dump(exclude_none=True),
-        "embedder": answer.embedder,
-        "reranker": answer.reranker,
-        "retrieved": [
-            {
-                "point_id": c.point_id,
-                "doc_id": c.doc_id,
-                "score": c.score,
-                "rerank_score": c.rerank_score,
-            }
-            for c in answer.candidates
-        ],
-        "cited": [c.point_id for c in answer.citations],
-        "grounding": answer.grounding,
-        "answered": answer.answered,
-        "refusal": answer.refusal.reason if answer.refusal else None,
-        "answerability": answer.answerability.model_dump() if answer.answerability else None,
-        "trace_id": answer.trace_id,
-    }

@@ -21,7 +21,7 @@ from ragstream.operators.answer_judge import (
     load_answer_judge,
     passage,
 )
-from ragstream.query.answerable import judge
+from ragstream.query.answerable import Asked, Limits, judge
 from tests.test_answerable import chunk, corpus_freqs
 
 # Questions and sentences from outside SQuAD (the judge trained on its train articles only):
@@ -101,12 +101,12 @@ def test_the_decision_reads_the_judge_and_finds_the_answering_sentence(
     question, yes, no = CASES[0]
     chunks = [chunk(f"{no} The staff lived nearby."), chunk(f"It is old. {yes}")]
     freqs = corpus_freqs([c.text for c in chunks])
-    verdict, evidence = judge(question, chunks, freqs, 0.0, scorer=answer_judge)
+    verdict, evidence = judge(Asked(question, chunks, freqs), scorer=answer_judge)
     assert evidence and chunks[evidence[0].chunk].text[evidence[0].start :].startswith(yes)
     assert verdict.signals["judge_best"] == round(max(e.answers for e in evidence), 4)
     assert [e.order for e in evidence] == sorted((e.order for e in evidence), reverse=True)
     assert verdict.signals["judge_second"] <= verdict.signals["judge_best"]
-    near, _ = judge(question, chunks[:1], freqs, 0.0, scorer=answer_judge)
+    near, _ = judge(Asked(question, chunks[:1], freqs), scorer=answer_judge)
     assert near.signals["judge_best"] < verdict.signals["judge_best"]
 
 
@@ -154,8 +154,8 @@ def test_a_question_the_documents_never_use_a_word_of_is_not_answerable(
     chunks = [chunk(yes), chunk(no)]
     freqs = corpus_freqs([c.text for c in chunks])
     for question in ("ハイブリッドチャンカーとは何ですか?", "Wie spät ist es in Lissabon?"):
-        verdict, _ = judge(question, chunks, freqs, 0.0, 0.3, 0.5, scorer=answer_judge)
+        verdict, _ = judge(Asked(question, chunks, freqs, 0.3), Limits(0.0, 0.5), answer_judge)
         assert not verdict.answerable, verdict.signals
     # the same question close in meaning to a chunk (another language, say) is left to judge
-    near, _ = judge("Wie spät ist es in Lissabon?", chunks, freqs, 0.0, 0.6, 0.5)
+    near, _ = judge(Asked("Wie spät ist es in Lissabon?", chunks, freqs, 0.6), Limits(0.0, 0.5))
     assert near.answerable

@@ -8,7 +8,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ragstream.core.models import IndexedChunk
-from ragstream.query.answerable import coverage, idf, judge, named_terms, unmentioned
+from ragstream.query.answerable import (
+    Asked,
+    Limits,
+    coverage,
+    idf,
+    judge,
+    named_terms,
+    unmentioned,
+)
 
 
 def chunk(text: str, title: str = "") -> IndexedChunk:
@@ -59,24 +67,30 @@ def test_coverage_is_a_share(weights: dict[str, float], terms: set[str]) -> None
 
 def test_a_question_about_something_absent_is_not_answerable() -> None:
     chunks = [chunk(t) for t in CORPUS]
-    verdict, _ = judge("What is the capital of Mongolia?", chunks, corpus_freqs(CORPUS), 0.5)
+    verdict, _ = judge(
+        Asked("What is the capital of Mongolia?", chunks, corpus_freqs(CORPUS)), Limits(0.5)
+    )
     assert not verdict.answerable and verdict.score < 0.5
     assert verdict.signals["unseen_term_share"] > 0.5  # "mongolia" is nowhere in the index
 
 
 def test_a_question_the_evidence_covers_is_answerable() -> None:
     chunks = [chunk(t) for t in CORPUS]
-    verdict, _ = judge("What does the hybrid chunker do?", chunks, corpus_freqs(CORPUS), 0.5)
+    verdict, _ = judge(
+        Asked("What does the hybrid chunker do?", chunks, corpus_freqs(CORPUS)), Limits(0.5)
+    )
     assert verdict.answerable and verdict.score == 1.0
     # coverage is per chunk: terms spread over different chunks do not add up
-    spread, _ = judge("hybrid chunker for PDF", chunks, corpus_freqs(CORPUS), 0.0)
+    spread, _ = judge(Asked("hybrid chunker for PDF", chunks, corpus_freqs(CORPUS)), Limits(0.0))
     assert spread.signals["coverage_union"] == 1.0 > spread.score
 
 
 def test_the_title_and_section_count_as_what_a_chunk_says() -> None:
     titled = [chunk("It keeps every row of the table.", title="Table structure recognition")]
     texts = ["Table structure recognition. It keeps every row of the table."]
-    verdict, _ = judge("table structure recognition", titled, corpus_freqs(texts), 0.9)
+    verdict, _ = judge(
+        Asked("table structure recognition", titled, corpus_freqs(texts)), Limits(0.9)
+    )
     assert verdict.answerable
 
 
@@ -85,11 +99,11 @@ def test_a_close_match_in_meaning_is_answerable_whatever_the_words() -> None:
     texts = ["Green tea is steeped at 80 degrees for two minutes."]
     chunks = [chunk(texts[0])]
     question = "How hot should green tea water be?"
-    lexical_only, _ = judge(question, chunks, corpus_freqs(texts), 0.5)
+    lexical_only, _ = judge(Asked(question, chunks, corpus_freqs(texts)), Limits(0.5))
     assert not lexical_only.answerable and lexical_only.score < 0.5
-    close, _ = judge(question, chunks, corpus_freqs(texts), 0.5, dense_best=0.62, dense_floor=0.5)
+    close, _ = judge(Asked(question, chunks, corpus_freqs(texts), 0.62), Limits(0.5, 0.5))
     assert close.answerable and close.signals["dense_best"] == 0.62
-    far, _ = judge(question, chunks, corpus_freqs(texts), 0.5, dense_best=0.3, dense_floor=0.5)
+    far, _ = judge(Asked(question, chunks, corpus_freqs(texts), 0.3), Limits(0.5, 0.5))
     assert not far.answerable
 
 
@@ -105,11 +119,11 @@ def test_the_names_a_question_asks_about_and_the_ones_the_text_never_mentions() 
     freqs = corpus_freqs([*CURRENCY, "Offices in Japan and Switzerland."])
     question = "What is the currency of Japan?"
     assert named_terms(question) == unmentioned(question, chunks) == ["japan"]
-    verdict, _ = judge(question, chunks, freqs, 0.0, dense_best=0.9, dense_floor=0.5)
+    verdict, _ = judge(Asked(question, chunks, freqs, dense_best=0.9), Limits(dense_floor=0.5))
     assert verdict.answerable and verdict.signals["named_coverage"] == 0.0  # recorded only
     named = [*chunks, chunk("The yen.", title="Japan")]  # a title counts
     assert unmentioned(question, named) == []
-    verdict, _ = judge(question, named, freqs, 0.0, 0.9, 0.5)
+    verdict, _ = judge(Asked(question, named, freqs, 0.9), Limits(0.0, 0.5))
     assert verdict.signals["named_coverage"] == 1.0
     assert named_terms("what is a functional currency?") == []
 

@@ -106,15 +106,15 @@ def test_logistic_fit_matches_a_known_boundary() -> None:
 
 
 def test_a_decision_for_another_judge_or_bad_file_is_a_clear_error(tmp_path: Path) -> None:
-    from ragstream.query.engine import _fitted_decision
+    from ragstream.query.models import fitted_decision
 
     model = tmp_path / "judge"
     shutil.copytree(BUNDLED, model)
     raw = json.loads((model / "decision.json").read_text())
     (model / "decision.json").write_text(json.dumps({**raw, "judge": "judge-other"}))
     with pytest.raises(ModelUnavailableError, match="fitted with judge-other"):
-        _fitted_decision(AnswerJudge(model), "calibrated")
-    assert _fitted_decision(AnswerJudge(model), "rule") is None
+        fitted_decision(AnswerJudge(model), "calibrated")
+    assert fitted_decision(AnswerJudge(model), "rule") is None
     (model / "decision.json").write_text(json.dumps({**raw, "features": ["x"]}))
     with pytest.raises(ModelUnavailableError, match="cannot read the answerability decision"):
         load_decision(model)
@@ -125,7 +125,7 @@ def test_a_decision_for_another_judge_or_bad_file_is_a_clear_error(tmp_path: Pat
 def test_status_warns_when_the_decision_was_fitted_on_another_embedder(tmp_path: Path) -> None:
     from ragstream.core.settings import Settings
     from ragstream.operators.embed import load_embedder
-    from ragstream.status import decision_warning
+    from ragstream.service.status import decision_warning
 
     shipped = load_decision(BUNDLED)
     assert shipped is not None  # fitted on the default embedder's cosines, and says so
