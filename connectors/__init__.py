@@ -1,1 +1,14 @@
-"""Floor 2: where documents come from (fs source) and where chunks go (vector + lexical stores)."""
+"""Floor 2: where documents come from (fs source) and where chunks go (vector + lexical stores).
+
+- `audit`: the index audit, every watched folder compared with both stores per document.
+- `fs`: the folder source: a catch-up scan, then debounced watchdog events.
+- `lexical`: persistent BM25 over chunk text (tantivy, or rank-bm25 as the oracle).
+- `protocols`: one protocol per store, shared by every implementation.
+- `qdrant_edge`: the embedded vector store, Qdrant Edge in-process.
+- `qdrant_server`: the vector store of a Qdrant server, or qdrant-client's local mode.
+- `retrieval_log`: the append-only JSON-lines log of every query.
+- `situate_cache`: the situating sentences already paid for, by content hash.
+- `sparse`: BM25 as a Qdrant sparse vector (the lexical leg inside the vector store).
+- `state`: small JSON records in the data dir (dead letters, sync and reindex bookkeeping).
+- `vector_stores`: what the two Qdrant stores share (naming, payload, filters, live pointer).
+"""

@@ -1,4 +1,4 @@
-"""Persistent BM25 over chunk text (DESIGN §4): tantivy by default, rank-bm25 as the oracle.
+"""Persistent BM25 over chunk text: tantivy by default, rank-bm25 as the oracle.
 
 Both backends share everything that decides *what* is indexed and *which* chunks may match:
 the tokenizer, the keyword terms of a chunk, the filter clauses of a query, and the
@@ -63,7 +63,7 @@ def lexical_text(chunk: IndexedChunk) -> str:
     headings with every chunk (not in the displayed or cited text, and never in a vector,
     so moving text between files still reuses its vectors) lets the lexical leg match a
     query on the topic words that only the title carries. The LLM-written situating
-    sentence (`chunk.situate`, issue 8) does the same with the words of the whole document;
+    sentence (`chunk.situate`) does the same with the words of the whole document;
     in `context` it follows the header line (`operators.situate`), and the header itself is
     not indexed again: its words are the title and section path above.
     """
@@ -278,10 +278,10 @@ def _check_analyzer(path: Path) -> None:
 class TantivyIndex(_BatchedIndex):
     """On-disk tantivy index: native BM25 (k1=1.2, b=0.75), filters as terms in the query.
 
-    The writer stays open (it holds the directory lock: one owning process, DESIGN §4).
+    The writer stays open (it holds the directory lock: one owning process).
     BM25 statistics include tombstones until GC; a negligible drift for a retention window.
     `heap_size` is the writer's indexing budget, not an allocation: its arena grows with what
-    one commit stages (a flow batch), and the whole index's RSS stayed flat as it grew
+    one commit stages (a flow batch), and the whole index's RSS stays flat as it grows
     (figures: docs/measurements.md, "tantivy commit and memory").
     """
 

@@ -37,7 +37,7 @@ class Hit(BaseModel):
 
 
 class VectorStore(Protocol):
-    """A vector collection for one embedder version (DESIGN §4)."""
+    """A vector collection for one embedder version."""
 
     collection: str  # its name, `<index>__<embedder slug>`
     embedder: EmbedderVersion

@@ -1,7 +1,7 @@
 """`QdrantClientVectorStore`: the server/cluster path, through `qdrant_client.QdrantClient`.
 
 The same code runs against a Qdrant URL or qdrant-client's local mode (`path=` or `:memory:`),
-which is how it is tested: no server binary runs on our machines (DESIGN §4).
+which is how it is tested: it runs without a server binary.
 
 - Live pointer: the real alias `<index>`, switched with one `update_collection_aliases` call
   (delete + create in one request, atomic on the server).

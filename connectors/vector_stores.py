@@ -6,10 +6,10 @@ local mode) differ only in how they talk to their engine. Everything that decide
 `BaseQdrantStore`, and each backend only implements a handful of primitives over pure-data
 `Condition`s. That is what keeps the two congruent (tests/test_vector_stores.py).
 
-Layout (DESIGN §4): one collection per embedder version, named `<index>__<embedder.slug>`, and a
-live pointer `<index>` naming the one queries use. The embedder version a collection was built
-with is stored as collection metadata `{"embedder": {...}}`, so `live_collection` can tell the
-query side which model to load without loading any model.
+Layout: one collection per embedder version, named `<index>__<embedder.slug>`, and a live
+pointer `<index>` naming the one queries use. The embedder version a collection was built with
+is stored as collection metadata `{"embedder": {...}}`, so `live_collection` can tell the query
+side which model to load without loading any model. See docs/architecture.md, "Stores".
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from ragstream.connectors.lexical import tokenize
-from ragstream.connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter, VectorStore
+from ragstream.connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter
 from ragstream.connectors.sparse import Sparse, bm25_vector, query_vector
 from ragstream.core.errors import DataDirBusyError
 from ragstream.core.ids import doc_prefixes, prefix_key
@@ -518,10 +518,6 @@ def sparse_mismatch(collection: str) -> RuntimeError:
         "`ragstream rebuild-lexical` if its index is gone), or reindex into a new collection "
         "(`ragstream reindex start`)"
     )
-
-
-def _conforms(store: BaseQdrantStore) -> VectorStore:
-    return store  # mypy proves the base class satisfies the protocol
 
 
 def drop_collection(

@@ -1,4 +1,13 @@
 """Floor 1: settings, shared pydantic models, identities and versions, telemetry.
 
 Nothing here imports any other ragstream package.
+
+- `answers`: the query contract's models (request, answer, refusal, citations).
+- `errors`: the errors a user can cause or fix, each with its CLI exit code.
+- `ids`: doc ids, content hashes and point ids.
+- `memory`: handing freed heap memory back to the OS after a large ingest batch.
+- `models`: the models on every arrow of the ingest pipeline and the reindex records.
+- `settings`: the settings (environment over TOML file over defaults).
+- `settings_check`: the settings' machinery: typos refused, each value's source reported.
+- `telemetry`: the OpenTelemetry tracer, exporters and the drift gauge.
 """

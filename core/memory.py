@@ -3,7 +3,7 @@
 Why: glibc's malloc keeps memory that was freed in the middle of its heap. Encoding a batch
 allocates activation tensors of many sizes (one per length-sorted mini-batch), and once they
 are freed the heap is full of holes that are never returned, so the resident set of an
-ingest grew with every batch, much of it such free-but-resident memory (figures: docs/scale.md
+ingest grows with every batch, much of it such free-but-resident memory (figures: docs/scale.md
 "Memory"). `malloc_trim(0)` releases every free page, wherever it is; it is not free (figures:
 docs/measurements.md, "Heap release after large batches"), so the writer calls it after
 batches that encoded something sizeable, not after every small edit.

@@ -218,7 +218,7 @@ class SyncReport(BaseModel):
             self.dead_letters.append(DeadLetterView(path=d.path, stage=d.stage, reason=d.reason))
 
 
-# --- blue/green reindex (DESIGN §5) ---------------------------------------------------------
+# --- blue/green reindex (docs/architecture.md, "Blue/green reindex") ----------------------
 
 ReindexPhase = Literal["backfilling", "ready", "promoted", "rolled_back"]
 

@@ -1,4 +1,6 @@
-"""Blue/green reindex on an embedder upgrade (DESIGN §5): build beside, dual-write, gate, swap.
+"""Blue/green reindex on an embedder upgrade: build beside, dual-write, gate, swap.
+
+See docs/architecture.md, "Blue/green reindex".
 
     start     open the new embedder's collection next to the live one; record the pair
     backfill  make the other side hold exactly the live side's live chunks, page by page,

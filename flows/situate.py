@@ -1,4 +1,4 @@
-"""The situate step of the sync flow (issue 8): each chunk's `context` gets its LLM-written
+"""The situate step of the sync flow: each chunk's `context` gets its LLM-written
 situating sentence after the header, paying the endpoint only for content never seen.
 
 Where a sentence comes from, in order (the first that has it wins):

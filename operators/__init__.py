@@ -1,1 +1,16 @@
-"""Floor 2: the pure-ish transformations of ingest: parse, chunk, hash, diff, embed."""
+"""Floor 2: the transformations of ingest and the models the query path runs.
+
+Ingest: parse, chunk, diff, embed (the content hash itself is `core.ids`).
+
+- `answer_judge`: the trained answer judge (does this sentence hold the answer?).
+- `chunk`: structure-aware, token-bounded, edit-stable chunking.
+- `cross_encoder`: an int8 ONNX cross-encoder run with onnxruntime (no torch).
+- `diff`: a document's fresh chunks against what the index holds: keep, move, add, tombstone.
+- `embed`: embedders loaded offline, each with its exact version identity.
+- `judge`: the trained support judge (does a sentence support or contradict a statement?).
+- `llm`: the one OpenAI-compatible client constructor.
+- `padding`: length-sorted mini-batches for onnxruntime models.
+- `parse`: one file on disk to a document of structural blocks (docling).
+- `secrets`: credential shapes redacted before chunking.
+- `situate`: an LLM-written sentence that situates a chunk in its document.
+"""

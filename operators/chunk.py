@@ -1,4 +1,6 @@
-"""Structure-aware, token-bounded, edit-stable chunking (DESIGN §2).
+"""Structure-aware, token-bounded, edit-stable chunking.
+
+See docs/architecture.md, "Identity and versions".
 
 Boundaries come from document structure and from the *content* of the units, never from
 absolute offsets. A group is closed after a unit when the group has reached `min_tokens`

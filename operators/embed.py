@@ -26,7 +26,6 @@ from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import EmbedderVersion
 from ragstream.operators.padding import padded_batches
 
-PRESETS = ("minilm-l6", "minilm-l3", "static")
 Matrix = np.ndarray
 
 

@@ -1,4 +1,4 @@
-"""An LLM-written sentence that situates a chunk in its document (issue 8, optional).
+"""An LLM-written sentence that situates a chunk in its document (optional).
 
 A chunk cut from the middle of a document rarely says what it is about ("The second run
 halved it."). Anthropic's *contextual retrieval* asks an LLM, given the document and the

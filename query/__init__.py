@@ -1,0 +1,19 @@
+"""Floor 3: the query path, from a question to a verified answer or a refusal.
+
+- `answerable`: answerability evidence: do the retrieved chunks hold what is asked?
+- `assemble`: reranked chunks to a token-bounded, spotlighted prompt with citation ids.
+- `decision`: the calibrated answerability decision over the judge's and index's signals.
+- `engine`: the pipeline: retrieve, rerank, gate, answerability, generate, verify.
+- `freshness`: which file version an answer quotes, and whether the file changed since.
+- `fuse`: rank fusion of the retrieval legs (RRF, DBSF).
+- `gate`: the sufficiency gate: refuse before generating when the evidence is too weak.
+- `generate`: answer generation: an OpenAI-compatible client, or the offline extractive one.
+- `models`: the models the query path reads, loaded once and shared by engines.
+- `polarity`: does a claim say the opposite of the sentence it copies?
+- `refusal`: every rule by which the query path refuses to answer.
+- `rerank`: cross-encoder reranking of the fused candidates to the k best.
+- `retrieve`: hybrid retrieval: dense and BM25 legs under one filter, then fusion.
+- `shapes`: conversions between the engine's values and the query contract's types.
+- `transforms`: query transforms an LLM writes (keywords, HyDE, decomposition).
+- `verify`: citation verification: is every answer sentence backed by a chunk it cites?
+"""

@@ -1,4 +1,4 @@
-"""Context assembly (DESIGN §6): reranked chunks → a token-bounded, spotlighted prompt.
+"""Context assembly: reranked chunks → a token-bounded, spotlighted prompt.
 
 Each source gets a short citation id ("S1", "S2", … in score order, so ids are stable for a
 given ranking even when `order="document"` changes how they are laid out) and is wrapped in

@@ -1,4 +1,4 @@
-"""Rank fusion of the retrieval legs (DESIGN §6): reciprocal rank fusion and DBSF.
+"""Rank fusion of the retrieval legs: reciprocal rank fusion and DBSF.
 
 Pure functions over point ids, so fusion can be evaluated and property-tested without any
 store or model. Every fused candidate keeps each leg's 1-based rank and raw score: the
@@ -88,10 +88,10 @@ def rrf(
     """Reciprocal rank fusion: score(d) = Σ_leg w_leg / (k + rank_leg(d)).
 
     Uses ranks only, so a BM25 score of 14 and a cosine of 0.8 need no common scale. `k` is
-    explicit (DESIGN §6): it sets how much a top rank outweighs a deep one. With `weights`
-    (missing legs weigh 1.0) it is weighted RRF; a weight of 0 keeps the leg's candidates and
-    ranks visible but adds nothing to their score. A leg may give (id, raw score) pairs, in
-    which case each candidate also carries that raw score.
+    explicit: it sets how much a top rank outweighs a deep one (docs/architecture.md,
+    "Fusion"). With `weights` (missing legs weigh 1.0) it is weighted RRF; a weight of 0 keeps
+    the leg's candidates and ranks visible but adds nothing to their score. A leg may give
+    (id, raw score) pairs, in which case each candidate also carries that raw score.
 
     >>> out = rrf({"dense": ["a", "b"], "lexical": ["b", "c"]}, k=60)
     >>> [(f.point_id, round(f.score, 5), f.ranks) for f in out]  # doctest: +NORMALIZE_WHITESPACE

@@ -1,4 +1,4 @@
-"""Sufficiency gate (DESIGN §6): refuse before generating when the evidence is too weak.
+"""Sufficiency gate: refuse before generating when the evidence is too weak.
 
 Generating from weak evidence is how a RAG system invents answers, so the gate returns a
 structured `Refusal` (never a string) when the best evidence is below a floor. With a

@@ -1,4 +1,4 @@
-"""Answer generation (DESIGN §6): an OpenAI-compatible client, or an offline extractive default.
+"""Answer generation: an OpenAI-compatible client, or an offline extractive default.
 
 Both take the assembled context (system prompt, user prompt with spotlighted sources, the
 `SourceChunk`s behind the `[S1]` ids) and return answer text with inline citations, which
@@ -27,9 +27,8 @@ from ragstream.query.verify import (
     sentence_spans,
 )
 
-# What the system prompt (query/assemble.py) asks an LLM to reply when the sources do not
-# hold the answer; the phrasings below catch the models that answer in their own words.
-DECLINE_MARKER = "NOT_ANSWERABLE"
+# An LLM's reply that declines: the `NOT_ANSWERABLE` the system prompt (query/assemble.py)
+# asks for when the sources do not hold the answer, or a model's own words for it.
 _DECLINES = re.compile(
     r"^\W*(?:NOT[_ ]ANSWERABLE\b|(?:I'?m sorry,? )?(?:I )?(?:cannot|can't|can not|am unable to|"
     r"am not able to) answer\b.{0,60}\bsources?\b|the (?:provided )?sources? (?:do(?:es)? not|"

@@ -1,9 +1,9 @@
 """Polarity: does a claim say the opposite of the sentence it copies?
 
 Overlap scores cannot see a negated copy ("X does not reduce Y" cited to "X reduces Y"
-shares every content word), and the trained judge (operators/judge.py) reads only about
-two thirds of them as contradictions. This rule aligns the claim with its support span
-word by word (after stemming) and looks only at the places where they differ. An edit
+shares every content word), and the trained judge (operators/judge.py) misses some of them.
+This rule aligns the claim with its support span word by word (after stemming) and looks
+only at the places where they differ. An edit
 made of nothing but polarity words flips the meaning: a negation cue put in or taken out
 ("not", "no", "never", "fails to", "without" …), a word swapped for its opposite
 ("increased" / "reduced", "required" / "dispensable", "stable" / "unstable"). An odd number of

@@ -1,15 +1,16 @@
-"""Cross-encoder reranking (DESIGN §6): fused candidates → the k best for one query.
+"""Cross-encoder reranking: fused candidates → the k best for one query.
 
-No trained cross-encoder weights are obtainable on our machines, so "no reranker" is a
-first-class state, not a crash: `load_reranker(None)` returns None, `rerank` then keeps the
-fused order and cuts to k, and the span (and `Answer.reranker`) say so with `NO_RERANKER`.
-A reranker that *is* configured but cannot be loaded offline is a configuration error and
-raises `RerankerUnavailable` with the reason, rather than silently degrading ranking quality.
+A reranker is optional, and "no reranker" is a first-class state, not a crash:
+`load_reranker(None)` returns None, `rerank` then keeps the fused order and cuts to k, and
+the span (and `Answer.reranker`) say so with `NO_RERANKER`. A reranker that *is* configured
+but cannot be loaded offline is a configuration error and raises `RerankerUnavailable` with
+the reason, rather than silently degrading ranking quality.
 
-`ragstream tune` trains one per index: a model directory with `reranker.json` (its version,
-the `max_length` it was trained with, `"tuned": true`) and an int8 `model.onnx`, run by
-`OnnxReranker` without torch. Every reranker reads what the embedder reads: the chunk's
-contextual header (title, section path) and its text.
+Two kinds load: a directory `ragstream tune` wrote for this index (`reranker.json` with its
+version, the `max_length` it was trained with and `"tuned": true`, plus an int8
+`model.onnx`), run by `OnnxReranker` without torch; or any sentence-transformers
+`CrossEncoder` found in local files, run by `CrossEncoderReranker`. Every reranker reads
+what the embedder reads: the chunk's contextual header (title, section path) and its text.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ RERANKER_META = "reranker.json"  # marks a model directory `ragstream tune` wrot
 DEFAULT_RERANK_DEPTH = 50
 # Characters kept per text before tokenizing: far more than max_length word pieces ever need
 # (a word piece is >= 1 char), so the tokenizer's own truncation still decides, but a huge
-# chunk no longer costs a full tokenization pass.
+# chunk does not cost a full tokenization pass.
 _CHARS_PER_TOKEN = 12
 
 
@@ -113,8 +114,8 @@ class OnnxReranker:
         # chosen by `ragstream tune` on its held-out queries (0: the score alone)
         self.prior_weight = float(self._model.meta.get("prior_weight", 0.0))
         self.depth = int(self._model.meta.get("rerank_depth") or DEFAULT_RERANK_DEPTH)
-        # length-sorted batches of 8 were the fastest on 2 cores (50 SciFact candidates:
-        # p50 410-437 ms against 483 for 16 and 553 for 32; README, issue 19)
+        # length-sorted batches of 8: the fastest size on a 2-core CPU (figures: README,
+        # "A reranker tuned for your corpus")
         self.batch_size = batch_size
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:

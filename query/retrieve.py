@@ -1,4 +1,4 @@
-"""Hybrid retrieval (DESIGN §6): dense + BM25 legs under one store-side filter, then fusion.
+"""Hybrid retrieval: dense + BM25 legs under one store-side filter, then fusion.
 
 A query vector is only meaningful in the space its collection was built in, so the retriever
 loads the embedder *recorded on the live collection* (never the one in settings) and refuses

@@ -1,4 +1,4 @@
-"""Query transforms (issue 8): an LLM rewrites the question before retrieval, one leg at a time.
+"""Query transforms: an LLM rewrites the question before retrieval, one leg at a time.
 
 - **keywords** → the lexical leg only. BM25 matches words, and a question rarely uses the
   words of the passage that answers it; the LLM's keywords (distinctive terms, synonyms,

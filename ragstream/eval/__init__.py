@@ -1,1 +1,13 @@
-"""Evaluation: BEIR datasets through the real ingest, retrieval ablations, answer checks."""
+"""Evaluation: BEIR and SQuAD-format datasets through the real ingest and query path.
+
+- `answer_ablation`: the assembly ablation, measured on answers.
+- `answer_eval`: answer-level checks: gold context, and abstention.
+- `beir`: BEIR-format datasets: loading, slicing, indexing a corpus as files.
+- `evaluation`: retrieval evaluation and ablation rows (`ragstream eval`), saved reports.
+- `failures`: the failure report: the first stage that broke per failing query.
+- `negate`: negating a statement by rule (the contradictions the support judge learns and
+  the verifier is measured on).
+- `plots`: the retrieval report as PNGs (matplotlib).
+- `squad`: SQuAD 2.0-format datasets, with and without answers, split by article.
+- `squad_eval`: answer-level evaluation of a SQuAD-format question set.
+"""

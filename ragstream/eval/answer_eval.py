@@ -1,4 +1,4 @@
-"""Answer-level evaluation (`ragstream eval --mode gold|abstain`, issue 4).
+"""Answer-level evaluation (`ragstream eval --mode gold|abstain`).
 
 Retrieval metrics say whether the evidence is found; these two checks say what the answer
 path does with it, each isolating one side of the generator + verifier:

@@ -1,5 +1,5 @@
 """`ragstream tune --what embedder`: the index's live embedder fine-tuned on the queries'
-own hybrid candidates (issue 19), written as a new embedder version to promote blue/green.
+own hybrid candidates, written as a new embedder version to promote blue/green.
 
 It mines like the reranker (`train.tune.mine_index`: the same groups, so `--what both` mines
 once), trains with `train.embedder` (masked MultipleNegativesRankingLoss, hard negatives from
