@@ -1,15 +1,15 @@
 """The two batch steps of the sync flow: read+parse, then chunk → diff → embed → write.
 
-Both are plain methods over lists, so they can be tested without bytewax and are wired
-into the dataflow with `flat_map_batch` (one call per bytewax batch, batching embedding
-across documents). Write order per batch (DESIGN §3): new/changed points to the lexical
-index, then to the vector store (whose per-point file fingerprint is the record of "this
-doc is done"), then the fingerprint of kept points, and only then tombstones — lexical
-first, vectors last. A crash anywhere leaves a doc with mixed fingerprints or an old
-fingerprint, which the next catch-up scan re-diffs, so every pass converges. During a
-blue/green reindex every side gets the same changes, each embedded by its own model; a side
-that misses some after a crash is repaired by the reindex backfill, which reconciles it
-against the live side.
+Both are plain methods over lists, so they can be tested without bytewax; `flows.sync` calls
+them once per bytewax batch (the parse step as a keyed `stateful_batch`, the write step as the
+single sink partition), so embedding is batched across documents. Write order per batch:
+new/changed points to the lexical index, then to the vector store (whose per-point file
+fingerprint is the record of "this doc is done"), then the fingerprint of kept points, and
+only then tombstones — lexical first, vectors last (docs/architecture.md, "Writes and
+deletes"). A crash anywhere leaves a doc with mixed fingerprints or an old fingerprint, which
+the next catch-up scan re-diffs, so every pass converges. During a blue/green reindex every
+side gets the same changes, each embedded by its own model; a side that misses some after a
+crash is repaired by the reindex backfill, which reconciles it against the live side.
 """
 
 from __future__ import annotations
@@ -200,8 +200,8 @@ class Indexer:
 
     @staticmethod
     def _situate(step: SituateStep, plans: Sequence[_DocPlan], embedder: Embedder) -> None:
-        """Header + LLM sentence into the context of every chunk of the batch (issue 8,
-        `flows.situate`). A document that cannot get all its sentences is dead-lettered for
+        """Header + LLM sentence into the context of every chunk of the batch
+        (`flows.situate`). A document that cannot get all its sentences is dead-lettered for
         this pass, unfingerprinted so the next sync retries it: its indexed version stays."""
         docs = [p for p in plans if p.diff is not None and p.work.doc is not None]
         jobs = [(p.work.doc, p.chunks, p.stored) for p in docs if p.work.doc is not None]
@@ -341,34 +341,18 @@ class Indexer:
         assert diff is not None
         doc = plan.work.doc
         if doc is None:  # delete
-            return (
-                DocOutcome(
-                    doc_id=event.doc_id,
-                    deleted=bool(diff.tombstone),
-                    chunks_tombstoned=len(diff.tombstone),
-                    at=at,
-                ),
-                [],
-                [],
-                [],
+            deleted = DocOutcome(
+                doc_id=event.doc_id,
+                deleted=bool(diff.tombstone),
+                chunks_tombstoned=len(diff.tombstone),
+                at=at,
             )
+            return deleted, [], [], []
         # the first add of a hash this doc needed first was encoded; every other add reused
         fresh = {
             c.point_id for c in diff.add if encoded_by.pop(c.content_hash, None) == event.doc_id
         }
-        embedded = len(fresh)
-        outcome = DocOutcome(
-            doc_id=event.doc_id,
-            changed=not diff.unchanged,
-            chunks_live=len(plan.chunks),
-            chunks_embedded=embedded,
-            chunks_reused=len(diff.add) - embedded,
-            chunks_moved=len(diff.move),
-            chunks_tombstoned=len(diff.tombstone),
-            redactions=kinds,
-            at=at,
-            lag_s=round(at - doc.fingerprint.mtime_ns / 1e9, 3) if not diff.unchanged else None,
-        )
+        outcome = _doc_outcome(plan, doc, diff, len(fresh), at)
         # a retitled doc (e.g. its first heading edited) refreshes its kept chunks too: the
         # title is on every point and in the BM25 text
         retitled = any(c.title != doc.title for c in plan.stored)
@@ -376,18 +360,7 @@ class Indexer:
         new_ctx = dict(
             zip((c.point_id for c in plan.chunks), section_contexts(plan.chunks), strict=True)
         )
-        old = sorted(plan.stored, key=lambda c: c.ordinal)
-        old_ctx = dict(zip((c.point_id for c in old), section_contexts(old), strict=True))
-        refreshed = {c.point_id for c in refresh}
-        bm25 = [
-            c
-            for c in diff.keep
-            if c.point_id not in refreshed
-            and (
-                old_ctx.get(c.point_id) != new_ctx[c.point_id]
-                or c.point_id not in plan.lexical_live  # lost by the BM25 leg (verify: legs)
-            )
-        ]
+        bm25 = _bm25_stale(plan, diff, new_ctx, {c.point_id for c in refresh})
 
         def record(c: Chunk, origin: VectorOrigin = "kept") -> IndexedChunk:
             chunk = self._record(c, doc, plan.chunker_key, new_ctx[c.point_id], at)
@@ -399,6 +372,42 @@ class Indexer:
             [record(c) for c in refresh],
             [record(c) for c in bm25],
         )
+
+
+def _doc_outcome(
+    plan: _DocPlan, doc: ParsedDocument, diff: DocDiff, embedded: int, at: float
+) -> DocOutcome:
+    """What indexing one parsed document did, `embedded` of its adds encoded here."""
+    return DocOutcome(
+        doc_id=plan.work.event.doc_id,
+        changed=not diff.unchanged,
+        chunks_live=len(plan.chunks),
+        chunks_embedded=embedded,
+        chunks_reused=len(diff.add) - embedded,
+        chunks_moved=len(diff.move),
+        chunks_tombstoned=len(diff.tombstone),
+        redactions=plan.work.redactions,
+        at=at,
+        lag_s=round(at - doc.fingerprint.mtime_ns / 1e9, 3) if not diff.unchanged else None,
+    )
+
+
+def _bm25_stale(
+    plan: _DocPlan, diff: DocDiff, new_ctx: dict[str, str], refreshed: set[str]
+) -> list[Chunk]:
+    """The kept chunks (not already refreshed) whose BM25 text changed because a section
+    neighbour did, or that the BM25 leg lost."""
+    old = sorted(plan.stored, key=lambda c: c.ordinal)
+    old_ctx = dict(zip((c.point_id for c in old), section_contexts(old), strict=True))
+    return [
+        c
+        for c in diff.keep
+        if c.point_id not in refreshed
+        and (
+            old_ctx.get(c.point_id) != new_ctx[c.point_id]
+            or c.point_id not in plan.lexical_live  # lost by the BM25 leg (verify: legs)
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -414,7 +423,8 @@ class _Changes:
 
 def _apply(store: VectorStore, changes: _Changes, vectors: dict[str, list[float]]) -> None:
     """Adds, moves, then the fingerprint of kept points (the record of "this doc is done");
-    tombstones are applied after every store got these (DESIGN §3)."""
+    tombstones are applied after every store got these (docs/architecture.md, "Writes and
+    deletes")."""
     if changes.adds:
         store.upsert(changes.adds, [vectors[c.content_hash] for c in changes.adds])
     if changes.moves:

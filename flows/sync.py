@@ -18,8 +18,11 @@ partitions listed only by the process that holds the data dir's ingest lock (`St
 bytewax assigns each to a worker of that process, and no other process ever opens a store.
 Keying the parse step by (a bucket of) the doc_id keeps each document's events in order end
 to end (one source worker → one parse worker per doc → one writer; bytewax channels are
-FIFO), which a plain `redistribute` would not. The flow file only wires steps; they live in
-`flows.indexer` and are testable alone.
+FIFO), which a plain `redistribute` would not.
+
+Here: the store owner and its ingest lock, the bytewax adapters of the two steps, the flow,
+recovery, and `run_sync` (one pass or a watch, with its totals). The steps themselves (parse;
+chunk, diff, embed, write) live in `flows.indexer` and are testable without bytewax.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ RECOVERY_PARTITIONS = 1  # one writer, one tiny state stream: more partitions bu
 PARSE_BUCKETS = 256
 # After a write batch that embedded or copied at least this many chunks (one encode
 # mini-batch), the writer hands the C heap's free pages back to the OS (`release_free_heap`):
-# encode activations leave the heap fragmented, and without this the resident set grew with
+# encode activations leave the heap fragmented, and without this the resident set grows with
 # every batch. Smaller batches (a watched edit) skip it: their garbage is small and the trim
 # would only add milliseconds to their freshness.
 TRIM_MIN_CHUNKS = 64
@@ -349,36 +352,16 @@ def run_sync(
     `recovery` (default: on for `watch`) keeps bytewax recovery under `<data_dir>/recovery/`.
     `force` names docs the catch-up scan re-reads even though their fingerprints match
     (`verify --repair`). `alongside` is entered with the open runtime for as long as the
-    flow runs: the face
-    uses it to serve queries from the same stores (`watch --serve`), since one process
-    owns an embedded data dir.
+    flow runs: the face uses it to serve queries from the same stores (`watch --serve`),
+    since one process owns an embedded data dir.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    report = SyncReport()
+    tally = _Tally(SyncReport(), on_outcome, on_scan)
+    report = tally.report
     started = time.time()
-    tally = threading.Lock()  # the writer and the source may run on different workers
-
-    def handle(outcome: DocOutcome) -> None:
-        with tally:
-            report.add(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
-
-    def scanned(summary: ScanSummary) -> None:
-        with tally:
-            report.docs_seen += summary.files_seen
-            report.guard = summary.guard or report.guard
-        if on_scan is not None:
-            on_scan(summary)
-
     with ExitStack() as scope:
-        owner = scope.enter_context(closing(StoreOwner(settings)))
-        if not owner.owns():
-            raise StoreBusyError(
-                f"{settings.data_dir} is already synced by another process (pid "
-                f"{owner.holder()}, {owner.lock_path}); stop it first"
-            )
+        owner = _claimed_owner(scope, settings)
         rt = owner.runtime()
         if watch:  # a long-running process finishes (or repairs) an open reindex's backfill
             rt.backfill = scope.enter_context(
@@ -388,8 +371,8 @@ def run_sync(
         flow, source = build_flow(
             owner,
             watch=watch,
-            on_outcome=handle,
-            on_scan=scanned,
+            on_outcome=tally.outcome,
+            on_scan=tally.scanned,
             allow_mass_delete=allow_mass_delete,
             force=force,
         )
@@ -403,6 +386,42 @@ def run_sync(
             report.seconds = round(time.time() - started, 3)
         report.chunks_live = rt.vectors.count("live")
     return report
+
+
+class _Tally:
+    """A pass's totals, added to by the writer and the source (maybe on different workers),
+    each outcome and scan summary also handed to the caller's handler."""
+
+    def __init__(
+        self, report: SyncReport, on_outcome: OutcomeHandler | None, on_scan: ScanHandler | None
+    ) -> None:
+        self.report, self._on_outcome, self._on_scan = report, on_outcome, on_scan
+        self._lock = threading.Lock()
+
+    def outcome(self, outcome: DocOutcome) -> None:
+        with self._lock:
+            self.report.add(outcome)
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
+
+    def scanned(self, summary: ScanSummary) -> None:
+        with self._lock:
+            self.report.docs_seen += summary.files_seen
+            self.report.guard = summary.guard or self.report.guard
+        if self._on_scan is not None:
+            self._on_scan(summary)
+
+
+def _claimed_owner(scope: ExitStack, settings: Settings) -> StoreOwner:
+    """The store owner of this process, closed with `scope`; StoreBusyError when another
+    process already syncs the data dir."""
+    owner = scope.enter_context(closing(StoreOwner(settings)))
+    if not owner.owns():
+        raise StoreBusyError(
+            f"{settings.data_dir} is already synced by another process (pid "
+            f"{owner.holder()}, {owner.lock_path}); stop it first"
+        )
+    return owner
 
 
 def _nothing(rt: Runtime) -> AbstractContextManager[object]:

@@ -1,4 +1,4 @@
-"""Citation verification (DESIGN §6): is every answer sentence backed by a chunk it cites?
+"""Citation verification: is every answer sentence backed by a chunk it cites?
 
 A generator (especially a remote LLM) can cite ids that were never in the context, or cite a
 real chunk for a sentence the chunk does not say. Verification makes both visible: invented
@@ -329,54 +329,14 @@ def verify(
     its confirmation would refuse most correct LLM answers. `Claim.entailment` carries
     P(supports) for the caller either way. Before the judge, and without it, the polarity
     rule (`query.polarity`, off with `polarity_rule=False` for ablations) marks a claim
-    that copies its span with the meaning flipped as `contradicted`: the judge misses a
-    third of those.
+    that copies its span with the meaning flipped as `contradicted`: the judge misses some
+    of those.
     """
     with span("query.verify", sources=len(sources)) as sp:
         by_cid = {s.cid: s for s in sources}
         text, invented = strip_invented(answer, set(by_cid))
         raw = split_claims(text)
-        cited = sorted({cid for _, cids in raw for cid in cids}, key=lambda c: (len(c), c))
-        sentences = {
-            cid: sentence_spans(by_cid[cid].text) or [(0, len(by_cid[cid].text))] for cid in cited
-        }
-        flat = [(cid, s, e) for cid in cited for s, e in sentences[cid]]
-        # whitespace-normalized like the generator's sentences, so a vector memo shared with
-        # it hits (word-piece tokenizers split on any whitespace alike: same vectors)
-        chunk_vecs = embedder.encode_passages(
-            [" ".join(by_cid[c].text[s:e].split()) for c, s, e in flat]
-        )
-        claim_vecs = embedder.encode_passages([t for t, _ in raw])
-        chunk_tokens = {cid: content_tokens(by_cid[cid].text) for cid in cited}
-        claims: list[Claim] = []
-        for i, (claim_text, cids) in enumerate(raw):
-            tokens = content_tokens(claim_text)
-            best: tuple[float, str | None, tuple[int, int] | None] = (0.0, None, None)
-            for cid in cids:
-                rows = [j for j, f in enumerate(flat) if f[0] == cid]
-                cos = chunk_vecs[rows] @ claim_vecs[i]
-                j = rows[int(np.argmax(cos))]
-                lexical = len(tokens & chunk_tokens[cid]) / len(tokens) if tokens else 0.0
-                score = LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * max(0.0, float(cos.max()))
-                span_ = (flat[j][1], flat[j][2])
-                predict = getattr(cross_encoder, "predict", None)
-                if predict is not None:
-                    logit = float(
-                        np.ravel(predict([(by_cid[cid].text[span_[0] : span_[1]], claim_text)]))[0]
-                    )
-                    score = (score + _sigmoid(logit)) / 2
-                if best[1] is None or score > best[0]:
-                    best = (min(1.0, score), cid, span_)
-            claims.append(
-                Claim(
-                    text=claim_text,
-                    cids=cids,
-                    supported=best[1] is not None and best[0] >= min_support,
-                    score=round(best[0], 4),
-                    support_cid=best[1],
-                    support_span=best[2],
-                )
-            )
+        claims = _scored_claims(raw, by_cid, embedder, cross_encoder, min_support)
         if polarity_rule:
             claims = _polarity_checked(claims, by_cid)
         if judge is not None:
@@ -397,3 +357,56 @@ def verify(
             injection_flags=echoed_instructions([t for t, _ in raw], sources),
             text=text,
         )
+
+
+def _scored_claims(
+    raw: list[tuple[str, list[str]]],
+    by_cid: dict[str, SourceChunk],
+    embedder: Embedder,
+    cross_encoder: object | None,
+    min_support: float,
+) -> list[Claim]:
+    """Each claim with its best support among the chunks it cites: the score (see `verify`),
+    the chunk, and the chunk's best-matching sentence as the support span."""
+    cited = sorted({cid for _, cids in raw for cid in cids}, key=lambda c: (len(c), c))
+    sentences = {
+        cid: sentence_spans(by_cid[cid].text) or [(0, len(by_cid[cid].text))] for cid in cited
+    }
+    flat = [(cid, s, e) for cid in cited for s, e in sentences[cid]]
+    # whitespace-normalized like the generator's sentences, so a vector memo shared with
+    # it hits (word-piece tokenizers split on any whitespace alike: same vectors)
+    chunk_vecs = embedder.encode_passages(
+        [" ".join(by_cid[c].text[s:e].split()) for c, s, e in flat]
+    )
+    claim_vecs = embedder.encode_passages([t for t, _ in raw])
+    chunk_tokens = {cid: content_tokens(by_cid[cid].text) for cid in cited}
+    claims: list[Claim] = []
+    for i, (claim_text, cids) in enumerate(raw):
+        tokens = content_tokens(claim_text)
+        best: tuple[float, str | None, tuple[int, int] | None] = (0.0, None, None)
+        for cid in cids:
+            rows = [j for j, f in enumerate(flat) if f[0] == cid]
+            cos = chunk_vecs[rows] @ claim_vecs[i]
+            j = rows[int(np.argmax(cos))]
+            lexical = len(tokens & chunk_tokens[cid]) / len(tokens) if tokens else 0.0
+            score = LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * max(0.0, float(cos.max()))
+            span_ = (flat[j][1], flat[j][2])
+            predict = getattr(cross_encoder, "predict", None)
+            if predict is not None:
+                logit = float(
+                    np.ravel(predict([(by_cid[cid].text[span_[0] : span_[1]], claim_text)]))[0]
+                )
+                score = (score + _sigmoid(logit)) / 2
+            if best[1] is None or score > best[0]:
+                best = (min(1.0, score), cid, span_)
+        claims.append(
+            Claim(
+                text=claim_text,
+                cids=cids,
+                supported=best[1] is not None and best[0] >= min_support,
+                score=round(best[0], 4),
+                support_cid=best[1],
+                support_span=best[2],
+            )
+        )
+    return claims

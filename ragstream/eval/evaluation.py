@@ -51,6 +51,7 @@ from ragstream.eval.answer_eval import (
     markdown_gold,
 )
 from ragstream.eval.beir import (
+    Corpus,
     Qrels,
     Queries,
     beir_doc_id,
@@ -94,12 +95,12 @@ class EvalConfig(BaseModel):
     fusion: Literal["rrf", "dbsf"] = "rrf"
     leg: Literal["dense", "lexical"] | None = None
     rerank: bool = False
-    rrf_k: int = DEFAULT_RRF_K  # RRF's k (DESIGN §8: constants differ wildly between systems)
+    rrf_k: int = DEFAULT_RRF_K  # RRF's k: explicit, and evaluated (docs/architecture.md, "Fusion")
     transforms: tuple[Transform, ...] = ()  # query transforms (need an LLM endpoint)
 
 
 class Row(BaseModel):
-    """One ablation row; serialized with the issue's metric keys (`ndcg@10`, ...)."""
+    """One ablation row; serialized with the usual metric keys (`ndcg@10`, ...)."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
@@ -447,28 +448,8 @@ def evaluate_dataset(
     base |= {"queries": len(judged), "depth": depth}
     details: Any
     if mode == "abstain":
-        heldout = {d for q in judged for d, rel in qrels[q].items() if rel > 0} & corpus.keys()
-        rest = {d: doc for d, doc in corpus.items() if d not in heldout}
-        settings = index_corpus(rest, data_dir, settings_overrides)
-        try:
-            with Retriever.open(settings) as retriever:
-                engine = eval_engine(settings, retriever)
-                hidden = {beir_doc_id(settings, d) for d in heldout}
-                held, leaks, held_details = abstain_group(engine, asked, hidden)
-                offtopic = {f"offtopic-{i}": q for i, q in enumerate(OFF_TOPIC, 1)}
-                off, _, off_details = abstain_group(engine, offtopic)
-                generator = engine.generator.name
-        finally:
-            index_corpus(corpus, data_dir, settings_overrides)
-        abstain = AbstainReport(
-            heldout_docs=len(heldout),
-            heldout_leaks=leaks,
-            heldout=held,
-            offtopic=off,
-            generator=generator,
-        )
+        abstain, details = _abstain_mode(corpus, qrels, judged, asked, data_dir, settings_overrides)
         report = EvalReport(**base, abstain=abstain)
-        details = {"heldout_answered": held_details, "offtopic_answered": off_details}
     elif mode == "gold":
         settings = index_corpus(corpus, data_dir, settings_overrides)
         with Retriever.open(settings) as retriever:
@@ -494,6 +475,39 @@ def evaluate_dataset(
         )
         details = [d.model_dump() for d in failing]
     return _save(report, data_dir, split, mode, details)
+
+
+def _abstain_mode(
+    corpus: Corpus,
+    qrels: Qrels,
+    judged: list[str],
+    asked: Queries,
+    data_dir: str | Path,
+    settings_overrides: Mapping[str, Any] | None,
+) -> tuple[AbstainReport, dict[str, Any]]:
+    """The judged queries asked of the index without their relevant documents, and general
+    questions from far outside the corpus; the full corpus is synced back afterwards."""
+    heldout = {d for q in judged for d, rel in qrels[q].items() if rel > 0} & corpus.keys()
+    rest = {d: doc for d, doc in corpus.items() if d not in heldout}
+    settings = index_corpus(rest, data_dir, settings_overrides)
+    try:
+        with Retriever.open(settings) as retriever:
+            engine = eval_engine(settings, retriever)
+            hidden = {beir_doc_id(settings, d) for d in heldout}
+            held, leaks, held_details = abstain_group(engine, asked, hidden)
+            offtopic = {f"offtopic-{i}": q for i, q in enumerate(OFF_TOPIC, 1)}
+            off, _, off_details = abstain_group(engine, offtopic)
+            generator = engine.generator.name
+    finally:
+        index_corpus(corpus, data_dir, settings_overrides)
+    abstain = AbstainReport(
+        heldout_docs=len(heldout),
+        heldout_leaks=leaks,
+        heldout=held,
+        offtopic=off,
+        generator=generator,
+    )
+    return abstain, {"heldout_answered": held_details, "offtopic_answered": off_details}
 
 
 def _squad_dataset(

@@ -58,16 +58,7 @@ def per_kind(probs: Any, held: Sequence[AnswerPair]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--squad", type=Path, default=SQUAD)
-    parser.add_argument("--out", type=Path, default=BUNDLED_ANSWER_JUDGE)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=TrainConfig.seed)
-    parser.add_argument("--max-length", type=int, default=96)
-    parser.add_argument("--layers", default="0,2,4", help="MiniLM layers kept ('' = all six)")
-    parser.add_argument("--limit", type=int, default=0, help="fit pairs (0 = all; smoke runs)")
-    args = parser.parse_args(argv)
-
+    args = _parser().parse_args(argv)
     fit, held = build_pairs(args.squad, args.seed)
     if args.limit:
         fit, held = fit[: args.limit], held[: max(50, args.limit // 5)]
@@ -100,18 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "training": record,
     }
     (args.out / ANSWER_JUDGE_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    from ragstream.operators.answer_judge import AnswerJudge
-
-    judge = AnswerJudge(args.out)
-    probs = judge.holds([(p.question, p.passage) for p in held])
-    record["held_auc_onnx"] = round(
-        auc(
-            [float(p) for p, h in zip(probs, held, strict=True) if h.label],
-            [float(p) for p, h in zip(probs, held, strict=True) if not h.label],
-        ),
-        4,
-    )
-    record["held_by_kind_onnx"] = per_kind(probs, held)
+    record |= _onnx_figures(args.out, held)  # the exported model, as it ships
     (args.out / ANSWER_JUDGE_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     print(
         json.dumps(
@@ -121,6 +101,30 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--squad", type=Path, default=SQUAD)
+    parser.add_argument("--out", type=Path, default=BUNDLED_ANSWER_JUDGE)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=TrainConfig.seed)
+    parser.add_argument("--max-length", type=int, default=96)
+    parser.add_argument("--layers", default="0,2,4", help="MiniLM layers kept ('' = all six)")
+    parser.add_argument("--limit", type=int, default=0, help="fit pairs (0 = all; smoke runs)")
+    return parser
+
+
+def _onnx_figures(model_dir: Path, held: Sequence[AnswerPair]) -> dict[str, Any]:
+    """The held-out AUC and per-kind accuracy of the exported ONNX model in `model_dir`."""
+    from ragstream.operators.answer_judge import AnswerJudge
+
+    probs = AnswerJudge(model_dir).holds([(p.question, p.passage) for p in held])
+    auc_onnx = auc(
+        [float(p) for p, h in zip(probs, held, strict=True) if h.label],
+        [float(p) for p, h in zip(probs, held, strict=True) if not h.label],
+    )
+    return {"held_auc_onnx": round(auc_onnx, 4), "held_by_kind_onnx": per_kind(probs, held)}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """`ragstream tune`: train a reranker for this index's corpus, offline, from its own
-retrieval (issue 19), with the one cross-encoder trainer the support judge uses.
+retrieval, with the one cross-encoder trainer the support judge uses.
 
 1. Index the BEIR dataset's corpus into the data dir (incremental: an indexed corpus embeds
    nothing), and read the split's queries and qrels. Only that split: `tune` never opens
@@ -49,17 +49,13 @@ SELF_SUPERVISED_QUERIES = 800  # about SciFact's train split: the same training 
 # Label-free runs cannot choose the blend: an inverse-cloze positive has no fused rank of its
 # own (the index finds the chunk holding the sentence verbatim first), so held-out groups
 # would always pick the fused order. They take the blend the supervised SciFact run chose.
-SELF_SUPERVISED_BLEND = {
-    "rerank_depth": 10,
-    "prior_weight": 2.0,
-}  # about SciFact's train split: the same training budget
+SELF_SUPERVISED_BLEND = {"rerank_depth": 10, "prior_weight": 2.0}
 RERANKER_CONFIG = TrainConfig(
     keep_layers=(0, 2, 4), labels=1, max_length=160, batch_size=16, epochs=2, learning_rate=7e-5
 )
 # `tune --reranker-size`: base is the default; small keeps 2 of MiniLM's 6 layers and reads
-# 128 tokens, for CPUs where base re-scoring 50 candidates is over budget. Measured side by
-# side on SciFact test (README, issue 19): the 50-candidate rerank at ~60 % of base's time,
-# for less of base's gain (+0.002 against +0.007 nDCG@10 at the top 10).
+# 128 tokens, for CPUs where base re-scoring 50 candidates is over budget: faster, for less
+# of base's gain (figures: README, "A reranker tuned for your corpus").
 RERANKER_SIZES = {
     "base": RERANKER_CONFIG,
     "small": replace(RERANKER_CONFIG, keep_layers=(0, 3), max_length=128),
@@ -320,20 +316,9 @@ def tune_reranker(
     fit_groups, held = _split(groups, mine.held_share, mine.seed)
     fit = training_pairs(fit_groups, mine)
     held_pairs = [(g.query, t, float(rel)) for g in held for t, _, rel in g.candidates]
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp) / "model"
-        record = train_cross_encoder(
-            fit, held_pairs, config, work, score=_held_scorer(held), progress=progress,
-            on_step=on_step("reranker"),
-        )  # fmt: skip
-        staged = Path(tmp) / "onnx"
-        onnx_path = export_onnx(work, staged / "model.onnx")
-        version = "reranker-" + xxhash.xxh64(onnx_path.read_bytes()).hexdigest()[:12]
-        out = data_dir / "models" / version
-        if out.exists():
-            shutil.rmtree(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(staged, out)
+    record, version, out = _train_and_export(
+        fit, held_pairs, held, config, data_dir, progress, on_step("reranker")
+    )
     report = TuneReport(
         what="reranker",
         self_supervised=self_supervised,
@@ -363,3 +348,31 @@ def tune_reranker(
     report = report.model_copy(update=chosen)
     (out / RERANKER_META).write_text(report.model_dump_json(indent=2) + "\n")
     return report
+
+
+def _train_and_export(
+    fit: list[tuple[str, str, float]],
+    held_pairs: list[tuple[str, str, float]],
+    held: Sequence[Group],
+    config: TrainConfig,
+    data_dir: Path,
+    progress: Callable[[str], None],
+    on_step: Steps | None,
+) -> tuple[dict[str, Any], str, Path]:
+    """Train on `fit` (early stopping on the held-out groups' MRR@10), export int8 ONNX into
+    `<data_dir>/models/<version>/` (replacing one of that version); (record, version, dir)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "model"
+        record = train_cross_encoder(
+            fit, held_pairs, config, work, score=_held_scorer(held), progress=progress,
+            on_step=on_step,
+        )  # fmt: skip
+        staged = Path(tmp) / "onnx"
+        onnx_path = export_onnx(work, staged / "model.onnx")
+        version = "reranker-" + xxhash.xxh64(onnx_path.read_bytes()).hexdigest()[:12]
+        out = data_dir / "models" / version
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(staged, out)
+    return record, version, out
