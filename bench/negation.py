@@ -6,7 +6,7 @@ and checked by the real verifier (`query.verify`: lexical + dense support, the p
 rule, and the trained judge's entailment when `--judge` is not `none`):
 
 - negations of the sentence, which must be marked unsupported, made three ways: by
-  `train.negate` (the rules the judge trains on: take a negation out, else swap the first
+  `eval.negate` (the rules the judge trains on: take a negation out, else swap the first
   direction word for its opposite or put "not" after the first auxiliary), by putting
   "not" after the first auxiliary only (no opposites), and by prefixing "It is false
   that";
@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ragstream.core.answers import SourceChunk  # noqa: E402
+from ragstream.eval.negate import AUXILIARY, negate  # noqa: E402
 from ragstream.operators.embed import load_embedder, with_vector_memo  # noqa: E402
 from ragstream.operators.judge import load_judge  # noqa: E402
 from ragstream.query.verify import verify  # noqa: E402
@@ -43,7 +44,6 @@ from ragstream.train.judge_data import (  # noqa: E402
     load_claims,
     load_corpus,
 )
-from ragstream.train.negate import AUXILIARY, negate  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 
@@ -103,7 +103,7 @@ def main() -> None:
                     continue
                 for j in evidence_sentences(claim.text, sentences, ids)[:1]:
                     sentence = sentences[j]
-                    check("negated by train.negate caught", negate(sentence), False, source)
+                    check("negated by eval.negate caught", negate(sentence), False, source)
                     inserted = not_after_auxiliary(sentence)
                     if inserted is not None:
                         check('"not" after the first auxiliary caught', inserted, False, source)

@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from bench._stdout import print_json, stdout_to_stderr
-from ragstream.audit import verify
 from ragstream.connectors.fs import file_digest
 from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.state import SourcesBook
@@ -42,6 +41,7 @@ from ragstream.connectors.vector_stores import open_configured
 from ragstream.core.ids import content_hash, point_id
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings, SourceConfig
+from ragstream.service.audit import verify
 
 EMBEDDER = EmbedderVersion(name="bench/random-384", fingerprint="0" * 16, dimension=384)
 WORDS = ["index", "drift", "audit", "vector", "lexical", "chunk", "folder", "version", "sync"]

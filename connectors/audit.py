@@ -26,7 +26,7 @@ from ragstream.connectors.fs import PathFilter, file_digest, fingerprint_of, wal
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
 from ragstream.core.errors import InvalidRequestError
-from ragstream.core.ids import point_id
+from ragstream.core.ids import point_id, source_of
 from ragstream.core.models import (
     DRIFT_KINDS,
     DeadLetter,
@@ -284,7 +284,7 @@ def _record(view: DocView, state: FileState, reason: str) -> FileRecord:
         path = view.dead.path
     return FileRecord(
         doc_id=view.doc_id,
-        source=disk.source if disk is not None else view.doc_id.split(":", 1)[0],
+        source=disk.source if disk is not None else source_of(view.doc_id),
         path=path,
         state=state,
         chunks=len(points),

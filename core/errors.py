@@ -6,6 +6,7 @@ message is one line that says what to do; the CLI prints it without a traceback.
 
 | code | error |
 |---|---|
+| 0 | (not an error) done |
 | 1 | any other `RagstreamError` (a server-side failure) |
 | 2 | `InvalidRequestError`: a bad argument or request body (`NotFoundError`: no such document) |
 | 3 | (not an error) the mass-delete guard held deletions back |
@@ -17,6 +18,9 @@ message is one line that says what to do; the CLI prints it without a traceback.
 | 9 | `AuthError`: a missing or unknown API key, or not an admin key |
 | 10 | `SettingsError`: an unknown or invalid setting |
 | 11 | `NotReadyError`: the server is up but its index is not open yet |
+| 12 | (not an error) `verify` found drift (with `--repair`: drift the repair left behind) |
+
+`EXIT_CODES` is the same table for programs (the CLI's `--help` prints it).
 """
 
 from __future__ import annotations
@@ -114,4 +118,22 @@ def _all(cls: type[RagstreamError]) -> list[type[RagstreamError]]:
 
 
 EXIT_GUARD = 3  # the mass-delete guard held deletions back (a report, not an exception)
+EXIT_REFUSED = RefusedError.exit_code
+EXIT_BUSY = DataDirBusyError.exit_code
 EXIT_DRIFT = 12  # `verify` found drift (with --repair: drift the repair left behind)
+
+EXIT_CODES: dict[int, str] = {
+    0: "ok",
+    RagstreamError.exit_code: "server-side failure",
+    InvalidRequestError.exit_code: "usage",
+    EXIT_GUARD: "mass-delete guard held",
+    RefusedError.exit_code: "refused",
+    DataDirBusyError.exit_code: "data dir busy",
+    NoIndexError.exit_code: "no index yet",
+    ModelUnavailableError.exit_code: "model unavailable",
+    UnreachableError.exit_code: "server unreachable",
+    AuthError.exit_code: "bad API key",
+    SettingsError.exit_code: "invalid setting",
+    NotReadyError.exit_code: "server not ready",
+    EXIT_DRIFT: "verify found drift",
+}

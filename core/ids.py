@@ -22,6 +22,15 @@ def doc_id(source: str, rel_path: str) -> str:
     return f"{source}:{rel.as_posix().lstrip('/')}"
 
 
+def source_of(doc: str) -> str:
+    """The source (watched root) name a doc id belongs to: the part before the first `:`.
+
+    >>> source_of("handbook:policies/leave.md")
+    'handbook'
+    """
+    return doc.split(":", 1)[0]
+
+
 def normalize_text(text: str) -> str:
     """NFC + collapsed whitespace: formatting-only edits must not change a hash."""
     return " ".join(unicodedata.normalize("NFC", text).split())

@@ -343,6 +343,14 @@ class Settings(BaseSettings):
     def state_dir(self) -> Path:
         return self.data_dir / "state"
 
+    def sources_of(self, tenants: tuple[str, ...] | None) -> frozenset[str] | None:
+        """The names of the sources these tenants (an API key's) may see; None: every source
+        (no keys configured, or an operator call). The one tenant rule every route, the
+        audit, the ledger and the live feed apply to doc ids, through `ids.source_of`."""
+        if tenants is None:
+            return None
+        return frozenset(s.name for s in self.sources if s.tenant in tenants)
+
     def with_paths(self, paths: list[Path]) -> Settings:
         """Settings whose sources are these folders (CLI arguments), named by folder name."""
         names: set[str] = set()

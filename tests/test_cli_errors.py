@@ -24,7 +24,7 @@ from ragstream.core.errors import (
     UnreachableError,
 )
 from ragstream.core.settings import Settings
-from ragstream.server import Serving
+from ragstream.http import Serving
 from tests.helpers import copy_docs
 
 CLI = str(Path(sys.executable).parent / "ragstream")

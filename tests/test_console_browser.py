@@ -258,8 +258,8 @@ def test_a_tenant_key_sees_only_its_own_files_and_answers(
 ) -> None:
     from ragstream import api
     from ragstream.core.settings import Settings, SourceConfig
+    from ragstream.http import Serving
     from ragstream.query.engine import QueryEngine
-    from ragstream.server import Serving
 
     sources = []
     for tenant, drink in (("acme", "Green tea"), ("globex", "Yerba mate")):
@@ -309,8 +309,8 @@ def test_quality_shows_the_last_eval_as_a_table_and_plots(
     from ragstream.cli import app
     from ragstream.core.settings import Settings
     from ragstream.eval.beir import beir_subset, load_beir, write_beir
+    from ragstream.http import Serving
     from ragstream.query.engine import QueryEngine
-    from ragstream.server import Serving
 
     dataset = write_beir(tmp_path / "slice", *beir_subset(*load_beir(scifact_dir, "test"), 6, 20))
     data, plots = tmp_path / "data", tmp_path / "plots"
@@ -318,7 +318,7 @@ def test_quality_shows_the_last_eval_as_a_table_and_plots(
         app, ["eval", str(dataset), "--data-dir", str(data), "--json", "--plot", str(plots)]
     )
     assert run.exit_code == 0, run.output
-    report = json.loads(run.output)
+    report = json.loads(run.stdout)  # stdout only: notices and progress go to stderr
     names = [r["name"] for r in report["rows"]]
     assert {"bm25", "dense", "hybrid-rrf", "hybrid-dbsf"} <= set(names)
     for png in ("ndcg.png", "latency.png"):

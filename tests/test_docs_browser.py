@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from ragstream.api import serving
 from ragstream.core.settings import Settings
-from ragstream.server import Serving
+from ragstream.http import Serving
 
 # where the screenshot goes: a temp dir, or the README's images with SCREENSHOT_DIR=docs/img
 SCREENSHOT_DIR = "SCREENSHOT_DIR"

@@ -24,8 +24,8 @@ from ragstream.client import AsyncClient, Client
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.errors import AuthError, NotReadyError, UnreachableError
 from ragstream.core.settings import GeneratorSettings, Settings
+from ragstream.http import Serving
 from ragstream.query.engine import QueryEngine
-from ragstream.server import Serving
 from tests.helpers import copy_docs
 
 DOCS = ("md/docling_concepts_chunking.md", "html/python311_tutorial_appetite.html")
@@ -90,6 +90,7 @@ def test_openapi_lists_every_route(url: str) -> None:
         "/v1/files/{doc_id}": "get",
         "/v1/eval": "get",
         "/v1/verify": "get",
+        "/v1/log": "get",
         "/v1/events": "get",
         **{f"/v1/admin/reindex/{c}": "post" for c in ("status", "start", "run", "promote")},
         **{f"/v1/admin/reindex/{c}": "post" for c in ("rollback", "cleanup", "abort")},

@@ -12,9 +12,9 @@ import pytest
 import xxhash
 
 from ragstream.core.errors import ModelUnavailableError
+from ragstream.eval.negate import negate
 from ragstream.operators.judge import BUNDLED, SupportJudge, bundled_judge, load_judge
 from ragstream.query.answerable import candidate_sentences
-from ragstream.train.negate import negate
 from tests.test_answerable import chunk
 
 # Statements from outside SciFact (the judge trained on SciFact train claims only).

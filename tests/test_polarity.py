@@ -2,7 +2,7 @@
 flipped is a contradiction; a copy, a paraphrase or a shortened copy is not.
 
 Property tests on the pure function, plus the rule on real sentences of a shared document
-(negated by `train.negate`, the same rules the judge trains on, and by a prefix it never
+(negated by `eval.negate`, the same rules the judge trains on, and by a prefix it never
 saw). The held-out SciFact figures are bench/negation.py's.
 """
 
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragstream.eval.negate import negate
 from ragstream.query.polarity import contradicts, words
 from ragstream.query.verify import sentence_spans
-from ragstream.train.negate import negate
 
 WORD = st.sampled_from(
     words(

@@ -21,8 +21,8 @@ from ragstream.client import Client
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.core.telemetry import install_exporter
+from ragstream.http import Serving
 from ragstream.query.engine import QueryEngine
-from ragstream.server import Serving
 from tests.helpers import BAD_QUESTIONS, copy_docs
 
 pytestmark = pytest.mark.slow  # real syncs of shared documents, both pairings

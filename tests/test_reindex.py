@@ -26,8 +26,8 @@ from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.flows import reindex as steps
 from ragstream.flows.runtime import open_runtime
+from ragstream.http import Serving
 from ragstream.operators.embed import load_embedder
-from ragstream.server import Serving
 from tests.helpers import copy_docs
 
 pytestmark = pytest.mark.slow  # real syncs and backfills with two embedders, both pairings

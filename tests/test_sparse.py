@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from ragstream import api
-from ragstream.audit import verify
 from ragstream.client import Client
 from ragstream.connectors import sparse
 from ragstream.connectors.lexical import lexical_text, open_lexical_index, tokenize
@@ -28,6 +27,7 @@ from ragstream.connectors.vector_stores import open_vector_store
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings
+from ragstream.service.audit import verify
 
 EMB = EmbedderVersion(name="test/random-8", fingerprint="f" * 16, dimension=8)
 

@@ -17,8 +17,8 @@ from ragstream import api
 from ragstream.api import serving
 from ragstream.connectors.protocols import SearchFilter
 from ragstream.core.settings import Settings, SourceConfig
+from ragstream.http import Serving
 from ragstream.query.engine import QueryEngine
-from ragstream.server import Serving
 
 pytestmark = pytest.mark.slow  # 1,000 randomized queries, both pairings
 
@@ -172,7 +172,7 @@ def test_the_ledger_is_tenant_scoped_and_verify_needs_an_admin_key(
 
 def test_a_tenant_sees_its_own_dead_letters_and_none_of_the_operators_warnings() -> None:
     from ragstream.core.models import DeadLetter, StatusReport
-    from ragstream.server import _for_tenant
+    from ragstream.http.routes.index import for_tenant
 
     settings = Settings(
         sources=[
@@ -191,6 +191,6 @@ def test_a_tenant_sees_its_own_dead_letters_and_none_of_the_operators_warnings()
         collection=None, last_sync=None, dead_letters=letters,
         warnings=["the answerability decision in /srv/models/judge was fitted on ..."],
     )  # fmt: skip
-    seen = _for_tenant(report, settings, ("acme",))
+    seen = for_tenant(report, settings.sources_of(("acme",)))
     assert [d.doc_id for d in seen.dead_letters] == ["acme:bad.pdf"]
     assert seen.warnings == [] and report.warnings  # the operator's own view keeps them

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ragstream.eval.negate import negate, questions
 from ragstream.train.judge_data import (
     CONTRADICTS,
     SUPPORTS,
@@ -22,7 +23,6 @@ from ragstream.train.judge_data import (
     is_holdout,
     load_claims,
 )
-from ragstream.train.negate import negate, questions
 
 WORDS = st.text(alphabet="abcdefghij ", min_size=1, max_size=60)
 

@@ -20,12 +20,12 @@ import pytest
 from conftest import StorePairing
 
 from ragstream import api
-from ragstream.audit import files, verify
 from ragstream.connectors.audit import DiskFile, DocView, classify, duplicates
 from ragstream.connectors.vector_stores import HasIds
 from ragstream.core.ids import point_id
 from ragstream.core.models import DeadLetter, FileFingerprint, IndexedChunk
 from ragstream.core.settings import Settings
+from ragstream.service.audit import files, verify
 from tests.helpers import copy_docs
 
 pytestmark = pytest.mark.slow  # real syncs on both store pairings
@@ -229,7 +229,7 @@ def test_a_files_page_lists_its_chunks_and_how_each_vector_came(
 ) -> None:
     """A file's chunks in reading order with their hashes; at the last change each vector was
     embedded (new text), reused (the same text held elsewhere) or kept (unchanged or moved)."""
-    from ragstream.audit import file
+    from ragstream.service.audit import file
 
     root = tmp_path / "notes"
     root.mkdir()

@@ -217,7 +217,12 @@ def test_installed_wheel_beside_users_own_floors(fresh: Path, tmp_path: Path) ->
     every = json.loads(_run([str(python), "-c", code], cwd=cwd).stdout)
     assert every["failed"] == {} and every["stray"] == [], every
     assert {f"ragstream.{floor}" for floor in FLOORS} <= set(every["names"])
-    assert {"ragstream.cli", "ragstream.server", "ragstream.eval.evaluation"} <= set(every["names"])
+    assert {
+        "ragstream.cli",
+        "ragstream.http.app",
+        "ragstream.service.local",
+        "ragstream.eval.evaluation",
+    } <= set(every["names"])
 
     helped = _run([str(script), "--help"], cwd=cwd).stdout
     for command in ("query", "serve", "sync", "status"):

@@ -1,4 +1,4 @@
-"""Assembly ablation measured on answers (`ragstream eval --mode answers`, issue 8).
+"""Assembly ablation measured on answers (`ragstream eval --mode answers`).
 
 Parent-section expansion ("retrieve small, serve large") and document order both claim to
 make *answers* better, so they are judged on what the whole answer path returns, not on
@@ -48,11 +48,11 @@ from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.settings import NAMED_FLOOR, QuerySettings, Settings, switched_off
 from ragstream.eval.answer_eval import eval_engine, latency
 from ragstream.eval.beir import Qrels, Queries, doc_key
+from ragstream.eval.negate import negate
 from ragstream.query.assemble import render
 from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import Retriever
 from ragstream.query.verify import verify
-from ragstream.train.negate import negate
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class AnswerRow(BaseModel):
     context_docs: float
     context_tokens: float
     changed: float
-    # negation probe: every claim of every answer, negated (`train.negate`) and verified
+    # negation probe: every claim of every answer, negated (`eval.negate`) and verified
     # against the same sources; the share marked unsupported. `faithful_kept`: the share of
     # the answers' own claims marked supported (the same claims, as written)
     contradictions_caught: float

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ragstream import api
 from ragstream.core.settings import Settings
+from ragstream.flows.sources import with_folders
+from ragstream.flows.sync import run_sync
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def index_corpus(
         if stale.name not in wanted:
             stale.unlink()
     settings = Settings(**{**(settings_overrides or {}), "data_dir": data}).with_paths([folder])
-    report = api.sync([folder], settings=settings, allow_mass_delete=True)
+    report = run_sync(with_folders(settings, [folder]), watch=False, allow_mass_delete=True)
     log.info("indexed %d docs (%d chunks embedded)", report.docs_seen, report.chunks_embedded)
     if report.dead_letters:
         log.warning("%d documents could not be indexed", len(report.dead_letters))

@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstream import api
 from ragstream.core.answers import QueryRequest, RetrievedChunk
+from ragstream.core.settings import load_settings
 from ragstream.eval.beir import doc_key, index_corpus, load_beir
 from ragstream.eval.squad import holds_out, load_squad, paragraph_id, squad_file
 from ragstream.eval.squad_eval import auc as rank_auc
@@ -50,7 +50,7 @@ from ragstream.operators.answer_judge import (
     AnswerJudge,
     load_answer_judge,
 )
-from ragstream.query.answerable import judge
+from ragstream.query import answerable
 from ragstream.query.decision import (
     DECISION_FILE,
     FEATURES,
@@ -59,13 +59,15 @@ from ragstream.query.decision import (
     features,
     leg_leads,
 )
+from ragstream.service import ingest
+from ragstream.service.stores import open_engine
 from ragstream.train.judge_data import is_holdout
 
 # every ELSEWHERE_STRIDE-th question of the articles the index leaves out is asked too: a
 # question about a subject the documents never mention must be refused as well as one
 # written to look answerable from the paragraph it was written on
 ELSEWHERE_STRIDE = 6
-KEEP = 0.90  # answerable questions the fitted floor keeps answered (issue 16's target)
+KEEP = 0.90  # share of answerable questions the fitted floor keeps answered
 POOL = 50  # fused candidates per question: the pool the engine measures leg leads on
 L2 = 1.0  # ridge penalty on the standardized weights: ~240 rows, 4 features
 # the floor rule's judge floor (`query.judge_floor`, chosen on the same claims): a sentence
@@ -100,10 +102,10 @@ def collect(
     index_corpus(corpus, data_dir)
     scorer = scorer or load_answer_judge("bundled")
     out = []
-    settings = api.load_settings(data_dir)
+    settings = load_settings(data_dir)
     # the signals only: no decision file is read (the one being fitted may not exist yet)
     query = settings.query.model_copy(update={"decision": "rule"})
-    with api.open_engine(settings.model_copy(update={"query": query})) as (engine, _):
+    with open_engine(settings.model_copy(update={"query": query})) as (engine, _):
         lexical, vectors = engine.retriever.lexical, engine.retriever.vectors
 
         def signals(question: str, pool: Sequence[RetrievedChunk]) -> dict[str, float]:
@@ -112,9 +114,8 @@ def collect(
             chunks = [found[r.point_id] for r in top if r.point_id in found]
             dense = max((r.scores.get("dense", 0.0) for r in top), default=0.0)
             leads = leg_leads([r.scores for r in pool])
-            verdict, _ = judge(
-                question, chunks, lexical.doc_freqs, 0.0, dense, scorer=scorer, extra=leads
-            )
+            asked = answerable.Asked(question, chunks, lexical.doc_freqs, dense, leads)
+            verdict, _ = answerable.judge(asked, answerable.Limits(), scorer)
             return dict(verdict.signals)
 
         for qid in judged:
@@ -350,7 +351,7 @@ def _ask_squad(
         own = own[:: max(1, len(own) // limit)][:limit]
         elsewhere = elsewhere[:: max(1, len(elsewhere) // limit)][: limit // 2]
     out = []
-    with api.open_engine(settings.model_copy(update={"query": query})) as (engine, _):
+    with open_engine(settings.model_copy(update={"query": query})) as (engine, _):
         for q in [*own, *elsewhere]:
             answer = engine.answer(QueryRequest(query=q.text, k=k, generate=False))
             read = answer.answerability.signals if answer.answerability else None
@@ -481,6 +482,27 @@ def _signal(name: str, signals: Mapping[str, float]) -> float:
 
 def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = _parser().parse_args(argv)
+    scorer = AnswerJudge(args.judge)
+    squad = squad_file(args.dataset)
+    if squad is None:  # BEIR: paired readings of the held-out train claims
+        decision, kept, refused, fitted_on = _fit_beir(args, scorer)
+    else:
+        decision, kept, refused, fitted_on = _fit_squad(args, scorer, squad)
+    report = {
+        **decision.to_json(),
+        "fitted_on": {"dataset": args.dataset.name, **fitted_on, "keep": args.keep},
+        "fit_figures": {
+            "answerable_answered": round(kept, 4),
+            "unanswerable_refused": round(refused, 4),
+        },
+        "command": "make decision",
+    }
+    (args.judge / DECISION_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dataset", type=Path)
     ap.add_argument("--data-dir", type=Path, required=True)
@@ -497,58 +519,59 @@ def main(argv: Sequence[str] | None = None) -> None:
         "without their gold documents: statements as well as questions",
     )
     ap.add_argument("--also-data-dir", type=Path, default=None, help="where --also is indexed")
-    args = ap.parse_args(argv)
-    scorer = AnswerJudge(args.judge)
-    squad = squad_file(args.dataset)
-    live_embedder = ""
-    if squad is None:  # BEIR: paired readings of the held-out train claims
-        readings = collect(args.dataset, args.data_dir, "train", scorer=scorer)
-        live = api.status(data_dir=args.data_dir).embedder
-        live_embedder = live.slug if live else ""
-        decision = fit_decision(readings, scorer.version, args.keep, embedder=live_embedder)
-        kept, refused = rates(readings, decision)
-        fitted_on: dict[str, object] = {
-            "split": "train: the claims the judge never trained on (judge_data.is_holdout)",
-            "questions": len(readings),
-        }
-    else:
-        asked = ask_squad(squad, args.data_dir, args.judge, limit=args.limit)
-        if args.also is not None:
-            asked += paired_as_asked(
-                collect(args.also, args.also_data_dir or args.data_dir, "train", scorer=scorer),
-                args.also.name,
-            )
-        live = api.status(data_dir=args.data_dir).embedder
-        live_embedder = live.slug if live else ""
-        names, steps = select_signals(asked, scorer.version)
-        pos = [a.signals for a in asked if a.answerable]
-        neg = [a.signals for a in asked if not a.answerable]
-        decision = fit_labelled(
-            pos, neg, scorer.version, names, args.keep, embedder=live_embedder, coverage_rule=True
-        )
-        kept, refused = labelled_rates(pos, neg, decision)
-        fitted_on = {
-            "split": "train articles the answer judge never trained on (eval.squad.holds_out)"
-            + (f"; {args.also.name} held-out train claims" if args.also else ""),
-            "articles": sorted({a.article for a in asked}),
-            "questions": len(asked),
-            "answerable": len(pos),
-            "selection": [{"signal": n, "held_out_auc": a} for n, a in steps],
-            "signal_auc": {
-                n: round(signal_auc(asked, functools.partial(_signal, n)), 4) for n in SIGNALS
-            },
-        }
-    report = {
-        **decision.to_json(),
-        "fitted_on": {"dataset": args.dataset.name, **fitted_on, "keep": args.keep},
-        "fit_figures": {
-            "answerable_answered": round(kept, 4),
-            "unanswerable_refused": round(refused, 4),
-        },
-        "command": "make decision",
+    return ap
+
+
+Fit = tuple[Decision, float, float, dict[str, object]]  # decision, kept, refused, fitted_on
+
+
+def _live_embedder(data_dir: Path) -> str:
+    live = ingest.status(data_dir=data_dir).embedder
+    return live.slug if live else ""
+
+
+def _fit_beir(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
+    """A BEIR set: the held-out train claims read with and without their gold documents."""
+    readings = collect(args.dataset, args.data_dir, "train", scorer=scorer)
+    live_embedder = _live_embedder(args.data_dir)
+    decision = fit_decision(readings, scorer.version, args.keep, embedder=live_embedder)
+    kept, refused = rates(readings, decision)
+    fitted_on: dict[str, object] = {
+        "split": "train: the claims the judge never trained on (judge_data.is_holdout)",
+        "questions": len(readings),
     }
-    (args.judge / DECISION_FILE).write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    return decision, kept, refused, fitted_on
+
+
+def _fit_squad(args: argparse.Namespace, scorer: AnswerJudge, squad: Path) -> Fit:
+    """A SQuAD-format set: its questions asked through the engine (plus `--also`'s claims),
+    the signals chosen by forward selection, then the fit."""
+    asked = ask_squad(squad, args.data_dir, args.judge, limit=args.limit)
+    if args.also is not None:
+        asked += paired_as_asked(
+            collect(args.also, args.also_data_dir or args.data_dir, "train", scorer=scorer),
+            args.also.name,
+        )
+    live_embedder = _live_embedder(args.data_dir)
+    names, steps = select_signals(asked, scorer.version)
+    pos = [a.signals for a in asked if a.answerable]
+    neg = [a.signals for a in asked if not a.answerable]
+    decision = fit_labelled(
+        pos, neg, scorer.version, names, args.keep, embedder=live_embedder, coverage_rule=True
+    )
+    kept, refused = labelled_rates(pos, neg, decision)
+    fitted_on: dict[str, object] = {
+        "split": "train articles the answer judge never trained on (eval.squad.holds_out)"
+        + (f"; {args.also.name} held-out train claims" if args.also else ""),
+        "articles": sorted({a.article for a in asked}),
+        "questions": len(asked),
+        "answerable": len(pos),
+        "selection": [{"signal": n, "held_out_auc": a} for n, a in steps],
+        "signal_auc": {
+            n: round(signal_auc(asked, functools.partial(_signal, n)), 4) for n in SIGNALS
+        },
+    }
+    return decision, kept, refused, fitted_on
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ answerability decision asks "supports or contradicts" (the documents speak to th
 claim verification asks "supports". Each train claim gives:
 
 - its labelled evidence (SUPPORT / CONTRADICT), and the rule-made negation of the claim with
-  the opposite label (`train.negate`);
+  the opposite label (`eval.negate`);
 - faithful copies (a sentence supports itself) and the sentence's own negation (contradicts);
 - the claim asked as a question (`negate.questions`), with the same label: a question is
   answered by what supports or contradicts the claim it asks about. Evidence pairs get
@@ -30,8 +30,8 @@ from pathlib import Path
 import xxhash
 
 from ragstream.connectors.lexical import tokenize
+from ragstream.eval.negate import negate, questions
 from ragstream.query.verify import content_tokens, sentence_spans
-from ragstream.train.negate import negate, questions
 
 UNRELATED, SUPPORTS, CONTRADICTS = 0, 1, 2
 LABELS = ("unrelated", "supports", "contradicts")

@@ -1,4 +1,4 @@
-"""`ragstream tune`: train models for this index's corpus (issue 19), with a progress bar
+"""`ragstream tune`: train models for this index's corpus, with a progress bar
 per phase (mining, then each model) on stderr; `--json` keeps stdout to one JSON object."""
 
 from __future__ import annotations
@@ -11,21 +11,16 @@ from typing import Annotated
 
 import typer
 from pydantic import BaseModel
-from rich.console import Console
 from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
     Progress,
     TaskID,
     TextColumn,
-    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
-from ragstream.cli_options import AsJson
+from ragstream.cli.options import AsJson
+from ragstream.cli.render import BAR_COLUMNS, err, out
 
-out = Console()
-err = Console(stderr=True)
 Steps = Callable[[int, int], None]
 PHASES = {
     "mine": "mining candidates",
@@ -37,14 +32,7 @@ PHASES = {
 @contextmanager
 def phase_bars() -> Iterator[Callable[[str], Steps]]:
     """`bars(phase)` is the (done, total) callback of that phase's bar, added on first use."""
-    columns = (
-        TextColumn("{task.description:<18}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
+    columns = (TextColumn("{task.description:<18}"), *BAR_COLUMNS, TimeRemainingColumn())
     with Progress(*columns, console=err) as progress:
         tasks: dict[str, TaskID] = {}
 

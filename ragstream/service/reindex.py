@@ -1,8 +1,8 @@
-"""Blue/green reindex commands for the CLI, the `Client` and the HTTP admin routes.
+"""Blue/green reindex commands for a local index and the HTTP admin routes.
 
 `Maintainer` runs them against the stores a process already has open (`IndexSides`): the
-`watch` or `serve` process that owns an embedded data dir, or an embedded `Client`. The CLI
-talks to it through a `Client`, which opens the data dir itself when it can and otherwise
+`watch` or `serve` process that owns an embedded data dir, or a local index. Callers reach
+it through `service.connect`, which opens the data dir itself when it can and otherwise
 forwards each command to the endpoint the owning process recorded, so one command works
 whether or not a `watch --serve` is running.
 """

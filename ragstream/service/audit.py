@@ -1,9 +1,9 @@
-"""`ragstream verify` and `ragstream files`: the index audit over open stores, or over
-stores opened for the occasion (no model is loaded: an audit only reads).
+"""The index audit (`verify`) and the per-file ledger (`files`, `file`), over stores a
+process already holds or opened for the occasion; no model is loaded, an audit only reads.
 
-    verify_stores(settings, vectors, lexical)     a `serve` / `watch --serve` / embedded
-    files_of_stores(settings, vectors, lexical)   Client that already holds the stores
-    verify(data_dir=..., repair=True)             opens them; --repair runs a sync pass
+    verify_stores(settings, vectors, lexical)     a served or local index that already
+    files_of_stores(settings, vectors, lexical)   holds the stores
+    verify(data_dir=..., repair=True)             opens them; repair runs a sync pass
 
 Repair goes through the normal sync path: a `sync` pass whose catch-up scan also re-reads the
 drifted documents whose fingerprints match (`run_sync(force=...)`), so the same write order,
@@ -74,16 +74,14 @@ def files_of_stores(
     unknown = sorted(set(chosen) - set(FILE_STATES))
     if unknown:
         raise InvalidRequestError(f"unknown state(s) {unknown}; one of {list(FILE_STATES)}")
-    if tenants is not None:
-        mine = [s for s in settings.sources if s.tenant in tenants]
+    own = settings.sources_of(tenants)
+    if own is not None:
+        mine = [s for s in settings.sources if s.name in own]
         settings = settings.model_copy(update={"sources": mine})
     inv = inventory(settings, vectors, lexical)
     _, drift = audit(inv, vectors.embedder.slug)
     records = ledger(inv, drift, chosen or None)
-    if tenants is not None:
-        names = {s.name for s in settings.sources}
-        records = [r for r in records if r.source in names]
-    return records
+    return records if own is None else [r for r in records if r.source in own]
 
 
 def file_detail(
@@ -126,7 +124,7 @@ def file_detail(
 
 
 def _over_stores(settings: Settings, fn: Callable[[VectorStore, LexicalIndex], T]) -> T:
-    from ragstream.api import open_stores
+    from ragstream.service.stores import open_stores
 
     with open_stores(settings) as (vectors, lexical):
         return fn(vectors, lexical)

@@ -1,0 +1,5 @@
+"""`python -m ragstream.cli`: the console script."""
+
+from ragstream.cli.app import main
+
+main()

@@ -1,0 +1,139 @@
+"""Asking the index: `query`, `serve` (the HTTP API and the web console) and `log` (the
+retrieval log)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ragstream.cli.options import ApiKey, AsJson, DataDir, Url
+from ragstream.cli.render import emit_json, err, print_answer, print_log, print_retrieval
+from ragstream.core.errors import InvalidRequestError
+
+if TYPE_CHECKING:
+    from ragstream.core.answers import QueryFilters
+
+FILTER_KEYS = {
+    "path": "path_prefix",
+    "path_prefix": "path_prefix",
+    "type": "file_types",
+    "file_type": "file_types",
+    "file_types": "file_types",
+    "doc": "doc_ids",
+    "doc_id": "doc_ids",
+    "doc_ids": "doc_ids",
+}
+
+
+def parse_filters(pairs: list[str]) -> QueryFilters:
+    """`--filter KEY=VALUE` pairs as store-side filters: path (a doc id prefix,
+    `source:dir/`), type (a file type; repeat or comma-separate), doc (a doc id)."""
+    from ragstream.core.answers import QueryFilters
+
+    path: str | None = None
+    types: list[str] = []
+    docs: list[str] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        field = FILTER_KEYS.get(key.strip().lower())
+        if not sep or field is None or not value:
+            raise InvalidRequestError(
+                f"--filter {pair!r}: expected KEY=VALUE with KEY one of path, type, doc"
+            )
+        if field == "path_prefix":
+            path = value
+        elif field == "file_types":
+            types.extend(t.strip().lstrip(".") for t in value.split(",") if t.strip())
+        else:
+            docs.append(value)
+    return QueryFilters(path_prefix=path, file_types=types or None, doc_ids=docs or None)
+
+
+def query(
+    question: Annotated[str, typer.Argument(help="the question")],
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    k: Annotated[int, typer.Option("--k", help="chunks after rerank")] = 8,
+    no_generate: Annotated[
+        bool,
+        typer.Option("--no-generate", help="ranked candidates only (path, chunk id, text, ranks)"),
+    ] = False,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="KEY=VALUE, repeatable: path=SOURCE:DIR/ (doc id prefix), type=md, doc=DOC_ID",
+        ),
+    ] = None,
+    url: Url = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Answer a question from the index, with verified citations (or a refusal)."""
+    from ragstream.service.connect import connect
+
+    flt = parse_filters(filters or [])
+    with connect(data_dir, url=url, api_key=api_key) as index:
+        if no_generate:
+            found = index.retrieve(question, k=k, filters=flt)
+            emit_json(found) if as_json else print_retrieval(found)
+            return
+        answer = index.query(question, k=k, filters=flt)
+    emit_json(answer) if as_json else print_answer(answer)
+
+
+def serve(
+    data_dir: DataDir = None,
+    host: Annotated[str | None, typer.Option(help="bind address (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default 8765; 0 = any free)")] = None,
+) -> None:
+    """Serve the HTTP API (/v1/query, /v1/retrieve, /docs, ...) from this data dir.
+    Prints {"url": ...} on stdout once it listens; notices go to stderr."""
+    import threading
+
+    from ragstream.core.settings import load_settings
+    from ragstream.http import Serving, serving
+    from ragstream.service.stores import open_engine
+
+    settings = load_settings(data_dir)
+    bind_host = host or settings.server_host
+    bind_port = settings.server_port if port is None else port
+    state = Serving(settings)
+
+    def announce(url: str) -> None:
+        err.print(
+            f"serving {settings.data_dir} at {url} (web console: {url}/, API docs: {url}/docs; "
+            "Ctrl-C to stop)"
+        )
+        print(json.dumps({"url": url}), flush=True)
+
+    with (
+        serving(state, bind_host, bind_port, on_serving=announce),
+        open_engine(settings) as (engine, maintainer),  # /v1/ready turns true after this
+    ):
+        state.maintainer, state.engine = maintainer, engine
+        err.print("ready")
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            err.print("stopped")
+
+
+def log(
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    limit: Annotated[int, typer.Option(help="newest N entries (0 = all kept)")] = 20,
+    url: Url = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Read the append-only retrieval log: who asked what, what came back, the trace id."""
+    from ragstream.service.connect import connect
+    from ragstream.service.ingest import query_log
+
+    if url is None:  # the log is a file: read it here, whoever holds the stores
+        entries = query_log(limit=limit or None, data_dir=data_dir)
+    else:
+        with connect(data_dir, url=url, api_key=api_key) as index:
+            entries = index.log(limit=limit or None)
+    emit_json(entries) if as_json else print_log(entries)

@@ -1,0 +1,41 @@
+"""Options shared by the CLI's commands, each with the environment variable it reads shown
+in `--help`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", envvar="RAGSTREAM_DATA_DIR", help="index data directory"),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+Paths = Annotated[list[Path], typer.Argument(help="folders to keep in sync")]
+AllowMass = Annotated[
+    bool, typer.Option("--allow-mass-delete", help="proceed even if most docs vanished")
+]
+Workers = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        envvar="RAGSTREAM_WORKERS",
+        help="bytewax worker threads (parsing is shared; one writes)",
+    ),
+]
+Url = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        envvar="RAGSTREAM_URL",
+        help="a running `serve` / `watch --serve` (default: the data dir, or the endpoint "
+        "the process holding it recorded)",
+    ),
+]
+ApiKey = Annotated[
+    str | None,
+    typer.Option("--api-key", envvar="RAGSTREAM_API_KEY", help="API key for --url"),
+]

@@ -1,0 +1,37 @@
+"""The HTTP API: one FastAPI app for `ragstream serve` and `ragstream watch --serve`.
+
+    GET  /v1/health              liveness (always 200 while the process runs)
+    GET  /v1/ready               200 once the live collection is open and its embedder
+                                 loaded, else 503 {"ready": false, ...}
+    GET  /v1/status              StatusReport (a tenant key sees its own sources' records)
+    GET  /v1/files               the per-file ledger, [FileRecord] (tenant-scoped; ?state=)
+    GET  /v1/files/{doc_id}      FileDetail: one file's record and chunks (tenant-scoped)
+    GET  /v1/eval                the saved `ragstream eval` reports, newest first (admin)
+    GET  /v1/verify              VerifyReport: the disk ↔ vectors ↔ BM25 audit (admin; ?sample=)
+    GET  /v1/log                 the retrieval log, oldest first (admin; ?limit=)
+    GET  /v1/events              sync outcomes live, Server-Sent Events (`watch --serve` only)
+    POST /v1/query               QueryRequest -> Answer; {"stream": true} -> Server-Sent
+                                 Events: `text` deltas as generated, then `answer`
+    POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
+    POST /v1/admin/reindex/{cmd} blue/green commands; with `api_keys` set, an admin key only
+    GET  /openapi.json, /docs, /redoc   the schema and its viewers, every asset served here
+    GET  /, /console/*           the web console (Ask, Files, Live, Reindex, Quality)
+
+With `api_keys` configured every request needs `Authorization: Bearer KEY` and the key's
+tenant becomes a filter inside both stores; the body can never widen it. Errors are JSON
+`{"error": message, "code": ...}` (422 adds pydantic's `details`), never a traceback.
+
+    app     `create_app`: assembles error handling, routers and the console
+    deps    the serving state, the caller's tenants, the admin guard
+    errors  error bodies and the body-size check
+    sse     Server-Sent Events frames (streamed answers, the live feed)
+    server  `run_server` (uvicorn on a thread) and `serving` (records the endpoint)
+    routes  one module per resource
+"""
+
+from ragstream.http.app import create_app
+from ragstream.http.deps import Serving
+from ragstream.http.errors import MAX_BODY
+from ragstream.http.server import run_server, serving
+
+__all__ = ["MAX_BODY", "Serving", "create_app", "run_server", "serving"]

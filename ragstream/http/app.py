@@ -1,0 +1,38 @@
+"""`create_app`: the FastAPI app of `ragstream serve` and `ragstream watch --serve`,
+assembled from its parts (error handling, routers, the console); the routes live in
+`routes/`, what they depend on in `deps`."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
+
+from ragstream.http.deps import Serving
+from ragstream.http.errors import install_error_handling
+from ragstream.http.routes import ROUTERS
+from ragstream.http.routes.console import mount_console
+
+
+def package_version() -> str:
+    """The installed distribution's version (the one `pyproject.toml` declares)."""
+    try:
+        return version("ragstream")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
+def create_app(serving: Serving) -> FastAPI:
+    app = FastAPIOffline(
+        title="ragstream",
+        version=package_version(),
+        summary="Answers with verified citations from an index kept in sync with folders.",
+        swagger_ui_parameters={"validatorUrl": None},  # the viewer calls nothing outside
+    )
+    app.state.serving = serving
+    install_error_handling(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    mount_console(app)
+    return app

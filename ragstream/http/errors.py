@@ -1,0 +1,67 @@
+"""Every failure as a JSON body `{"error": message, "code": ...}` with its status (422 adds
+pydantic's `details`), never a traceback; and the body-size check that runs before a body
+is read (411 without a Content-Length, 413 past the limit)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ragstream.core.errors import RagstreamError
+
+MAX_BODY = 1 << 20
+# A refused body up to this size is read and dropped before the 413 goes out, and the
+# connection is kept open: a client still sending when the server closes gets a broken pipe
+# instead of the 413 (urllib, requests). Beyond it the server answers at once and closes;
+# reading more would let anyone make it read unbounded input.
+DRAIN_LIMIT = 16 * MAX_BODY
+
+
+def error_body(status: int, message: str, code: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, "code": code, **extra}, status_code=status)
+
+
+async def limit_body(request: Request, call_next: Any) -> Any:
+    """Bodies are read whole, so their size is checked before: a body must state it."""
+    length = request.headers.get("content-length")
+    if request.method == "POST" and length is None:
+        return error_body(411, "send the body with a Content-Length header", "invalid_request")
+    size = int(length or 0)
+    if size > MAX_BODY:
+        refused = error_body(413, f"body too large (limit {MAX_BODY} bytes)", "invalid_request")
+        if size <= DRAIN_LIMIT:  # read whole: the connection stays usable, nothing to close
+            async for _ in request.stream():
+                pass
+        else:  # left unread: the connection cannot carry another request
+            refused.headers["connection"] = "close"
+        return refused
+    return await call_next(request)
+
+
+async def user_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RagstreamError)
+    return error_body(exc.http_status, str(exc), exc.code)
+
+
+async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = json.loads(json.dumps(exc.errors(), default=str))
+    return error_body(422, "invalid request", "invalid_request", details=details)
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    message = f"no such endpoint: {request.url.path}" if exc.status_code == 404 else exc.detail
+    return error_body(exc.status_code, str(message), "not_found")
+
+
+def install_error_handling(app: FastAPI) -> None:
+    app.middleware("http")(limit_body)
+    app.add_exception_handler(RagstreamError, user_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(StarletteHTTPException, http_error)

@@ -1,0 +1,15 @@
+"""The API's routes, one module per resource:
+
+service  GET /v1/health, /v1/ready
+query    POST /v1/query (an Answer, or Server-Sent Events), POST /v1/retrieve
+index    GET /v1/status, /v1/files, /v1/files/{doc_id}, /v1/verify, /v1/log, /v1/events
+quality  GET /v1/eval
+reindex  POST /v1/admin/reindex/{command}
+console  GET / and /console/*: the web console
+"""
+
+from ragstream.http.routes import console, index, quality, query, reindex, service
+
+ROUTERS = (service.router, query.router, index.router, quality.router, reindex.router)
+
+__all__ = ["ROUTERS", "console"]

@@ -1,0 +1,40 @@
+"""Questions: `POST /v1/query` (an Answer, or with `"stream": true` Server-Sent Events) and
+`POST /v1/retrieve` (ranked candidates, no generation), under the caller's tenants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.http.deps import ServingDep, TenantsDep
+from ragstream.http.sse import answer_events, event_stream
+
+router = APIRouter(tags=["query"])
+STREAM_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": 'an Answer; with "stream": true, Server-Sent Events: `text` events '
+        '({"delta": ...}) as the answer is generated, then one `answer` event (the verified '
+        'Answer) or one `error` event ({"error", "code"})',
+        "content": {"text/event-stream": {}},
+    }
+}
+
+
+@router.post("/v1/query", response_model=Answer, responses=STREAM_DOC)
+def query(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Any:
+    """Answer with verified citations, or a structured refusal."""
+    engine = serving.ready_engine()
+    if request.stream:
+        return event_stream(answer_events(serving, engine, request, caller))
+    with serving.lock:
+        return engine.answer(request, tenants=caller)
+
+
+@router.post("/v1/retrieve")
+def retrieve(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Retrieval:
+    """Ranked candidates (fused, reranked) with their text and per-leg ranks; no LLM."""
+    engine = serving.ready_engine()
+    with serving.lock:
+        return engine.retrieve(request, tenants=caller)

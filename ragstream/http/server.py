@@ -1,0 +1,70 @@
+"""Running the app: uvicorn on a background thread (`run_server`), and `serving`, which also
+records the URL in the data dir while it serves so clients of that data dir find it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from fastapi import FastAPI
+
+from ragstream.connectors.state import endpoint_path, write_json_atomic
+from ragstream.http.app import create_app
+from ragstream.http.deps import Serving
+
+
+@contextmanager
+def serving(
+    state: Serving,
+    host: str,
+    port: int,
+    on_serving: Callable[[str], None] | None = None,
+) -> Iterator[str]:
+    """The HTTP API over `state`; yields its URL, which is recorded in the data dir while it
+    serves. `serve` opens the engine after the server is up (`/v1/ready` says when);
+    `watch --serve` serves the flow's stores and shares its lock with the index batches."""
+    state_dir = state.settings.state_dir
+    with run_server(create_app(state), host, port) as url:
+        write_json_atomic(endpoint_path(state_dir), {"url": url, "pid": os.getpid()})
+        if on_serving is not None:
+            on_serving(url)
+        try:
+            yield url
+        finally:
+            endpoint_path(state_dir).unlink(missing_ok=True)
+
+
+@contextmanager
+def run_server(app: FastAPI, host: str, port: int) -> Iterator[str]:
+    """uvicorn on a background thread; yields the URL once it accepts connections.
+
+    The socket is bound here first, so port 0 (any free port) reports the real one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="ragstream-http", daemon=True
+    )
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            sock.close()
+            raise RuntimeError(f"the HTTP server on {host}:{bound} did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{f'[{host}]' if family == socket.AF_INET6 else host}:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

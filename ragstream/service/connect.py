@@ -1,0 +1,87 @@
+"""`connect`: the one place that decides where an index is answered. A URL is a running
+server; a data dir that a live `serve` / `watch --serve` recorded its endpoint in is asked
+there; otherwise its stores are opened in this process, and when another process holds them
+without serving, the error says which and how to query it anyway."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from ragstream.connectors.state import endpoint_path, read_json
+from ragstream.core.errors import DataDirBusyError
+from ragstream.core.settings import Settings, load_settings
+from ragstream.service.base import IndexService
+from ragstream.service.remote import RemoteIndex
+
+
+def connect(
+    data_dir: str | Path | None = None,
+    *,
+    url: str | None = None,
+    api_key: str | None = None,
+    settings: Settings | None = None,
+    timeout_s: float = 120.0,
+) -> IndexService:
+    """The index at `url`, else the one of `data_dir` (or `settings`): over HTTP when a
+    process serves it, else opened here (stores now, query models on the first query)."""
+    if url is not None:
+        return RemoteIndex(url, api_key=api_key, timeout_s=timeout_s)
+    s = settings or load_settings(data_dir)
+    recorded = recorded_endpoint(s)
+    if recorded is None:
+        from ragstream.connectors.vector_stores import StoreBusyError
+        from ragstream.service.local import LocalIndex
+
+        try:
+            return LocalIndex(s).open()
+        except StoreBusyError as err:
+            recorded = recorded_endpoint(s)  # it may have started serving meanwhile
+            if recorded is None:
+                raise DataDirBusyError(busy_message(s)) from err
+    return RemoteIndex(recorded, api_key=api_key, timeout_s=timeout_s)
+
+
+def recorded_endpoint(s: Settings) -> str | None:
+    """The URL a live `serve` / `watch --serve` recorded for this data dir, if any. Asked
+    before opening the stores, so a query to a served data dir loads no model here."""
+    record = read_json(endpoint_path(s.state_dir), {})
+    url, pid = record.get("url"), record.get("pid")
+    if not url:
+        return None
+    if isinstance(pid, int):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None  # left behind by a process that died: nobody serves there
+        except PermissionError:
+            pass  # alive, another user's
+    return str(url)
+
+
+def busy_message(s: Settings) -> str:
+    """Who holds the data dir and how to query it anyway."""
+    pid = ingest_holder(s.state_dir / "ingest.lock")
+    who = f"a sync/watch (pid {pid})" if pid else "another process (an embedded client?)"
+    return (
+        f"{s.data_dir} is held by {who} that serves no HTTP endpoint: to query it while it "
+        f"runs, start it as `ragstream watch PATH --data-dir {s.data_dir} --serve`; or stop "
+        "it and query again"
+    )
+
+
+def ingest_holder(lock: Path) -> str | None:
+    """The pid a live sync/watch recorded in its ingest lock; None if no process holds it
+    (the file outlives its process, so the lock itself is asked, not just the file)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return lock.read_text().strip() or "?"
+    finally:
+        os.close(fd)  # also drops a lock taken just now
+    return None

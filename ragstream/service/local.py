@@ -1,0 +1,173 @@
+"""The local index: an embedded data dir opened in this process. Its stores open on entry
+(a status, an audit and the ledger need nothing more); the query models (embedder,
+reranker, judges, decision, generator) load on the first question or reindex command."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.core.answers import Answer, Retrieval
+from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
+from ragstream.core.settings import Settings
+from ragstream.query.engine import QueryEngine
+from ragstream.query.retrieve import no_index
+from ragstream.service import audit
+from ragstream.service.base import (
+    Mode,
+    ProgressHandler,
+    Question,
+    States,
+    StreamEvent,
+    query_request,
+    state_list,
+)
+from ragstream.service.ingest import query_log
+from ragstream.service.reindex import Maintainer, PromoteOptions
+from ragstream.service.status import engine_status, status_report
+from ragstream.service.stores import LiveStores, open_engine, open_live
+
+
+class LocalIndex:
+    """An embedded data dir, held by this process until `close`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._scope = ExitStack()
+        self._lock = threading.Lock()  # the stores are swapped once, for the engine's
+        self._live: LiveStores | None = None
+        self._engine: QueryEngine | None = None
+        self._maintainer: Maintainer | None = None
+
+    def open(self) -> LocalIndex:
+        """Open the stores (no model); raises `StoreBusyError` if another process holds them."""
+        self._live = self._scope.enter_context(open_live(self.settings))
+        return self
+
+    @property
+    def mode(self) -> Mode:
+        return "embedded"
+
+    @property
+    def url(self) -> None:
+        return None
+
+    # ---- what the open stores answer --------------------------------------------------------
+    def _stores(self) -> tuple[VectorStore, LexicalIndex]:
+        if self._engine is not None:
+            r = self._engine.retriever
+            return r.vectors, r.lexical
+        if self._live is None:
+            raise no_index(self.settings)
+        return self._live[1], self._live[2]
+
+    def status(self) -> StatusReport:
+        if self._engine is not None:
+            return engine_status(self._engine)
+        live = self._live
+        if live is None:
+            return status_report(self.settings, None, None)
+        return status_report(self.settings, (live[0], live[1]), live[2])
+
+    def verify(
+        self,
+        *,
+        sample: int | None = None,
+        paths: Sequence[str | Path] = (),
+        repair: bool = False,
+        allow_mass_delete: bool = False,
+    ) -> VerifyReport:
+        """Audit the index against its folders; `repair` runs a sync pass, which opens the
+        stores itself, so this index lets go of them first (the next call reopens them)."""
+        if repair:
+            self._release()
+            report = audit.verify(
+                paths,
+                settings=self.settings,
+                sample=sample,
+                repair=True,
+                allow_mass_delete=allow_mass_delete,
+            )
+            self.open()
+            return report
+        vectors, lexical = self._stores()
+        return audit.verify_stores(audit.audited(self.settings, paths), vectors, lexical, sample)
+
+    def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
+        vectors, lexical = self._stores()
+        s = audit.audited(self.settings, paths)
+        return audit.files_of_stores(s, vectors, lexical, state_list(state))
+
+    def file(self, doc_id: str) -> FileDetail:
+        vectors, lexical = self._stores()
+        return audit.file_detail(audit.audited(self.settings), vectors, lexical, doc_id)
+
+    def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        return query_log(limit=limit, settings=self.settings)
+
+    # ---- what needs the query models ---------------------------------------------------------
+    def _open_engine(self) -> tuple[QueryEngine, Maintainer]:
+        """The engine and the reindex commands, opened once: the model-free stores are
+        closed and the data dir reopened with every side and its embedder."""
+        with self._lock:
+            if self._engine is None or self._maintainer is None:
+                self._release()
+                engine, maintainer = self._scope.enter_context(open_engine(self.settings))
+                self._engine, self._maintainer = engine, maintainer
+            return self._engine, self._maintainer
+
+    def query(self, question: Question, **options: Any) -> Answer:
+        return self._open_engine()[0].answer(query_request(question, options))
+
+    def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]:
+        engine = self._open_engine()[0]
+        pieces: list[str] = []
+        answer = engine.answer(query_request(question, options), on_text=pieces.append)
+        yield from pieces
+        yield answer
+
+    def retrieve(self, question: Question, **options: Any) -> Retrieval:
+        return self._open_engine()[0].retrieve(query_request(question, options))
+
+    def reindex_status(self) -> ReindexStatus:
+        return self._open_engine()[1].status()
+
+    def reindex_start(
+        self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
+    ) -> ReindexStatus:
+        """Open the new embedder's side; `wait` backfills it here."""
+        return self._open_engine()[1].start(embedder, wait=wait, on_progress=on_progress)
+
+    def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
+        return self._open_engine()[1].run(on_progress)
+
+    def reindex_promote(self, **options: Any) -> ReindexStatus:
+        """Options: `eval_dataset`, `eval_split`, `eval_margin`, `eval_limit_queries`."""
+        return self._open_engine()[1].promote(PromoteOptions(**options))
+
+    def reindex_rollback(self) -> ReindexStatus:
+        return self._open_engine()[1].rollback()
+
+    def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
+        return self._open_engine()[1].cleanup(confirm)
+
+    def reindex_abort(self) -> ReindexStatus:
+        return self._open_engine()[1].abort()
+
+    def _release(self) -> None:
+        self._scope.close()
+        self._scope = ExitStack()
+        self._live, self._engine, self._maintainer = None, None, None
+
+    def close(self) -> None:
+        self._release()
+
+    def __enter__(self) -> LocalIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,410 @@
+"""The remote index: a running `serve` or `watch --serve`, over HTTP, with the same methods
+and typed results as the local one. Each route is described once (`Call`: method, path,
+body, how to read the reply) and run by the blocking `RemoteIndex` or the asyncio
+`AsyncRemoteIndex`; an error reply becomes the typed error its body's `code` names, once,
+in `raise_for`. Imports httpx and the pydantic models only: no model, no store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote, urlencode
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.core.errors import (
+    DataDirBusyError,
+    InvalidRequestError,
+    RagstreamError,
+    UnreachableError,
+    error_class,
+)
+from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
+from ragstream.service.base import (
+    Mode,
+    ProgressHandler,
+    Question,
+    States,
+    StreamEvent,
+    query_request,
+    state_list,
+)
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+FILES = TypeAdapter(list[FileRecord])
+POLL_S = 1.0  # how often a waiting `reindex_start` asks the server how the backfill goes
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request to the API and how its reply becomes a result."""
+
+    method: str
+    path: str
+    body: Any
+    read: Callable[[httpx.Response], T]
+
+
+# ---- the routes, one function each -------------------------------------------------------
+def status_call() -> Call[StatusReport]:
+    return Call("GET", "/v1/status", None, _model(StatusReport))
+
+
+def query_call(request: QueryRequest) -> Call[Answer]:
+    return Call("POST", "/v1/query", query_body(request), _model(Answer))
+
+
+def retrieve_call(request: QueryRequest) -> Call[Retrieval]:
+    return Call("POST", "/v1/retrieve", query_body(request), _model(Retrieval))
+
+
+def verify_call(
+    url: str, sample: int | None, paths: Sequence[str | Path], repair: bool
+) -> Call[VerifyReport]:
+    if repair:
+        raise DataDirBusyError(
+            f"the data dir is held by the process serving {url}; stop it, then run "
+            "`ragstream verify --repair` (or restart it: its catch-up scan repairs stale, "
+            "orphan and missing documents)"
+        )
+    if paths:
+        raise InvalidRequestError(
+            f"the process serving {url} audits the folders it syncs; PATH arguments audit "
+            "other folders, which needs the data dir itself: stop it, or leave PATH out"
+        )
+    query = f"?sample={sample}" if sample is not None else ""
+    return Call("GET", f"/v1/verify{query}", None, _model(VerifyReport))
+
+
+def files_call(state: States) -> Call[list[FileRecord]]:
+    states = state_list(state)
+    query = "?" + urlencode([("state", s) for s in states]) if states else ""
+    return Call("GET", f"/v1/files{query}", None, _adapted(FILES))
+
+
+def file_call(doc_id: str) -> Call[FileDetail]:
+    return Call("GET", "/v1/files/" + quote(doc_id, safe=""), None, _model(FileDetail))
+
+
+def log_call(limit: int | None) -> Call[list[dict[str, Any]]]:
+    query = f"?limit={limit}" if limit else ""
+    return Call("GET", f"/v1/log{query}", None, _adapted(TypeAdapter(list[dict[str, Any]])))
+
+
+def reindex_call(command: str, **body: Any) -> Call[ReindexStatus]:
+    return Call("POST", f"/v1/admin/reindex/{command}", body, _model(ReindexStatus))
+
+
+def promote_body(options: dict[str, Any]) -> dict[str, Any]:
+    """The promote options, checked here (an unknown option fails before any request)."""
+    from ragstream.service.reindex import PromoteOptions
+
+    return PromoteOptions(**options).model_dump(exclude_none=True)
+
+
+def query_body(request: QueryRequest, *, stream: bool = False) -> dict[str, Any]:
+    body = request.model_dump(mode="json", exclude_defaults=True)
+    body["query"] = request.query
+    if stream:
+        body["stream"] = True
+    return body
+
+
+# ---- replies -----------------------------------------------------------------------------
+def raise_for(response: httpx.Response) -> None:
+    """A non-2xx reply as the typed error its body's `code` names, with its message."""
+    if response.is_success:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    message = str(body.get("error") or response.text or response.reason_phrase)
+    details = body.get("details")
+    if details:
+        first = details[0]
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        message = f"{message}: {where}: {first.get('msg', '')}".rstrip(": ")
+    cls = error_class(str(body.get("code", "")))
+    if cls is RagstreamError:
+        message = f"HTTP {response.status_code} from {response.url}: {message}"
+    raise cls(message)
+
+
+def _model(model: type[M]) -> Callable[[httpx.Response], M]:
+    def read(response: httpx.Response) -> M:
+        raise_for(response)
+        return model.model_validate_json(response.content)
+
+    return read
+
+
+def _adapted(adapter: TypeAdapter[T]) -> Callable[[httpx.Response], T]:
+    def read(response: httpx.Response) -> T:
+        raise_for(response)
+        return adapter.validate_json(response.content)
+
+    return read
+
+
+def unreachable(url: str, exc: Exception) -> UnreachableError:
+    return UnreachableError(
+        f"no ragstream server answers at {url} ({type(exc).__name__}): start one with "
+        "`ragstream serve` or `ragstream watch PATH --serve`, or check the URL"
+    )
+
+
+def client_options(url: str, api_key: str | None, timeout_s: float) -> dict[str, Any]:
+    """httpx client options. Certificates are checked for https; a plain-http URL skips
+    loading the CA bundle (a tenth of a second of every CLI query). Proxies from the
+    environment are ignored: the server is named explicitly."""
+    return {
+        "base_url": url,
+        "headers": {"Authorization": f"Bearer {api_key}"} if api_key else {},
+        "timeout": timeout_s,
+        "trust_env": False,
+        "verify": url.lower().startswith("https:"),
+    }
+
+
+class EventReader:
+    """Server-Sent Events a line at a time: `feed` returns what the blank line that ends an
+    event carries (a text delta or the Answer), or raises the error event's typed error."""
+
+    def __init__(self) -> None:
+        self._event, self._data = "message", list[str]()
+
+    def feed(self, line: str) -> StreamEvent | None:
+        if line.startswith("event:"):
+            self._event = line[6:].strip()
+        elif line.startswith("data:"):
+            self._data.append(line[5:].removeprefix(" "))
+        if line or not self._data:
+            return None
+        event, data = self._event, "\n".join(self._data)
+        self._event, self._data = "message", []
+        if event == "text":
+            return str(json.loads(data)["delta"])
+        if event == "answer":
+            return Answer.model_validate_json(data)
+        body = json.loads(data)
+        raise error_class(str(body.get("code", "")))(str(body.get("error", data)))
+
+
+def backfilling(status: ReindexStatus, on_progress: ProgressHandler | None) -> bool:
+    """True while the server's backfill runs (reporting its progress on the way)."""
+    record = status.record
+    if record is None or record.phase != "backfilling":
+        return False
+    if on_progress is not None:
+        on_progress(record.progress)
+    return True
+
+
+# ---- blocking ----------------------------------------------------------------------------
+class RemoteIndex:
+    """The index a running server holds, one blocking request per method."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0):
+        self._url = url.rstrip("/")
+        self._client = httpx.Client(**client_options(self._url, api_key, timeout_s))
+
+    @property
+    def mode(self) -> Mode:
+        return "http"
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def _do(self, call: Call[T]) -> T:
+        try:
+            response = self._client.request(call.method, call.path, json=call.body)
+        except httpx.TransportError as exc:
+            raise unreachable(self._url, exc) from exc
+        return call.read(response)
+
+    def status(self) -> StatusReport:
+        return self._do(status_call())
+
+    def query(self, question: Question, **options: Any) -> Answer:
+        return self._do(query_call(query_request(question, options)))
+
+    def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]:
+        body = query_body(query_request(question, options), stream=True)
+        try:
+            with self._client.stream("POST", "/v1/query", json=body) as response:
+                if not response.is_success:
+                    response.read()
+                    raise_for(response)
+                events = EventReader()
+                for line in response.iter_lines():
+                    if (item := events.feed(line)) is not None:
+                        yield item
+        except httpx.TransportError as exc:
+            raise unreachable(self._url, exc) from exc
+
+    def retrieve(self, question: Question, **options: Any) -> Retrieval:
+        return self._do(retrieve_call(query_request(question, options)))
+
+    def verify(
+        self,
+        *,
+        sample: int | None = None,
+        paths: Sequence[str | Path] = (),
+        repair: bool = False,
+        allow_mass_delete: bool = False,
+    ) -> VerifyReport:
+        return self._do(verify_call(self._url, sample, paths, repair))
+
+    def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
+        return self._do(files_call(state))
+
+    def file(self, doc_id: str) -> FileDetail:
+        return self._do(file_call(doc_id))
+
+    def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        return self._do(log_call(limit))
+
+    def reindex_status(self) -> ReindexStatus:
+        return self._do(reindex_call("status"))
+
+    def reindex_start(
+        self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
+    ) -> ReindexStatus:
+        """Over HTTP the serving process backfills; `wait` polls until it is done."""
+        status = self._do(reindex_call("start", embedder=embedder))
+        while wait and backfilling(status := self.reindex_status(), on_progress):
+            time.sleep(POLL_S)
+        return status
+
+    def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
+        return self._do(reindex_call("run"))
+
+    def reindex_promote(self, **options: Any) -> ReindexStatus:
+        return self._do(reindex_call("promote", **promote_body(options)))
+
+    def reindex_rollback(self) -> ReindexStatus:
+        return self._do(reindex_call("rollback"))
+
+    def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
+        return self._do(reindex_call("cleanup", confirm=confirm))
+
+    def reindex_abort(self) -> ReindexStatus:
+        return self._do(reindex_call("abort"))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> RemoteIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---- asyncio -----------------------------------------------------------------------------
+class AsyncRemoteIndex:
+    """`RemoteIndex`'s methods as coroutines (httpx.AsyncClient); `stream` is an async
+    iterator."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0):
+        self._url = url.rstrip("/")
+        self._client = httpx.AsyncClient(**client_options(self._url, api_key, timeout_s))
+
+    @property
+    def mode(self) -> Mode:
+        return "http"
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    async def _do(self, call: Call[T]) -> T:
+        try:
+            response = await self._client.request(call.method, call.path, json=call.body)
+        except httpx.TransportError as exc:
+            raise unreachable(self._url, exc) from exc
+        return call.read(response)
+
+    async def status(self) -> StatusReport:
+        return await self._do(status_call())
+
+    async def query(self, question: Question, **options: Any) -> Answer:
+        return await self._do(query_call(query_request(question, options)))
+
+    async def stream(self, question: Question, **options: Any) -> AsyncIterator[StreamEvent]:
+        body = query_body(query_request(question, options), stream=True)
+        try:
+            async with self._client.stream("POST", "/v1/query", json=body) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise_for(response)
+                events = EventReader()
+                async for line in response.aiter_lines():
+                    if (item := events.feed(line)) is not None:
+                        yield item
+        except httpx.TransportError as exc:
+            raise unreachable(self._url, exc) from exc
+
+    async def retrieve(self, question: Question, **options: Any) -> Retrieval:
+        return await self._do(retrieve_call(query_request(question, options)))
+
+    async def verify(
+        self,
+        *,
+        sample: int | None = None,
+        paths: Sequence[str | Path] = (),
+        repair: bool = False,
+        allow_mass_delete: bool = False,
+    ) -> VerifyReport:
+        return await self._do(verify_call(self._url, sample, paths, repair))
+
+    async def files(
+        self, *, state: States = None, paths: Sequence[str | Path] = ()
+    ) -> list[FileRecord]:
+        return await self._do(files_call(state))
+
+    async def file(self, doc_id: str) -> FileDetail:
+        return await self._do(file_call(doc_id))
+
+    async def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        return await self._do(log_call(limit))
+
+    async def reindex_status(self) -> ReindexStatus:
+        return await self._do(reindex_call("status"))
+
+    async def reindex_start(
+        self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
+    ) -> ReindexStatus:
+        status = await self._do(reindex_call("start", embedder=embedder))
+        while wait and backfilling(status := await self.reindex_status(), on_progress):
+            await asyncio.sleep(POLL_S)
+        return status
+
+    async def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
+        return await self._do(reindex_call("run"))
+
+    async def reindex_promote(self, **options: Any) -> ReindexStatus:
+        return await self._do(reindex_call("promote", **promote_body(options)))
+
+    async def reindex_rollback(self) -> ReindexStatus:
+        return await self._do(reindex_call("rollback"))
+
+    async def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
+        return await self._do(reindex_call("cleanup", confirm=confirm))
+
+    async def reindex_abort(self) -> ReindexStatus:
+        return await self._do(reindex_call("abort"))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

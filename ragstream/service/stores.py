@@ -1,0 +1,71 @@
+"""Opening an embedded data dir: its stores alone (an audit, a status: no model), or a query
+engine and the reindex commands over one set of open stores (`serve`, a local index)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+
+from ragstream.connectors.lexical import open_lexical_index
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.vector_stores import configured_live, open_configured
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import configure
+from ragstream.flows.sides import open_sides
+from ragstream.query.engine import QueryEngine
+from ragstream.query.retrieve import Retriever, no_index
+from ragstream.service.reindex import Maintainer
+
+LiveStores = tuple[str, VectorStore, LexicalIndex]  # the live collection, its store, BM25
+
+
+@contextmanager
+def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
+    """A query engine and the reindex commands over one set of open stores: a process opens
+    an embedded data dir once, so both share it."""
+    s = settings
+    if configured_live(s) is None:
+        raise no_index(s)
+    configure(s.telemetry_exporter, s.otlp_endpoint)
+    with (
+        open_sides(s) as sides,
+        closing(open_lexical_index(s.lexical, s.lexical_dir, lambda: sides.live.vectors)) as lex,
+    ):
+        yield QueryEngine(s, Retriever(sides, lex)), Maintainer(sides, lex)
+
+
+@contextmanager
+def live_vectors(settings: Settings) -> Iterator[tuple[str, VectorStore] | None]:
+    """The live collection's name and vector store, opened with its recorded embedder's
+    version (no model); None when nothing is indexed yet."""
+    live = configured_live(settings)
+    if live is None:
+        yield None
+        return
+    vectors = open_configured(settings, live[1])
+    try:
+        yield live[0], vectors
+    finally:
+        vectors.close()
+
+
+@contextmanager
+def open_live(settings: Settings) -> Iterator[LiveStores | None]:
+    """`live_vectors` and the lexical index beside them; None when nothing is indexed."""
+    s = settings
+    with live_vectors(s) as live:
+        if live is None:
+            yield None
+            return
+        name, vectors = live
+        with closing(open_lexical_index(s.lexical, s.lexical_dir, lambda: vectors)) as lexical:
+            yield name, vectors, lexical
+
+
+@contextmanager
+def open_stores(settings: Settings) -> Iterator[tuple[VectorStore, LexicalIndex]]:
+    """The live vector store and the lexical index, opened without any model (an audit)."""
+    with open_live(settings) as live:
+        if live is None:
+            raise no_index(settings)
+        yield live[1], live[2]
