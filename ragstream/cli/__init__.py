@@ -9,6 +9,7 @@ ask      query, serve, log
 reindex  the `reindex` command group (blue/green)
 measure  eval, config
 tune     tune (train models for this index's corpus)
+__main__ `python -m ragstream.cli`
 """
 
 from ragstream.cli.app import app, main

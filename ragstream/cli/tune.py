@@ -47,6 +47,17 @@ def phase_bars() -> Iterator[Callable[[str], Steps]]:
         yield bar
 
 
+def check_tune_options(what: str, reranker_size: str) -> None:
+    from ragstream.train.tune import RERANKER_SIZES
+
+    if what not in ("reranker", "embedder", "both"):
+        raise typer.BadParameter("expected reranker, embedder or both", param_hint="--what")
+    if reranker_size not in RERANKER_SIZES:
+        raise typer.BadParameter(
+            f"expected one of {', '.join(RERANKER_SIZES)}", param_hint="--reranker-size"
+        )
+
+
 def tune(
     dataset_dir: Annotated[Path, typer.Argument(help="a BEIR-format dataset folder")],
     data_dir: Annotated[
@@ -79,12 +90,7 @@ def tune(
     from ragstream.train.tune import RERANKER_SIZES, MineConfig, mine_index, tune_reranker
     from ragstream.train.tune_embedder import tune_embedder
 
-    if what not in ("reranker", "embedder", "both"):
-        raise typer.BadParameter("expected reranker, embedder or both", param_hint="--what")
-    if reranker_size not in RERANKER_SIZES:
-        raise typer.BadParameter(
-            f"expected one of {', '.join(RERANKER_SIZES)}", param_hint="--reranker-size"
-        )
+    check_tune_options(what, reranker_size)
     if split == "test" and not self_supervised:
         err.print("warning: tuning on the test split makes its eval figures meaningless")
     reports: dict[str, BaseModel] = {}
