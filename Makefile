@@ -158,8 +158,8 @@ llm: $(LLM_VENV)/.installed
 	@echo "  export RAGSTREAM_GENERATOR__BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 RAGSTREAM_GENERATOR__MODEL=smollm2"
 	@model="$$($(LLM_GGUF))" && exec $(LLM_SERVE) --model "$$model"
 
-# The query suite against that server through the openai client (tests/test_llm_endpoint.py,
-# marked `llm`, so `make test` leaves it out). Starts the server on $(LLM_PORT), waits for
+# The query suite against that server through the openai client
+# (tests/unit/operators/test_llm_endpoint.py, marked `llm`, so `make test` leaves it out). Starts the server on $(LLM_PORT), waits for
 # /v1/models (120 s at most), runs the tests and always stops the server; exits with pytest's
 # status.
 test-llm: install $(LLM_VENV)/.installed
@@ -181,7 +181,7 @@ test-llm: install $(LLM_VENV)/.installed
 	echo "== llm server up (pid $$pid, $$model) =="; \
 	status=0; \
 	RAGSTREAM_TEST_LLM_URL=http://127.0.0.1:$(LLM_PORT)/v1 \
-	  $(BIN)/python -m pytest -q -p no:cacheprovider -m llm tests/test_llm_endpoint.py \
+	  $(BIN)/python -m pytest -q -p no:cacheprovider -m llm tests/unit/operators/test_llm_endpoint.py \
 	  || status=$$?; \
 	exit $$status
 

@@ -4,7 +4,7 @@ A bench run with `--json` does its work inside `stdout_to_stderr()`: for that ti
 both the Python stream and file descriptor 1 (what native code and inheriting subprocesses
 write to), points at stderr, so no progress line, log or notice of the bench or of a library
 it calls can land on stdout before the document. Then `print_json()` prints the document, on
-one line, to the real stdout. Not a bench itself (the `_` prefix); tests/test_json_output.py
+one line, to the real stdout. Not a bench itself (the `_` prefix); tests/cli/test_json_output.py
 runs every bench's `--json` and parses its stdout.
 """
 

@@ -20,7 +20,7 @@ it also splits the questions by what their gold text holds: evidence, or not eno
 information (BEIR's qrels count both as answerable). For each kind it prints how well each
 score tells it from the gold-removed questions (AUC), and the most refusals a floor on
 that score can reach while 90 % of the answerable questions are answered
-(`train.decision.ceiling`): why issue 16's 80 % / 90 % pair is out of reach here.
+(`train.decision.ceiling`): why an 80 % / 90 % pair is out of reach here.
 
     .venv/bin/python bench/answerability.py ../shared/data/scifact --data-dir D --split train
     .venv/bin/python bench/answerability.py ../shared/data/scifact --data-dir D --split test \\

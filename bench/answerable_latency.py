@@ -2,7 +2,7 @@
 
 Asks the first N judged questions of a BEIR split through the real engine (retrieve, fuse,
 gate, judge; no generation) over a data dir the dataset is indexed into, and prints the
-judge's p50 / p95 / max in ms (issue 16's budget: p95 < 150 ms at k = 8 on 2 cores).
+judge's p50 / p95 / max in ms (the budget: p95 < 150 ms at k = 8 on 2 cores).
 
     .venv/bin/python bench/answerable_latency.py ../shared/data/scifact --data-dir D [--n 100]
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ragstream import api
 from ragstream.core.answers import QueryRequest
 from ragstream.eval.beir import load_beir
-from tests._scifact import pct
+from tests.harness.scifact import pct
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Chaos under watch, long version: R runs of N random file operations on a watched tree.
 
-Same operations and check as tests/test_chaos.py (bench/_chaos.py). Each run: a fresh tree
+Same operations and check as tests/fault/test_chaos.py (bench/_chaos.py). Each run: a fresh tree
 of SciFact abstracts, a real `ragstream watch` subprocess, N seeded operations, quiesce (a
 sentinel file's outcome, then quiet), stop, compare with a fresh sync of the same folder.
 `mismatches` and `doc_payload` (a kept/moved point with a stale title or file fingerprint)
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests._chaos import chaos_run
+from tests.harness.chaos import chaos_run
 
 
 def main() -> None:

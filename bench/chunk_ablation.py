@@ -1,8 +1,8 @@
-"""Chunking ablation on BEIR SciFact (issue 4): which chunk settings retrieve best while an
+"""Chunking ablation on BEIR SciFact: which chunk settings retrieve best while an
 edit still re-embeds about one chunk.
 
 Each config `NAME=MAX/MIN/MODULUS[/hN]` (chunk.max_tokens / min_tokens / boundary_modulus, and
-an optional contextual header of N tokens embedded with each chunk, issue 8) indexes
+an optional contextual header of N tokens embedded with each chunk) indexes
 the whole corpus through the real ingest into its own data dir `<out>/<NAME>/` — a config
 can share nothing with another anyway (the chunker settings are in every content hash), and
 an eval data dir someone else uses is never touched. Then it evaluates the `--split` queries
@@ -15,7 +15,7 @@ that (all-MiniLM-L6-v2: 254 / 127), so the table shows each config as given and 
 and a config that chunks exactly like an earlier one is skipped, not re-measured.
 
 A config ending in `/s` also writes an LLM situating sentence into each chunk's context
-(`chunk.situate`, issue 8). It needs an OpenAI-compatible endpoint, `--generator-url` (and
+(`chunk.situate`). It needs an OpenAI-compatible endpoint, `--generator-url` (and
 `--generator-model`): without one the bench refuses to start rather than report a row it did
 not measure. Its cost is its own columns: LLM calls and the seconds of the situate step
 while indexing (sentences are cached by content hash, so a re-run pays nothing), and the
@@ -62,11 +62,11 @@ from ragstream.eval.beir import beir_subset, index_corpus, load_beir, write_beir
 from ragstream.eval.evaluation import Row, evaluate_dataset, markdown_table
 from ragstream.flows.runtime import chunker_for
 from ragstream.operators.embed import Embedder, load_embedder
-from tests._scifact import SCIFACT
+from tests.harness.scifact import SCIFACT
 
 OUT = Path(__file__).resolve().parent / "out" / "chunk-ablation"
 DEFAULT_SPECS = ("current=256/32/8", "min128=256/128/8", "min200=256/200/8", "mod32=256/32/32")
-MAX_RATIO = 1.1  # issue 4: re-embedded chunks per changed chunk must stay at most this
+MAX_RATIO = 1.1  # the target: re-embedded chunks per changed chunk must stay at most this
 PIPELINE_ROW = "hybrid-rrf"  # what `ragstream query` runs: the row a config is chosen by
 ROW_NAMES = ("bm25", "dense", "hybrid-rrf", "hybrid-dbsf")
 _SPEC = re.compile(

@@ -1,6 +1,6 @@
 """Crash recovery, long version: SIGKILL `ragstream sync` K times, restart, check (0 = pass).
 
-Same campaign as tests/test_crash_recovery.py (bench/_crash.py), with more kills and a
+Same campaign as tests/fault/test_crash_recovery.py (bench/_crash.py), with more kills and a
 larger share of kills after a random delay. Prints one line per run and a summary line;
 `violations` (a stored text encoded again), `mismatches` (index != fresh sync) and
 `doc_payload` (a kept/moved point with a stale title or file fingerprint) must be 0.
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests._chaos import REPO
-from tests._crash import crash_campaign
+from tests.harness.chaos import REPO
+from tests.harness.crash import crash_campaign
 
 
 def main() -> None:

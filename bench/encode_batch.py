@@ -27,7 +27,7 @@ from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
 from ragstream.operators.chunk import embedding_text
 from ragstream.operators.embed import load_embedder
-from tests._scifact import corpus, write_markdown
+from tests.harness.scifact import corpus, write_markdown
 
 
 def chunk_texts(docs: int, folder: Path) -> list[str]:

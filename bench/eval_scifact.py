@@ -3,8 +3,8 @@
 Indexes the corpus through the real ingest into a persistent data dir (the first run embeds
 everything, ~5 min on 2 cores; later runs embed nothing), runs every test query through the
 real retriever per config, prints the Markdown table and the "which stage broke?" failure
-counts, and saves `<data-dir>/eval/test.json`. Compare with Qdrant's own SciFact run
-(DESIGN §8): dense 0.654, BM25 0.683, RRF 0.723. `--answers` also runs the answer path per
+counts, and saves `<data-dir>/eval/test.json`. Compare with Qdrant's published SciFact
+run: dense 0.654, BM25 0.683, RRF 0.723. `--answers` also runs the answer path per
 query (refused / unsupported answers); `--mode gold|abstain` runs the answer-level checks,
 `--mode answers` the context-assembly ablation scored on answers (`ragstream.eval.answer_ablation`).
 
@@ -28,7 +28,7 @@ from ragstream.eval.evaluation import (
     evaluate_dataset,
     markdown_report,
 )
-from tests._scifact import SCIFACT
+from tests.harness.scifact import SCIFACT
 
 OUT = Path(__file__).resolve().parent / "out" / "scifact-data"
 

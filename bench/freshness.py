@@ -60,7 +60,7 @@ from ragstream import api
 from ragstream.client import Client
 from ragstream.core.answers import Answer, QueryFilters, QueryRequest
 from ragstream.core.settings import Settings
-from tests._scifact import corpus, pct, write_markdown
+from tests.harness.scifact import corpus, pct, write_markdown
 
 OUT = Path(__file__).resolve().parent / "out"
 FOLDER = "scifact"  # the source name, so doc ids are `scifact:<id>.md`
@@ -334,7 +334,7 @@ def main() -> None:
     )
     for kind, trials in results.items():
         print(summary(kind, trials, watcher))
-    print("targets (issue 7): p50 < 0.5 s, p95 < 1 s")
+    print("targets: p50 < 0.5 s, p95 < 1 s")
 
 
 if __name__ == "__main__":

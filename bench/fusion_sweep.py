@@ -25,7 +25,7 @@ from ragstream.eval.beir import index_corpus, load_beir
 from ragstream.eval.evaluation import DEFAULT_DEPTH, aggregate, score_run
 from ragstream.query.fuse import dbsf, rrf
 from ragstream.query.retrieve import Retriever
-from tests._scifact import SCIFACT
+from tests.harness.scifact import SCIFACT
 
 Leg = list[tuple[str, str, float]]  # (point id, doc id, leg score), best first
 Legs = dict[str, dict[str, Leg]]  # query id -> leg -> ranked list

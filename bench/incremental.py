@@ -27,7 +27,7 @@ from ragstream import api
 from ragstream.core.ids import normalize_text
 from ragstream.core.settings import ChunkSettings, Settings
 from ragstream.flows.runtime import open_runtime
-from tests._scifact import corpus
+from tests.harness.scifact import corpus
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from ragstream.flows import sync as sync_flow
 from ragstream.flows.runtime import open_runtime
 from ragstream.operators.chunk import embedding_text
 from ragstream.operators.embed import load_embedder
-from tests._scifact import corpus, write_markdown
+from tests.harness.scifact import corpus, write_markdown
 
 PER = 100_000  # chunks the memory target is stated for
 _SENTENCE_END = re.compile(r"(?=[.!?](?:\s|$))")

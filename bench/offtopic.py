@@ -5,7 +5,7 @@ Indexes folders of the shared real documents (default: their `html` and `md` fol
 Python tutorial, docling's docs, a wiki page) through the real sync, then asks
 
 - every question of `tests/data/offtopic_questions.txt` (general knowledge the documents do
-  not hold; issue 16's target: all refused), and
+  not hold; the target: all refused), and
 - every question of `tests/data/docs_questions.tsv` (questions those documents do answer,
   written by reading them, each with the file that holds the answer; none of it is ever
   trained on): answered, and citing the right file,

@@ -27,7 +27,7 @@ from ragstream.eval.evaluation import DEFAULT_DEPTH, aggregate, score_run
 from ragstream.flows.runtime import open_runtime
 from ragstream.operators.embed import load_embedder
 from ragstream.query.fuse import dbsf, rrf
-from tests._scifact import SCIFACT
+from tests.harness.scifact import SCIFACT
 
 Ranked = list[tuple[str, float]]
 

@@ -32,7 +32,7 @@ from ragstream.core.settings import Settings
 from ragstream.operators.embed import with_vector_memo
 from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import Retriever
-from tests._scifact import SCIFACT, corpus, pct, write_markdown
+from tests.harness.scifact import SCIFACT, corpus, pct, write_markdown
 
 
 def measure(settings: Settings, queries: list[str]) -> dict[str, tuple[float, float]]:

@@ -1,4 +1,4 @@
-"""The reranker's quality/latency curve (issue 19): SciFact test nDCG@10 and the rerank
+"""The reranker's quality/latency curve: SciFact test nDCG@10 and the rerank
 stage's p50/p95 when the reranker re-scores the top D fused chunks, D = 10, 20, 50, 100.
 
 Each test query is retrieved once (hybrid RRF, 500 per leg, as `ragstream eval`); every
@@ -35,7 +35,7 @@ from ragstream.eval.evaluation import (
 )
 from ragstream.query.rerank import load_reranker, rerank
 from ragstream.query.retrieve import Retriever
-from tests._scifact import SCIFACT
+from tests.harness.scifact import SCIFACT
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ from ragstream.core.ids import content_hash, point_id
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.eval.evaluation import evaluate_dataset, markdown_table
-from tests._scifact import SCIFACT
+from tests.harness.scifact import SCIFACT
 
 ALL = SearchFilter()
 

@@ -38,7 +38,7 @@ from ragstream.connectors import qdrant_edge
 from ragstream.connectors.lexical import TantivyIndex
 from ragstream.core.ids import content_hash, point_id
 from ragstream.core.models import EmbedderVersion, IndexedChunk
-from tests._scifact import SCIFACT
+from tests.harness.scifact import SCIFACT
 
 BATCH = 1100
 FIELDS = ("VmRSS", "RssAnon", "RssFile")

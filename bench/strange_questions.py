@@ -1,6 +1,6 @@
 """Strange questions get an answer or a clear refusal, and how long each takes.
 
-Asks the questions of `tests/helpers.py`'s `BAD_QUESTIONS` (no letters, 4,000
+Asks the questions of `tests/harness/helpers.py`'s `BAD_QUESTIONS` (no letters, 4,000
 characters, another language, another script, one word 500 times, a pure prompt
 injection) through the offline answer path over an index, three times each, and prints
 per question the outcome (answered, or the refusal's reason and check) and the slowest of
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragstream import api
 from ragstream.core.answers import QueryRequest
-from tests.helpers import BAD_QUESTIONS
+from tests.harness.helpers import BAD_QUESTIONS
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ temp folder and syncs them into a fresh data dir per configuration:
   real processes, wall time from launch to the last exit (interpreter start and model load
   included, in every row alike).
 
-- partitions (`--partitions`, issue 18): 1 then 2 `ragstream sync` processes, each owning
+- partitions (`--partitions`): 1 then 2 `ragstream sync` processes, each owning
   a partition of the documents with one torch thread, and the parallel efficiency.
 
     nice -n 10 .venv/bin/python bench/workers.py [--workers 1 2] [--max-bytes 120000]
@@ -151,7 +151,7 @@ def processes(folder: Path, work: Path, counts: Sequence[int]) -> None:
 
 
 def partitions(folder: Path, work: Path, counts: Sequence[int]) -> dict[int, float]:
-    """Scale-out ingest (issue 18): n `ragstream sync` processes, process i owning partition
+    """Scale-out ingest: n `ragstream sync` processes, process i owning partition
     i of n (`RAGSTREAM_SYNC_PARTITION_*`), each with ONE torch/BLAS thread (so n processes use
     n cores), the server code path (qdrant-client + the sparse BM25 leg). qdrant-client's local
     mode is the only Qdrant installable here and holds one process, so each process writes
@@ -221,7 +221,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ragstream-workers-") as tmp:
         work = Path(tmp)
         if args.scifact:
-            from tests._scifact import corpus, write_markdown
+            from tests.harness.scifact import corpus, write_markdown
 
             folder = work / "docs"
             write_markdown(corpus(args.scifact), folder)

@@ -4,7 +4,7 @@
 local mode) differ only in how they talk to their engine. Everything that decides *behaviour*
 (batching, soft-delete semantics, GC, fingerprints, filter meaning, hit order) lives here in
 `BaseQdrantStore`, and each backend only implements a handful of primitives over pure-data
-`Condition`s. That is what keeps the two congruent (tests/test_vector_stores.py).
+`Condition`s. That is what keeps the two congruent (tests/unit/connectors/test_vector_stores.py).
 
 Layout: one collection per embedder version, named `<index>__<embedder.slug>`, and a live
 pointer `<index>` naming the one queries use. The embedder version a collection was built with

@@ -53,7 +53,7 @@ NON_SETTING_ENV = frozenset(
         "RAGSTREAM_DEBUG",  # CLI: full tracebacks instead of one-line errors
         "RAGSTREAM_URL",  # CLI: a running server to talk to
         "RAGSTREAM_SHARED_DATA",  # tests: where the shared test data lives (tests/conftest.py)
-        "RAGSTREAM_UPDATE_EVAL_BASELINE",  # tests: rewrite tests/eval_baseline.json
+        "RAGSTREAM_UPDATE_EVAL_BASELINE",  # tests: rewrite tests/harness/eval_baseline.json
         "RAGSTREAM_TEST_LLM_URL",  # tests: the endpoint `make test-llm` runs against
     }
 )
@@ -62,7 +62,7 @@ NON_SETTING_ENV = frozenset(
 SECRET_SETTINGS = frozenset({"generator.api_key", "api_keys", "admin_api_keys"})
 
 
-NAMED_FLOOR = 0.5  # query.named_floor's default (README, issue 16)
+NAMED_FLOOR = 0.5  # query.named_floor's default (README)
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pptx", ".pdf")
 
 DEFAULT_EXCLUDES = (
@@ -114,7 +114,7 @@ class ChunkSettings(BaseModel):
 
 
 class QuerySettings(BaseModel):
-    """Query-time choices (DESIGN §6); none of them touches the index."""
+    """Query-time choices; none of them touches the index."""
 
     model_config = ConfigDict(extra="forbid")
     reranker: str | None = None  # any sentence-transformers CrossEncoder name or local path
@@ -175,7 +175,7 @@ class QuerySettings(BaseModel):
     log_queries: bool = True  # append every query to <data_dir>/logs/retrieval.jsonl
     log_max_bytes: int = 10 * 1024 * 1024
     log_keep: int = 5
-    # query transforms (issue 8): each needs `generator.base_url` and is off by default
+    # query transforms: each needs `generator.base_url` and is off by default
     transform_keywords: bool = False  # LLM keywords added to the lexical leg's query only
     transform_hyde: bool = False  # the dense leg embeds question + a hypothetical answer
     transform_decompose: bool = False  # a compound question → sub-questions, fused by RRF

@@ -1,0 +1,242 @@
+"""The floors, the face above them and the one import name, checked on the source itself
+(docs/architecture.md describes the layers)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FLOORS = ("core", "connectors", "operators", "flows", "query")
+# what each floor may import of ours (besides itself)
+ALLOWED = {
+    "core": set(),
+    "connectors": {"core"},
+    "operators": {"core"},
+    "flows": {"core", "connectors", "operators"},
+    "query": {"core", "connectors", "operators"},
+}
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
+
+
+def _python_files() -> list[Path]:
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [REPO / p for p in tracked if (REPO / p).is_file()]
+
+
+def test_nothing_imports_a_floor_by_its_bare_name() -> None:
+    """`import core` would work from a checkout but not from the wheel (and would load a
+    second copy of every model class): everything says `ragstream.<floor>`."""
+    bad = [
+        f"{path.relative_to(REPO)}: {name}"
+        for path in _python_files()
+        for name in _imports(path)
+        if name.split(".")[0] in FLOORS
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("floor", FLOORS)
+def test_a_floor_imports_only_from_below(floor: str) -> None:
+    files = sorted((REPO / floor).glob("*.py"))
+    assert files, floor
+    bad = []
+    for path in files:
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[0] != "ragstream":
+                continue
+            target = parts[1] if len(parts) > 1 else ""
+            if target != floor and target not in ALLOWED[floor]:
+                bad.append(f"{path.name}: {name}")
+    assert bad == []
+
+
+def test_every_floor_is_reachable_under_the_one_name() -> None:
+    for floor in FLOORS:
+        link = REPO / "ragstream" / floor
+        assert link.is_symlink() and link.resolve() == (REPO / floor).resolve()
+
+
+HEAVY = ("torch", "docling", "bytewax", "tantivy", "qdrant_edge", "qdrant_client",
+         "sentence_transformers", "transformers", "onnxruntime", "numpy")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import ragstream; ragstream.__all__",
+        # the remote clients: httpx and the pydantic models only
+        "from ragstream import Client, AsyncClient; Client(url='http://127.0.0.1:9').close()",
+        # what `ragstream --help` runs
+        "from ragstream.cli import main; main(['--help'])",
+    ],
+)
+def test_the_light_paths_load_no_heavy_dependency(code: str) -> None:
+    probe = (
+        f"import sys\ntry:\n    {code}\nexcept SystemExit:\n    pass\n"
+        f"print('HEAVY', [m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY []"
+
+
+# ---- the face: what each part of `ragstream/` above the floors may import ------------------
+# eval sits on the floors; service on the floors and eval (the promote gate scores a side by
+# nDCG@10); http and the public facades on service; the CLI on everything below it.
+BELOW = set(FLOORS)
+FACE = {
+    "eval": BELOW | {"eval"},
+    "service": BELOW | {"service", "eval"},
+    "train": BELOW | {"train", "eval", "service"},
+    "http": BELOW | {"http", "service", "eval"},
+    "api": BELOW | {"service", "http"},
+    "client": BELOW | {"service"},
+    "cli": BELOW | {"cli", "service", "http", "eval", "train", "api", "client"},
+}
+RAGSTREAM = REPO / "ragstream"
+
+
+def _runtime_imports(path: Path) -> list[str]:
+    """Every absolute import of a module, inside functions too, but not the ones only a type
+    checker runs (`if TYPE_CHECKING:`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skipped = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.extend(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    """Every module under the one name, the floors through their links."""
+    found = {}
+    for path in sorted(RAGSTREAM.rglob("*.py")):
+        found[_module_name(path)] = path
+    return found
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The module an import names: `a.b.c` is module `a.b.c` or the name `c` of `a.b`."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _part(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+@pytest.mark.parametrize("part", sorted(FACE))
+def test_the_face_imports_only_what_its_layer_allows(part: str) -> None:
+    modules = _modules()
+    bad = []
+    for name, path in modules.items():
+        if _part(name) != part:
+            continue
+        for imported in _runtime_imports(path):
+            target = _resolve(imported, modules) if imported.startswith("ragstream.") else None
+            if target is not None and target != "ragstream" and _part(target) not in FACE[part]:
+                bad.append(f"{name} -> {target}")
+    assert bad == []
+
+
+def test_no_import_cycle_among_ragstream_modules() -> None:
+    """Counting imports inside functions: a cycle hidden in a function is still one."""
+    modules = _modules()
+    graph = {
+        name: {
+            target
+            for imported in _runtime_imports(path)
+            if imported.startswith("ragstream.")
+            and (target := _resolve(imported, modules)) not in (None, name, "ragstream")
+        }
+        for name, path in modules.items()
+    }
+    cycles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
+    assert cycles == []
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iterative."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.get(step, ())))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                found.append(component)
+    return found
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert [sorted(c) for c in _strongly_connected(graph) if len(c) > 1] == [["a", "b", "c"]]
+
+
+def test_ragstream_top_level_holds_only_the_public_facades() -> None:
+    top = sorted(p.name for p in RAGSTREAM.glob("*.py"))
+    assert top == ["__init__.py", "api.py", "client.py"]
