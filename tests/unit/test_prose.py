@@ -118,3 +118,34 @@ def test_no_function_is_longer_than_the_limit() -> None:
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert not long, "\n".join(long)
+
+
+def test_the_exit_code_table_lists_every_exit_code() -> None:
+    """`core/errors.py`'s docstring table, `EXIT_CODES` and the error classes agree."""
+    from ragstream.core import errors
+
+    doc = errors.__doc__ or ""
+    documented = {int(code) for code in re.findall(r"^\| (\d+) \|", doc, re.MULTILINE)}
+    raised = {cls.exit_code for cls in errors._all(errors.RagstreamError)}
+    assert documented == set(errors.EXIT_CODES)
+    assert raised <= set(errors.EXIT_CODES)
+    assert {errors.EXIT_GUARD, errors.EXIT_DRIFT, 0} <= set(errors.EXIT_CODES)
+
+
+def test_the_cli_docstring_names_exactly_the_registered_commands() -> None:
+    import importlib
+
+    cli = importlib.import_module("ragstream.cli.app")  # the module, not the `app` it exports
+    registered = {c.name for c in cli.app.registered_commands}
+    registered |= {g.name for g in cli.app.registered_groups}
+    doc = cli.__doc__ or ""
+    listed = {
+        name.strip().rstrip(".")
+        for line in doc.splitlines()[1:]  # the first line says what it is
+        if ":" in line
+        for part in line.split(". ")
+        if ":" in part
+        for name in part.split(":", 1)[1].split(",")
+        if name.strip() and not name.strip().startswith("every")
+    }
+    assert listed == registered
