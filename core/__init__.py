@@ -7,6 +7,7 @@ Nothing here imports any other ragstream package.
 - `ids`: doc ids, content hashes and point ids.
 - `memory`: handing freed heap memory back to the OS after a large ingest batch.
 - `models`: the models on every arrow of the ingest pipeline and the reindex records.
+- `rwlock`: a readers–writer lock (queries read at once; a write waits for them).
 - `settings`: the settings (environment over TOML file over defaults).
 - `settings_check`: the settings' machinery: typos refused, each value's source reported.
 - `telemetry`: the OpenTelemetry tracer, exporters and the drift gauge.
