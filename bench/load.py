@@ -1,0 +1,554 @@
+"""Load test of the HTTP service: N concurrent clients against a real server on loopback.
+
+The bench syncs a folder of real documents (default: the repo's samples/) into a data dir
+under `--out` (one per folder, incremental: a data dir built before is reused), starts a slow
+OpenAI-compatible stub in this process (a threaded HTTP server on 127.0.0.1 that waits
+`--llm-delay` seconds, then answers with a sentence of the first source in the prompt,
+cited, non-streaming or as Server-Sent Events), then starts the server as a subprocess on
+127.0.0.1 with its generator pointed at the stub:
+
+- `--mode serve`: `ragstream serve --data-dir D --port 0` (its URL from its stdout);
+- `--mode watch`: `ragstream watch DOCS --data-dir D --serve --port 0` (its URL from
+  `D/state/endpoint.json`).
+
+`--no-llm` leaves the stub out: the server answers with the offline extractive generator, so
+every request is CPU-bound. Once `GET /v1/ready` answers 200 and `--warmup` queries (one
+pass over the questions, one at a time: models loaded, caches warm for every row alike) are
+answered, `--concurrency` client threads, each with its own HTTP connection, `POST /v1/query`
+with questions the documents answer, until `--requests` queries in all have been answered or
+`--duration` seconds have passed (whichever is given first; default: twice the concurrency
+in requests). A 429 is recorded with its `Retry-After` and not retried.
+
+It reports, per concurrency: the wall time from the first request to the last response, the
+throughput (2xx answers per second of wall time), p50/p95/p99 latency of the 2xx answers
+(nearest rank), refusals among them, errors by status code (non-2xx other than 429, plus
+`timeout` and `connection` for transport failures), the 429 rejections, the stub's LLM calls,
+the server's resident memory (VmRSS) before and after the run and its peak (VmHWM), and the
+machine's 1-minute load average at the end (other work on the machine skews every figure).
+`--compare 1,8` runs the same request count at each concurrency against one server, side by
+side in one run, with each row's ratio to the first. The server and the stub are stopped
+whatever happens.
+
+With `--json`, stdout holds exactly one JSON document (everything else goes to stderr): the
+keys `concurrency`, `requests`, `wall_s`, `qps`, `p50_s`, `p95_s`, `p99_s`, `errors`,
+`rejected_429`, `rss_start_mb`, `rss_end_mb`, `mode`, `llm_delay_s` (and a few more); with
+`--compare`, `{"runs": [one such document per concurrency], "ratios": [...]}`.
+
+    .venv/bin/python bench/load.py [--concurrency 8] [--requests N | --duration S]
+        [--llm-delay 1.0] [--no-llm] [--mode serve|watch] [--stream] [--docs DIR]
+        [--out bench/out/load] [--warmup 8] [--compare 1,8] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench._stdout import print_json, stdout_to_stderr  # noqa: E402
+
+CLI = [sys.executable, "-m", "ragstream.cli"]
+# questions the samples/ documents answer (one or two per document)
+QUESTIONS = (
+    "What is the default value of the constant k in reciprocal rank fusion?",
+    "How many candidates does each retrieval leg return by default?",
+    "How is the point id of a chunk derived?",
+    "What does reindex promote check before it swaps the alias?",
+    "How long is the retention window before tombstones are garbage collected?",
+    "What happens when one pass would tombstone most of a source's documents?",
+    "Where does the chunker cut a document into chunks?",
+    "How does the parser rebuild paragraphs from the lines of a PDF?",
+)
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+# Started in the background by a shell without job control, this process (and every child)
+# would inherit SIGINT ignored, and the server would never see the Ctrl-C that stops it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the slow OpenAI-compatible stub -------------------------------------------------------
+
+_SOURCE = re.compile(r"<<<SOURCE (S\d+)[^\n]*>>>\n(.*?)\n<<<END SOURCE \1>>>", re.S)
+
+
+def stub_reply(messages: Sequence[dict[str, Any]]) -> str:
+    """A short answer citing the first source in the prompt: its first sentence of prose."""
+    prompt = "\n".join(str(m.get("content", "")) for m in messages)
+    found = _SOURCE.search(prompt)
+    if found is None:
+        return "NOT_ANSWERABLE: the prompt holds no source."
+    cid, text = found.groups()
+    prose = " ".join(line for line in text.splitlines() if line.strip()[:1] not in "#|-*")
+    sentence = re.split(r"(?<=[.!?])\s+", prose.strip(), maxsplit=1)[0][:300].rstrip(".")
+    return f"{sentence} [{cid}]." if sentence else f"The answer is in the sources [{cid}]."
+
+
+class StubLLM:
+    """`/v1/chat/completions` (JSON or SSE) and `/v1/models` on 127.0.0.1, each request
+    answered after `delay` seconds on its own thread."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.calls, self.lock = delay, 0, threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> StubLLM:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") != "/v1/models":
+                    return self._send(404, {"error": {"message": "not found"}})
+                model = {"id": "stub", "object": "model", "created": 0, "owned_by": "bench"}
+                self._send(200, {"object": "list", "data": [model]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": "not found"}})
+                with stub.lock:
+                    stub.calls += 1
+                time.sleep(stub.delay)
+                text = stub_reply(body.get("messages", []))
+                base = {"id": "bench", "created": 0, "model": body.get("model", "stub")}
+                if body.get("stream"):
+                    return self._stream(base, text)
+                message = {"role": "assistant", "content": text}
+                choice = {"index": 0, "message": message, "finish_reason": "stop"}
+                self._send(200, {**base, "object": "chat.completion", "choices": [choice]})
+
+            def _stream(self, base: dict[str, Any], text: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for piece in re.findall(r"\S+\s*", text):
+                    choice = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+                    chunk = {**base, "object": "chat.completion.chunk", "choices": [choice]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+# --- the server under test ------------------------------------------------------------------
+
+
+def child_env(stub_url: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS and k != "RAGSTREAM_URL"}
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    env.pop("RAGSTREAM_GENERATOR__BASE_URL", None)
+    if stub_url is not None:
+        env |= {"RAGSTREAM_GENERATOR__BASE_URL": stub_url, "RAGSTREAM_GENERATOR__MODEL": "stub"}
+    return env
+
+
+def sync(docs: Path, data_dir: Path, env: dict[str, str]) -> None:
+    """`ragstream sync DOCS` into the data dir (incremental: only changes are indexed)."""
+    started = time.perf_counter()
+    cmd = [*CLI, "sync", str(docs), "--data-dir", str(data_dir), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    if proc.returncode != 0:
+        raise SystemExit(f"sync exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    note(f"synced {docs} into {data_dir} in {time.perf_counter() - started:.1f} s")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM (peak) of a process, in MiB (empty once it is gone)."""
+    out: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+@dataclass
+class Server:
+    """`ragstream serve` or `ragstream watch --serve` as a subprocess, its log in a file."""
+
+    mode: str
+    docs: Path
+    data_dir: Path
+    log: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[str] | None = None
+    url: str = ""
+
+    def start(self, timeout: float = 300.0) -> str:
+        where = ["--data-dir", str(self.data_dir), "--port", "0"]
+        cmd = [*CLI, "serve", *where]
+        if self.mode == "watch":
+            cmd = [*CLI, "watch", str(self.docs), *where, "--serve"]
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=self.env
+            )
+        deadline = time.monotonic() + timeout
+        self.url = self._serve_url() if self.mode == "serve" else self._watch_url(deadline)
+        threading.Thread(target=self._drain, daemon=True).start()
+        while not self._ready():
+            self._alive(deadline, "ready")
+            time.sleep(0.2)
+        return self.url
+
+    def _serve_url(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # {"url": ...} once listening
+        if not line:
+            self._alive(0.0, "listening")
+        return str(json.loads(line)["url"])
+
+    def _watch_url(self, deadline: float) -> str:
+        assert self.proc is not None
+        endpoint = self.data_dir / "state" / "endpoint.json"
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                recorded = json.loads(endpoint.read_text())
+                if recorded.get("pid") == self.proc.pid:
+                    return str(recorded["url"])
+            self._alive(deadline, "listening")
+            time.sleep(0.2)
+
+    def _drain(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            for _ in self.proc.stdout:
+                pass
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/v1/ready", timeout=5, trust_env=False).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def _alive(self, deadline: float, what: str) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None or time.monotonic() > deadline:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"{self.mode} never {what} (exit {self.proc.poll()}):\n{tail}")
+
+    def memory(self) -> dict[str, float]:
+        return memory_mb(self.proc.pid) if self.proc is not None else {}
+
+    def stop(self) -> None:
+        """Ctrl-C (a clean shutdown), then SIGTERM, then SIGKILL, a few seconds apart."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        steps = {"SIGINT": lambda: proc.send_signal(signal.SIGINT), "SIGTERM": proc.terminate}
+        for name, stop in {**steps, "SIGKILL": proc.kill}.items():
+            stop()
+            try:
+                note(f"{self.mode} stopped by {name} (exit {proc.wait(timeout=10)})")
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+# --- the clients ----------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    latency_s: float
+    status: int | str  # HTTP status, or "timeout" / "connection" / an exception name
+    refused: bool = False
+    first_byte_s: float | None = None
+    retry_after: str | None = None
+
+
+@dataclass
+class Plan:
+    url: str
+    concurrency: int
+    requests: int | None
+    duration_s: float | None
+    timeout_s: float
+    stream: bool
+    tickets: Iterator[int] = field(default_factory=itertools.count)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    started: float = 0.0
+
+    def next_ticket(self) -> int | None:
+        """The next request's number, or None once the run is over."""
+        if self.duration_s is not None and time.perf_counter() - self.started >= self.duration_s:
+            return None
+        with self.lock:
+            ticket = next(self.tickets)
+        return ticket if self.requests is None or ticket < self.requests else None
+
+
+def ask(client: httpx.Client, plan: Plan, question: str) -> Sample:
+    body = {"query": question, "stream": plan.stream}
+    started = time.perf_counter()
+    try:
+        with client.stream("POST", f"{plan.url}/v1/query", json=body) as response:
+            first: float | None = None
+            chunks = []
+            for chunk in response.iter_bytes():
+                first = time.perf_counter() - started if first is None else first
+                chunks.append(chunk)
+    except httpx.TimeoutException:
+        return Sample(time.perf_counter() - started, "timeout")
+    except httpx.TransportError:
+        return Sample(time.perf_counter() - started, "connection")
+    latency, text = time.perf_counter() - started, b"".join(chunks).decode(errors="replace")
+    status: int | str = response.status_code
+    if status == 429:
+        return Sample(latency, 429, retry_after=response.headers.get("retry-after"))
+    if status != 200:
+        return Sample(latency, status)
+    if plan.stream:
+        if "event: error" in text or "event: answer" not in text:
+            return Sample(latency, "sse_error")
+        text = text.split("event: answer\ndata: ", 1)[1].split("\n\n", 1)[0]
+    refused = json.loads(text).get("refusal") is not None
+    return Sample(latency, status, refused, first if plan.stream else None)
+
+
+def client_loop(plan: Plan, barrier: threading.Barrier, out: list[Sample]) -> None:
+    with httpx.Client(trust_env=False, timeout=plan.timeout_s) as client:
+        barrier.wait()
+        while (ticket := plan.next_ticket()) is not None:
+            out.append(ask(client, plan, QUESTIONS[ticket % len(QUESTIONS)]))
+
+
+def drive(plan: Plan) -> tuple[list[Sample], float]:
+    """All clients at once; the samples and the wall time from start to the last response."""
+    per_client: list[list[Sample]] = [[] for _ in range(plan.concurrency)]
+
+    def go() -> None:  # the barrier's action: the clock starts as they are all released
+        plan.started = time.perf_counter()
+
+    barrier = threading.Barrier(plan.concurrency, action=go)
+    threads = [
+        threading.Thread(target=client_loop, args=(plan, barrier, out), daemon=True)
+        for out in per_client
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [s for out in per_client for s in out], time.perf_counter() - plan.started
+
+
+def nearest_rank(sorted_xs: Sequence[float], q: float) -> float | None:
+    if not sorted_xs:
+        return None
+    return round(sorted_xs[max(0, math.ceil(q * len(sorted_xs)) - 1)], 4)
+
+
+def is_2xx(status: int | str) -> bool:
+    return isinstance(status, int) and 200 <= status < 300
+
+
+def summarize(samples: Sequence[Sample], wall_s: float) -> dict[str, Any]:
+    ok = sorted(s.latency_s for s in samples if is_2xx(s.status))
+    errors = Counter(str(s.status) for s in samples if not is_2xx(s.status) and s.status != 429)
+    firsts = sorted(s.first_byte_s for s in samples if s.first_byte_s is not None)
+    retry_after = sorted({s.retry_after for s in samples if s.retry_after is not None})
+    return {
+        "requests": len(samples),
+        "ok": len(ok),
+        "refused": sum(s.refused for s in samples),
+        "wall_s": round(wall_s, 3),
+        "qps": round(len(ok) / wall_s, 3) if wall_s > 0 else None,
+        "p50_s": nearest_rank(ok, 0.50),
+        "p95_s": nearest_rank(ok, 0.95),
+        "p99_s": nearest_rank(ok, 0.99),
+        "max_s": round(ok[-1], 4) if ok else None,
+        "first_byte_p50_s": nearest_rank(firsts, 0.50),
+        "errors": dict(sorted(errors.items())),
+        "rejected_429": sum(s.status == 429 for s in samples),
+        "retry_after": retry_after,
+    }
+
+
+# --- one bench run --------------------------------------------------------------------------
+
+
+def measure(
+    args: argparse.Namespace, server: Server, stub: StubLLM | None, n: int
+) -> dict[str, Any]:
+    """One run at concurrency `n` against the running server."""
+    requests = args.requests
+    if requests is None and args.duration is None:
+        requests = 2 * max(args.compare or [n])
+    plan = Plan(server.url, n, requests, args.duration, args.timeout, args.stream)
+    calls_before = stub.calls if stub is not None else 0
+    before = server.memory()
+    note(f"{n} client(s): {requests or 'unbounded'} requests, duration {args.duration} s ...")
+    samples, wall = drive(plan)
+    after = server.memory()
+    return {
+        "concurrency": n,
+        **summarize(samples, wall),
+        "llm_calls": (stub.calls - calls_before) if stub is not None else 0,
+        "rss_start_mb": before.get("VmRSS"),
+        "rss_end_mb": after.get("VmRSS"),
+        "rss_peak_mb": after.get("VmHWM"),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "mode": args.mode,
+        "stream": args.stream,
+        "llm_delay_s": None if args.no_llm else args.llm_delay,
+    }
+
+
+def warm_up(url: str, queries: int, timeout: float) -> None:
+    """`queries` questions one at a time, not measured; each must be answered."""
+    plan = Plan(url, 1, queries, None, timeout, False)
+    with httpx.Client(trust_env=False, timeout=timeout) as client:
+        samples = [ask(client, plan, QUESTIONS[i % len(QUESTIONS)]) for i in range(queries)]
+    failed = [s.status for s in samples if s.status != 200]
+    if failed:
+        raise SystemExit(f"warm-up queries failed: {failed}")
+    took = ", ".join(f"{s.latency_s:.2f}" for s in samples)
+    note(f"warm-up: {queries} queries, {sum(s.refused for s in samples)} refused; s: {took}")
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    docs = args.docs.resolve()
+    # one data dir per folder, so another --docs never reads as a mass delete of the first
+    data_dir = args.out / f"data-{docs.name}-{hashlib.sha1(bytes(docs)).hexdigest()[:8]}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        stub = None if args.no_llm else stack.enter_context(StubLLM(args.llm_delay))
+        env = child_env(stub.url if stub is not None else None)
+        sync(docs, data_dir, env)
+        server = Server(args.mode, docs, data_dir, args.out / f"{args.mode}.log", env)
+        stack.callback(server.stop)
+        url = server.start()
+        note(f"{args.mode} at {url} (pid {server.proc.pid if server.proc else '?'}); ready")
+        note(f"server memory when ready: {server.memory()}")
+        warm_up(url, args.warmup, args.timeout)
+        return [measure(args, server, stub, n) for n in (args.compare or [args.concurrency])]
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row's wall time, throughput and latency over the first row's."""
+    base = rows[0]
+
+    def over(row: dict[str, Any], key: str) -> float | None:
+        a, b = row.get(key), base.get(key)
+        return round(a / b, 3) if a is not None and b else None
+
+    keys = ("wall_s", "qps", "p50_s", "p95_s", "p99_s")
+    return [{"concurrency": r["concurrency"], **{k: over(r, k) for k in keys}} for r in rows]
+
+
+def cell(value: Any, width: int) -> str:
+    if value is None:
+        return f"{'-':>{width}}"
+    if isinstance(value, float):
+        return f"{value:>{width}.2f}"
+    return f"{value!s:>{width}}"
+
+
+def table(rows: Sequence[dict[str, Any]]) -> None:
+    cols: tuple[str, ...] = ("concurrency", "requests", "ok", "refused", "wall_s", "qps")
+    cols += ("p50_s", "p95_s", "p99_s", "rejected_429", "llm_calls")
+    cols += ("rss_start_mb", "rss_end_mb", "rss_peak_mb")
+    first = rows[0]
+    print(f"mode {first['mode']}; LLM delay {first['llm_delay_s']} s; stream {first['stream']}")
+    print(" ".join(f"{c:>12}" for c in cols) + "  errors")
+    for row in rows:
+        print(" ".join(cell(row[c], 12) for c in cols) + f"  {row['errors'] or '-'}")
+    if len(rows) > 1:
+        print(f"\nratios to concurrency {first['concurrency']} (same request count):")
+        keys = ("concurrency", "wall_s", "qps", "p50_s", "p95_s", "p99_s")
+        print(" ".join(f"{k:>12}" for k in keys))
+        for r in ratios(rows):
+            print(" ".join(cell(r[k], 12) for k in keys))
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--concurrency", type=int, default=8, help="client threads (default 8)")
+    ap.add_argument("--requests", type=int, help="queries in all (default: 2 x concurrency)")
+    ap.add_argument("--duration", type=float, help="seconds to keep sending")
+    ap.add_argument("--llm-delay", type=float, default=1.0, help="stub latency, s (default 1)")
+    ap.add_argument("--no-llm", action="store_true", help="no stub: the extractive generator")
+    ap.add_argument("--mode", choices=("serve", "watch"), default="serve")
+    ap.add_argument("--stream", action="store_true", help='ask with "stream": true (SSE)')
+    ap.add_argument("--docs", type=Path, default=REPO / "samples", help="folder to index")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "load")
+    ap.add_argument("--warmup", type=int, default=len(QUESTIONS), help="unmeasured queries")
+    ap.add_argument("--timeout", type=float, default=120.0, help="per request, s")
+    ap.add_argument("--compare", help="concurrencies side by side in one run, e.g. 1,8")
+    ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    args = ap.parse_args(argv)
+    args.compare = [int(c) for c in args.compare.split(",")] if args.compare else None
+    if min([args.concurrency, *(args.compare or [])]) < 1:
+        ap.error("concurrencies must be at least 1")
+    if args.warmup < 0:
+        ap.error("--warmup must be at least 0")
+    if args.requests is not None and args.requests < 1:
+        ap.error("--requests must be at least 1")
+    if args.duration is not None and args.duration <= 0:
+        ap.error("--duration must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    with stdout_to_stderr(args.json):
+        rows = run(args)
+    if args.json:
+        print_json(rows[0] if len(rows) == 1 else {"runs": rows, "ratios": ratios(rows)})
+    else:
+        table(rows)
+
+
+if __name__ == "__main__":
+    main()
