@@ -21,7 +21,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
-TESTED = {"freshness.py", "rerank_curve.py", "sparse_leg.py", "verify.py"}
+TESTED = {
+    "freshness.py",
+    "load.py",
+    "rerank_curve.py",
+    "sparse_leg.py",
+    "verify.py",
+}  # load.py: test_load_bench.py
 
 
 def run_json(*args: str, timeout: float = 300) -> tuple[Any, str]:
