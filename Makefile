@@ -118,7 +118,7 @@ $(TRACES_VENV)/.installed:
 traces: $(TRACES_VENV)/.installed
 	@echo "== Phoenix trace UI: http://127.0.0.1:$(TRACES_PORT) (Ctrl-C to stop) =="
 	@echo "point ragstream's OTLP exporter at it, e.g. in another shell:"
-	@echo "  export RAGSTREAM_TELEMETRY_EXPORTER=otlp RAGSTREAM_OTLP_ENDPOINT=http://127.0.0.1:$(TRACES_PORT)/v1/traces"
+	@echo "  export RAGSTREAM_TELEMETRY__EXPORTER=otlp RAGSTREAM_TELEMETRY__OTLP_ENDPOINT=http://127.0.0.1:$(TRACES_PORT)/v1/traces"
 	@echo "  $(BIN)/ragstream query 'how are deleted files handled?' --data-dir $(DEMO_DIR)"
 	@echo "spans also read back over REST: curl http://127.0.0.1:$(TRACES_PORT)/v1/projects/default/spans"
 	PHOENIX_HOST=127.0.0.1 PHOENIX_PORT=$(TRACES_PORT) PHOENIX_GRPC_PORT=$(TRACES_GRPC_PORT) \

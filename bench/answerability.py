@@ -9,7 +9,7 @@ judge did *not* train on are used (`train.judge_data.is_holdout`), so the figure
 flattered by its training set.
 
 On train it searches the engine's rule, "the judge scores a sentence >= j, or the best
-dense cosine reaches d" (`query.judge_floor` / `query.judge_dense`), prints its Pareto
+dense cosine reaches d" (`query.answerable.judge_floor` / `.judge_dense`), prints its Pareto
 frontier and picks the pair that refuses the most gold-removed questions while keeping
 >= 90 % of the answerable ones answered; then one row per signal, and the calibrated
 decision the engine uses by default (query/decision.py). On a test split it only reports

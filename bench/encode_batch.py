@@ -1,4 +1,4 @@
-"""Encode throughput and peak memory vs the embed mini-batch size (`embed_batch_size`).
+"""Encode throughput and peak memory vs the embed mini-batch size (`sync.embed_batch_size`).
 
 Indexes N SciFact abstracts through the real sync (so the texts are the real chunk texts,
 header included), then, for every embedder and batch size, encodes all of them in a fresh

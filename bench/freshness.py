@@ -72,8 +72,9 @@ def cached_index(
 ) -> tuple[Path, dict[str, int]]:
     """The built folder + data dir for this corpus size and these stores, built once
     (minutes on 2 cores)."""
-    lexical = settings.lexical_backend.replace("auto", "sparse")
-    cache = out / f"freshness-{len(docs)}-{settings.embedder}-{settings.vector_backend}-{lexical}"
+    store = settings.store
+    lexical = store.lexical_backend.replace("auto", "sparse")
+    cache = out / f"freshness-{len(docs)}-{settings.embedder}-{store.vector_backend}-{lexical}"
     marker = cache / "built.json"
     if not marker.exists():
         shutil.rmtree(cache, ignore_errors=True)
@@ -213,9 +214,9 @@ def figures(
     query_ms: list[float],
 ) -> dict[str, object]:
     out: dict[str, object] = {
-        "docs": built["docs"], "chunks": built["chunks"], "vectors": settings.vector_backend,
-        "lexical": settings.lexical_backend.replace("auto", "sparse"),
-        "debounce_ms": settings.debounce_ms, "query_p50_ms": round(pct(query_ms, 0.5), 1),
+        "docs": built["docs"], "chunks": built["chunks"], "vectors": settings.store.vector_backend,
+        "lexical": settings.store.lexical_backend.replace("auto", "sparse"),
+        "debounce_ms": settings.sync.debounce_ms, "query_p50_ms": round(pct(query_ms, 0.5), 1),
     }  # fmt: skip
     for kind, trials in results.items():
         seen = [t.seconds for t in trials if t.seconds is not None]
@@ -305,11 +306,11 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=OUT, help="where the built index is kept")
     ap.add_argument("--json", action="store_true", help="stdout: one JSON object of figures")
     args = ap.parse_args()
-    os.environ["RAGSTREAM_VECTOR_BACKEND"] = args.vector  # the watcher inherits these
+    os.environ["RAGSTREAM_STORE__VECTOR_BACKEND"] = args.vector  # the watcher inherits these
     if args.lexical:
-        os.environ["RAGSTREAM_LEXICAL_BACKEND"] = args.lexical
+        os.environ["RAGSTREAM_STORE__LEXICAL_BACKEND"] = args.lexical
     if args.debounce_ms is not None:  # the watcher subprocess inherits the environment
-        os.environ["RAGSTREAM_DEBOUNCE_MS"] = str(args.debounce_ms)
+        os.environ["RAGSTREAM_SYNC__DEBOUNCE_MS"] = str(args.debounce_ms)
     pool = corpus(args.docs + args.edits)
     docs, fresh = pool[: args.docs], pool[args.docs :]
     if len(fresh) < args.edits or args.warmup + 2 * args.edits > len(docs):
@@ -324,8 +325,9 @@ def main() -> None:
         return
     print(
         f"settings: docs={built['docs']} chunks={built['chunks']} embedder={settings.embedder} "
-        f"vectors={settings.vector_backend} lexical={settings.lexical} "
-        f"debounce_ms={settings.debounce_ms} ingest_batch_docs={settings.ingest_batch_docs} "
+        f"vectors={settings.store.vector_backend} lexical={settings.lexical} "
+        f"debounce_ms={settings.sync.debounce_ms} "
+        f"ingest_batch_docs={settings.sync.ingest_batch_docs} "
         f"poll_ms={args.poll_ms:g} gap_ms={args.gap_ms:g} seed={args.seed} cpus={os.cpu_count()}"
     )
     print(

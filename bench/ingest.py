@@ -220,13 +220,13 @@ def main() -> None:
                     for c in rt.vectors.live_chunks(d)
                 ]
             t0 = time.perf_counter()
-            embedder.encode_passages(texts, batch_size=settings.embed_batch_size)
+            embedder.encode_passages(texts, batch_size=settings.sync.embed_batch_size)
             encode_s = time.perf_counter() - t0
     n = report.chunks_embedded
     print(
         f"embedder={settings.embedder} ({embedder.version.name}, max {embedder.max_seq_length} "
-        f"tokens) embed_batch_size={settings.embed_batch_size} "
-        f"ingest_batch_docs={settings.ingest_batch_docs}"
+        f"tokens) sync.embed_batch_size={settings.sync.embed_batch_size} "
+        f"sync.ingest_batch_docs={settings.sync.ingest_batch_docs}"
         f"{' heap release OFF (--no-trim)' if args.no_trim else ''}"
     )
     print(

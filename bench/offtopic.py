@@ -42,21 +42,37 @@ import numpy as np  # noqa: E402
 
 from ragstream import api  # noqa: E402
 from ragstream.core.answers import Answer, QueryRequest  # noqa: E402
-from ragstream.core.settings import QuerySettings, Settings  # noqa: E402
+from ragstream.core.settings import Settings  # noqa: E402
+from ragstream.eval.answer_ablation import row_settings  # noqa: E402
 from ragstream.query.engine import QueryEngine  # noqa: E402
 
 DOCS = REPO.parent / "shared" / "data" / "docs"
 QUESTIONS = REPO / "tests" / "data" / "offtopic_questions.txt"
 ANSWERABLE = REPO / "tests" / "data" / "docs_questions.tsv"
-ROWS: dict[str, dict[str, Any]] = {
-    "no answerability check": {"answer_judge": "none", "answerable_floor": 0.0, "named_floor": 0.0},
-    "coverage/dense 0.5/0.5": {"answer_judge": "none", "answerable_floor": 0.5, "named_floor": 0.0},
-    "judge floors 0.65 / dense 0.54 (rule)": {"decision": "rule", "named_floor": 0.0},
-    "rule + coverage/dense": {"decision": "rule", "answerable_floor": 0.5, "named_floor": 0.0},
+ROWS: dict[str, dict[str, Any]] = {  # `query.*` settings, as `row_settings` takes them
+    "no answerability check": {
+        "answerable.judge": "none",
+        "answerable.floor": 0.0,
+        "answerable.named_floor": 0.0,
+    },
+    "coverage/dense 0.5/0.5": {
+        "answerable.judge": "none",
+        "answerable.floor": 0.5,
+        "answerable.named_floor": 0.0,
+    },
+    "judge floors 0.65 / dense 0.54 (rule)": {
+        "answerable.decision": "rule",
+        "answerable.named_floor": 0.0,
+    },
+    "rule + coverage/dense": {
+        "answerable.decision": "rule",
+        "answerable.floor": 0.5,
+        "answerable.named_floor": 0.0,
+    },
     "calibrated decision (default)": {},
-    "calibrated + coverage/dense": {"answerable_floor": 0.5},
-    "calibrated, no name check": {"named_floor": 0.0},
-    "calibrated + every name": {"named_floor": 1.0},
+    "calibrated + coverage/dense": {"answerable.floor": 0.5},
+    "calibrated, no name check": {"answerable.named_floor": 0.0},
+    "calibrated + every name": {"answerable.named_floor": 1.0},
 }
 
 
@@ -75,8 +91,7 @@ def answerable(path: Path = ANSWERABLE) -> list[tuple[str, str]]:
 
 
 def engine_for(base: QueryEngine, overrides: dict[str, Any]) -> QueryEngine:
-    query = QuerySettings.model_validate({**base.settings.query.model_dump(), **overrides})
-    return QueryEngine(base.settings.model_copy(update={"query": query}), base.retriever)
+    return QueryEngine(row_settings(base.settings, overrides), base.retriever)
 
 
 def cites(answer: Answer, file: str) -> bool:

@@ -80,7 +80,7 @@ def main() -> None:
 
         def raw_encode() -> float:
             t = time.perf_counter()
-            new_model.encode_passages(unique, batch_size=settings.embed_batch_size)
+            new_model.encode_passages(unique, batch_size=settings.sync.embed_batch_size)
             return time.perf_counter() - t
 
         before = raw_encode()  # raw encode before and after the backfill, averaged: on a

@@ -1,10 +1,10 @@
-"""BM25 as Qdrant sparse vectors (`lexical_backend = "sparse"`) against the tantivy leg.
+"""BM25 as Qdrant sparse vectors (`store.lexical_backend = "sparse"`) against the tantivy leg.
 
     quality   SciFact test nDCG@10 / recall@100 of both lexical legs alone and fused with the
               same dense leg (RRF, DBSF), on the same index: the tantivy data dir (`--from`,
               built by bench/eval_scifact.py or `ragstream eval`) is copied point for point
               (same ids, payloads and dense vectors, plus each point's sparse BM25 vector)
-              into `--to`, a data dir with `lexical_backend = "sparse"`; then the real eval
+              into `--to`, a data dir with `store.lexical_backend = "sparse"`; then the real eval
               harness runs on both. Nothing is re-embedded.
     latency   BM25 query p50/p95 of each leg at `--chunks` (10k, 100k) on Qdrant Edge, and
               the write cost: seconds to write the chunks with and without sparse vectors.
@@ -50,7 +50,7 @@ def copy_sparse(src: Path, dst: Path) -> int:
     live = configured_live(s)
     if live is None:
         raise SystemExit(f"no index in {src}")
-    t = Settings(data_dir=dst, lexical_backend="sparse")
+    t = Settings(data_dir=dst, store={"lexical_backend": "sparse"})
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(src / "corpus", dst / "corpus")  # copy2: same mtimes, so nothing re-reads
@@ -76,7 +76,7 @@ def quality(src: Path, dst: Path) -> None:
     print(f"copied {copied} points into {dst} in {time.perf_counter() - t0:.0f} s\n")
     for name, data, overrides in (
         ("tantivy", src, {}),
-        ("sparse", dst, {"lexical_backend": "sparse"}),
+        ("sparse", dst, {"store": {"lexical_backend": "sparse"}}),
     ):
         report = evaluate_dataset(SCIFACT, data, "test", settings_overrides=overrides)
         print(f"### lexical leg: {name}\n")

@@ -53,7 +53,9 @@ def build(base: Path, chunks: int, per_doc: int, lexical: str, seed: int = 7) ->
     root = base / "docs"
     root.mkdir(parents=True)
     source = SourceConfig(name="docs", root=root)
-    settings = Settings(data_dir=base / "data", sources=[source], lexical_backend=lexical)
+    settings = Settings(
+        data_dir=base / "data", sources=[source], store={"lexical_backend": lexical}
+    )
     SourcesBook(settings.state_dir).record(settings.sources)
     vectors = open_configured(settings, EMBEDDER)
     index = open_lexical_index(settings.lexical, settings.lexical_dir, lambda: vectors)

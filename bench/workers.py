@@ -152,7 +152,7 @@ def processes(folder: Path, work: Path, counts: Sequence[int]) -> None:
 
 def partitions(folder: Path, work: Path, counts: Sequence[int]) -> dict[int, float]:
     """Scale-out ingest: n `ragstream sync` processes, process i owning partition
-    i of n (`RAGSTREAM_SYNC_PARTITION_*`), each with ONE torch/BLAS thread (so n processes use
+    i of n (`RAGSTREAM_SYNC__PARTITION_*`), each with ONE torch/BLAS thread (so n processes use
     n cores), the server code path (qdrant-client + the sparse BM25 leg). qdrant-client's local
     mode is the only Qdrant installable here and holds one process, so each process writes
     its own local store (a server would take all of them; the store is ~2 % of ingest time,
@@ -165,8 +165,8 @@ def partitions(folder: Path, work: Path, counts: Sequence[int]) -> dict[int, flo
         for i in range(n):
             env = dict(
                 os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                RAGSTREAM_VECTOR_BACKEND="qdrant", RAGSTREAM_LEXICAL_BACKEND="sparse",
-                RAGSTREAM_SYNC_PARTITION_INDEX=str(i), RAGSTREAM_SYNC_PARTITION_COUNT=str(n),
+                RAGSTREAM_STORE__VECTOR_BACKEND="qdrant", RAGSTREAM_STORE__LEXICAL_BACKEND="sparse",
+                RAGSTREAM_SYNC__PARTITION_INDEX=str(i), RAGSTREAM_SYNC__PARTITION_COUNT=str(n),
             )  # fmt: skip
             cmd = [sys.executable, "-m", "ragstream.cli", "sync", str(folder), "--json"]
             cmd += ["--data-dir", str(work / f"part-{n}-{i}")]

@@ -69,7 +69,7 @@ def query_vector(terms: Sequence[str]) -> Sparse:
 
 
 class SparseLexicalIndex:
-    """The `LexicalIndex` protocol over the vector store's own points (`lexical_backend =
+    """The `LexicalIndex` protocol over the vector store's own points (`store.lexical_backend =
     "sparse"`): every chunk's BM25 vector is written by the vector store's upsert and
     `set_positions`, and tombstoned and GC'd with the point, so the lexical leg's writes
     here are no-ops and the two legs cannot disagree. `vectors` names the live store at

@@ -26,7 +26,7 @@ from ragstream.connectors.sparse import Sparse, bm25_vector, query_vector
 from ragstream.core.errors import DataDirBusyError
 from ragstream.core.ids import doc_prefixes, prefix_key
 from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
-from ragstream.core.settings import Settings
+from ragstream.core.settings import Settings, StoreSettings
 
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
 KEYWORD_FIELDS = ("doc_id", "status", "content_hash", "tenant", "file_type", "doc_prefixes")
@@ -388,14 +388,13 @@ class RetryPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetryPolicy:
-        return cls(settings.store_retry_attempts, settings.store_retry_max_wait_s)
+        return cls(settings.store.retry_attempts, settings.store.retry_max_wait_s)
 
     @classmethod
     def default(cls) -> RetryPolicy:
         """The settings' defaults (what a caller that passes no policy gets)."""
-        fields = Settings.model_fields
-        attempts = fields["store_retry_attempts"].default
-        return cls(int(attempts), float(fields["store_retry_max_wait_s"].default))
+        store = StoreSettings()
+        return cls(store.retry_attempts, store.retry_max_wait_s)
 
 
 class Backend(Protocol):
@@ -463,7 +462,7 @@ def open_vector_store(
     persisted at `base_dir`, `url=":memory:"` is in-memory, anything else a server URL.
     `retry` (qdrant only; default: the settings' defaults) bounds how long transient store
     errors are retried before `StoreUnavailableError`. `sparse`: the points also carry the
-    BM25 leg as the sparse vector `bm25` (`lexical_backend = "sparse"`); a collection created
+    BM25 leg as the sparse vector `bm25` (`store.lexical_backend = "sparse"`); a collection created
     without it cannot gain it (reindex into a new one).
     """
     backend = _backend(kind)
@@ -495,11 +494,11 @@ def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrant
     """`open_vector_store` with the backend, location, index and retry policy of `settings`."""
     s = settings
     return open_vector_store(
-        s.vector_backend,
+        s.store.vector_backend,
         s.vectors_dir,
-        s.index_name,
+        s.store.index_name,
         embedder,
-        url=s.qdrant_url,
+        url=s.store.qdrant_url,
         retry=RetryPolicy.from_settings(s),
         sparse=s.lexical == "sparse",
     )
@@ -508,13 +507,15 @@ def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrant
 def configured_live(settings: Settings) -> tuple[str, EmbedderVersion] | None:
     """`live_collection` of the index `settings` describe."""
     s = settings
-    return live_collection(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    return live_collection(
+        s.store.vector_backend, s.vectors_dir, s.store.index_name, s.store.qdrant_url
+    )
 
 
 def sparse_mismatch(collection: str) -> RuntimeError:
     return RuntimeError(
         f"collection {collection!r} was built without the BM25 sparse vectors that "
-        "lexical_backend = 'sparse' needs: set lexical_backend = 'tantivy' (and "
+        "store.lexical_backend = 'sparse' needs: set store.lexical_backend = 'tantivy' (and "
         "`ragstream rebuild-lexical` if its index is gone), or reindex into a new collection "
         "(`ragstream reindex start`)"
     )

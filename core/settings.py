@@ -5,9 +5,10 @@ The TOML file is `ragstream.toml` in the working directory, or the path in
 
 Typos are refused: an unknown key in the file (at any level), an unknown `RAGSTREAM_*`
 variable or an invalid value raises `SettingsError`, one line naming the key and the closest
-valid name or what is expected. `settings_report` says where each effective value came from;
-`env_var_help` lists every settable variable with its default. The machinery behind these is in
-core/settings_check.py; this module is the settings themselves.
+valid name or what is expected; a flat name a grouped setting had (`RENAMED`: `server_port`,
+now `server.port`) names its new name and variable. `settings_report` says where each
+effective value came from; `env_var_help` lists every settable variable with its default. The
+machinery behind these is in core/settings_check.py; this module is the settings themselves.
 """
 
 from __future__ import annotations
@@ -59,10 +60,10 @@ NON_SETTING_ENV = frozenset(
 )
 
 # shown as '***' by `settings_report` unless left at their (harmless) defaults
-SECRET_SETTINGS = frozenset({"generator.api_key", "api_keys", "admin_api_keys"})
+SECRET_SETTINGS = frozenset({"generator.api_key", "server.api_keys", "server.admin_api_keys"})
 
 
-NAMED_FLOOR = 0.5  # query.named_floor's default (README)
+NAMED_FLOOR = 0.5  # query.answerable.named_floor's default (README)
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pptx", ".pdf")
 
 DEFAULT_EXCLUDES = (
@@ -113,35 +114,24 @@ class ChunkSettings(BaseModel):
     situate_tokens: int = Field(default=48, ge=8, le=128)
 
 
-class QuerySettings(BaseModel):
-    """Query-time choices; none of them touches the index."""
+class AnswerableSettings(BaseModel):
+    """When the sources answer a question (query/answerable.py): every answerability
+    threshold and the answer judge's model. A `no` is a `not_answerable` refusal."""
 
     model_config = ConfigDict(extra="forbid")
-    reranker: str | None = None  # any sentence-transformers CrossEncoder name or local path
-    # fused candidates the reranker re-scores (a cross-encoder's cost grows with each one;
-    # the answer is built from the best `k` of them); None: the reranker's own choice (a
-    # tuned one records the depth chosen on its held-out queries), else 50
-    rerank_depth: int | None = Field(default=None, ge=1, le=1000)
-    rerank_floor: float = 0.0
-    dense_floor: float | None = None  # None: the calibrated default in query/gate.py
-    # answerability (query/answerable.py): an answer needs the best chunk to cover at least
-    # `answerable_floor` of the question's IDF-weighted terms, or a best dense cosine of at
-    # least `answerable_dense`; otherwise it is a `not_answerable` refusal. 0 = off (the
+    # the coverage rule: an answer needs the best chunk to cover at least `floor` of the
+    # question's IDF-weighted terms, or a best dense cosine of at least `dense`. 0 = off (the
     # default: the score is reported, nothing is refused). 0.5 / 0.5 is the pair chosen on
     # SciFact train (bench/answerability.py); see the README for why it is not on by default
-    answerable_floor: float = Field(default=0.0, ge=0.0, le=1.0)
-    answerable_dense: float = Field(default=0.5, ge=0.0, le=1.01)
-    # the trained support judge (operators/judge.py): "bundled" (the shipped model), a model
-    # directory, or "none". The verifier marks a claim unsupported (`contradicted`) when the
-    # judge reads its cited span as contradicting it: P(contradicts) >= `contradiction_floor`
-    # and > P(supports)
-    judge: str = "bundled"
+    floor: float = Field(default=0.0, ge=0.0, le=1.0)
+    dense: float = Field(default=0.5, ge=0.0, le=1.01)
     # the trained answer judge (operators/answer_judge.py): "bundled", a model directory, or
-    # "none". It reads the question against the best sentences of the chunks that passed the
-    # gate (does this sentence hold the answer?); `decision` below turns its reading and the
-    # other signals into answer or `not_answerable`, and the extractive answer leads with
-    # the sentence it reads as holding the answer
-    answer_judge: str = "bundled"
+    # "none". It reads the question against the best `judge_sentences` sentences of the
+    # chunks that passed the gate (does this sentence hold the answer?); `decision` below
+    # turns its reading and the other signals into answer or `not_answerable`, and the
+    # extractive answer leads with the sentence it reads as holding the answer
+    judge: str = "bundled"
+    judge_sentences: int = Field(default=16, ge=1, le=128)  # sentences read per question
     # the floor rule (`decision="rule"`): answer when the answer judge reads a sentence as
     # holding the answer with P >= `judge_floor`, or the best dense cosine reaches
     # `judge_dense` (1.01 = never)
@@ -158,15 +148,33 @@ class QuerySettings(BaseModel):
     # the share of the proper names a question asks about (Switzerland, Docling) that the
     # documents an answer cites must mention, else it is a `not_answerable` refusal: text
     # that never names what is asked about does not answer it. Not applied when the best
-    # chunk is as close in meaning as `answerable_dense` (it names the thing otherwise:
+    # chunk is as close in meaning as `dense` (it names the thing otherwise:
     # "Galliformes" / "chicken"). 0 = off
     named_floor: float = Field(default=NAMED_FLOOR, ge=0.0, le=1.0)
     # the extractive answer copies only sentences the answer judge reads as holding the
     # answer with P >= this, in answer order (query/answerable.py `evidence_order`); none
     # such in the sources is a `not_answerable` refusal (check "generator")
     sentence_floor: float = Field(default=0.01, ge=0.0, le=1.0)
+
+
+class QuerySettings(BaseModel):
+    """Query-time choices; none of them touches the index."""
+
+    model_config = ConfigDict(extra="forbid")
+    reranker: str | None = None  # any sentence-transformers CrossEncoder name or local path
+    # fused candidates the reranker re-scores (a cross-encoder's cost grows with each one;
+    # the answer is built from the best `k` of them); None: the reranker's own choice (a
+    # tuned one records the depth chosen on its held-out queries), else 50
+    rerank_depth: int | None = Field(default=None, ge=1, le=1000)
+    rerank_floor: float = 0.0
+    dense_floor: float | None = None  # None: the calibrated default in query/gate.py
+    answerable: AnswerableSettings = Field(default_factory=AnswerableSettings)
+    # claim verification: the trained support judge (operators/judge.py): "bundled" (the
+    # shipped model), a model directory, or "none". The verifier marks a claim unsupported
+    # (`contradicted`) when the judge reads its cited span as contradicting it:
+    # P(contradicts) >= `contradiction_floor` and > P(supports)
+    judge: str = "bundled"
     contradiction_floor: float = Field(default=0.5, ge=0.0, le=1.0)
-    judge_sentences: int = Field(default=16, ge=1, le=128)  # sentences read per question
     budget_tokens: int = Field(default=1500, ge=64)
     order: Literal["score", "document"] = "score"
     expand_parent: bool = False
@@ -196,6 +204,120 @@ class GeneratorSettings(BaseModel):
     max_tokens: int = 512
 
 
+class StoreSettings(BaseModel):
+    """Where the index lives: the vector store, the BM25 leg and the store's retries."""
+
+    model_config = ConfigDict(extra="forbid")
+    vector_backend: Literal["edge", "qdrant"] = "edge"
+    qdrant_url: str | None = None  # a server URL switches to qdrant-client
+    # the BM25 leg: "sparse" (in the vector store's own points), "tantivy" or "rank-bm25" (a
+    # separate index under lexical_dir); "auto" = what this data dir was built with, sparse
+    # for a new one (see `Settings.lexical`)
+    lexical_backend: Literal["auto", "sparse", "tantivy", "rank-bm25"] = "auto"
+    index_name: str = "ragstream"
+    # qdrant-client (server path): transient store errors are retried with jittered
+    # exponential backoff, at most this many calls and this many seconds of waiting in all
+    retry_attempts: int = Field(default=8, ge=1)
+    retry_max_wait_s: float = Field(default=30.0, ge=0.0)
+
+
+class SyncSettings(BaseModel):
+    """How watched files become index updates (flows/sync.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    debounce_ms: int = 300  # quiet time before a changed file is read
+    settle_ms: int = 50  # … after a completed write (closed by its writer, or renamed in)
+    parse_timeout_s: float = 120.0
+    max_file_bytes: int = 50 * 1024 * 1024
+    # encode mini-batch (length-sorted). On CPU small is faster *and* smaller (padding and
+    # activations grow with the batch's longest text); raise it on a GPU (figures:
+    # docs/measurements.md, "Encode batch size")
+    embed_batch_size: int = Field(default=8, ge=1)
+    # documents per flow batch: all their new chunks are encoded in one length-sorted call
+    ingest_batch_docs: int = 256
+    gc_retention_s: float = 7 * 24 * 3600.0
+    # scale-out ingest (server mode): N sync replicas against one Qdrant server, each owning
+    # the documents whose `partition_of(doc_id, N)` is its index (README "Ingest that scales
+    # out"); 1 = one replica owns everything
+    partition_index: int = Field(default=0, ge=0)
+    partition_count: int = Field(default=1, ge=1)
+    # the mass-delete guard: a catch-up scan that would delete more than this share of a
+    # source's documents (one with at least `mass_delete_min_docs`) deletes nothing
+    mass_delete_fraction: float = 0.5
+    mass_delete_min_docs: int = 10
+
+
+class VerifySettings(BaseModel):
+    """`watch` audits the index on this schedule (seconds; 0 = never), `sample` random
+    documents at a time (0 = all): drift counts go to `status` and the OTel gauge."""
+
+    model_config = ConfigDict(extra="forbid")
+    every_s: float = Field(default=900.0, ge=0.0)
+    sample: int = Field(default=200, ge=0)
+
+
+class ServerSettings(BaseModel):
+    """`ragstream serve`: where it listens and who may call it."""
+
+    model_config = ConfigDict(extra="forbid")
+    host: str = "127.0.0.1"
+    port: int = 8765
+    api_keys: dict[str, str] = Field(default_factory=dict)  # HTTP API key -> tenant
+    # blue/green reindex over HTTP: with `api_keys` set, only these keys may run reindex
+    # commands (a tenant's query key never can); with no keys at all the local default is open
+    admin_api_keys: list[str] = Field(default_factory=list)
+
+
+class TelemetrySettings(BaseModel):
+    """OpenTelemetry spans and metrics (core/telemetry.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    exporter: Literal["none", "console", "otlp"] = "none"
+    otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
+
+
+# the flat names the grouped settings had: old dotted name -> new dotted name. Each old name
+# (a file key, a `RAGSTREAM_*` variable, a `Settings()` argument) is refused with a one-line
+# hint naming the new one and its variable (core/settings_check.py)
+RENAMED: dict[str, str] = {
+    "server_host": "server.host",
+    "server_port": "server.port",
+    "api_keys": "server.api_keys",
+    "admin_api_keys": "server.admin_api_keys",
+    "telemetry_exporter": "telemetry.exporter",
+    "otlp_endpoint": "telemetry.otlp_endpoint",
+    "vector_backend": "store.vector_backend",
+    "qdrant_url": "store.qdrant_url",
+    "lexical_backend": "store.lexical_backend",
+    "index_name": "store.index_name",
+    "store_retry_attempts": "store.retry_attempts",
+    "store_retry_max_wait_s": "store.retry_max_wait_s",
+    "debounce_ms": "sync.debounce_ms",
+    "settle_ms": "sync.settle_ms",
+    "parse_timeout_s": "sync.parse_timeout_s",
+    "max_file_bytes": "sync.max_file_bytes",
+    "embed_batch_size": "sync.embed_batch_size",
+    "ingest_batch_docs": "sync.ingest_batch_docs",
+    "gc_retention_s": "sync.gc_retention_s",
+    "sync_partition_index": "sync.partition_index",
+    "sync_partition_count": "sync.partition_count",
+    "mass_delete_fraction": "sync.mass_delete_fraction",
+    "mass_delete_min_docs": "sync.mass_delete_min_docs",
+    "verify_every_s": "verify.every_s",
+    "verify_sample": "verify.sample",
+    "query.answerable_floor": "query.answerable.floor",
+    "query.answerable_dense": "query.answerable.dense",
+    "query.answer_judge": "query.answerable.judge",
+    "query.judge_sentences": "query.answerable.judge_sentences",
+    "query.judge_floor": "query.answerable.judge_floor",
+    "query.judge_dense": "query.answerable.judge_dense",
+    "query.decision": "query.answerable.decision",
+    "query.decision_floor": "query.answerable.decision_floor",
+    "query.named_floor": "query.answerable.named_floor",
+    "query.sentence_floor": "query.answerable.sentence_floor",
+}
+
+
 # the checked contents of the TOML file, for `settings_customise_sources` during one
 # `Settings.__init__` (a classmethod cannot be handed them otherwise)
 _FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("_FILE_DATA", default=None)
@@ -209,54 +331,18 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Path(".ragstream")
-    index_name: str = "ragstream"
     embedder: str = "minilm-l6"  # preset, sentence-transformers name, or local path
-    vector_backend: Literal["edge", "qdrant"] = "edge"
-    qdrant_url: str | None = None  # a server URL switches to qdrant-client
-    # the BM25 leg: "sparse" (in the vector store's own points), "tantivy" or "rank-bm25" (a
-    # separate index under lexical_dir); "auto" = what this data dir was built with, sparse
-    # for a new one (see `lexical`)
-    lexical_backend: Literal["auto", "sparse", "tantivy", "rank-bm25"] = "auto"
     sources: list[SourceConfig] = Field(default_factory=list)
     include: list[str] = Field(default_factory=lambda: [f"**/*{s}" for s in SUPPORTED_SUFFIXES])
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDES))
-    max_file_bytes: int = 50 * 1024 * 1024
-    debounce_ms: int = 300  # quiet time before a changed file is read
-    settle_ms: int = 50  # … after a completed write (closed by its writer, or renamed in)
-    parse_timeout_s: float = 120.0
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
-    # encode mini-batch (length-sorted). On CPU small is faster *and* smaller (padding and
-    # activations grow with the batch's longest text); raise it on a GPU (figures:
-    # docs/measurements.md, "Encode batch size")
-    embed_batch_size: int = Field(default=8, ge=1)
-    # documents per flow batch: all their new chunks are encoded in one length-sorted call
-    ingest_batch_docs: int = 256
-    gc_retention_s: float = 7 * 24 * 3600.0
-    # `watch` audits the index on this schedule (seconds; 0 = never), `verify_sample` random
-    # documents at a time (0 = all): drift counts go to `status` and the OTel gauge
-    verify_every_s: float = Field(default=900.0, ge=0.0)
-    verify_sample: int = Field(default=200, ge=0)
-    # scale-out ingest (server mode): N sync replicas against one Qdrant server, each owning
-    # the documents whose `partition_of(doc_id, N)` is its index (README "Ingest that scales
-    # out"); 1 = one replica owns everything
-    sync_partition_index: int = Field(default=0, ge=0)
-    sync_partition_count: int = Field(default=1, ge=1)
-    mass_delete_fraction: float = 0.5
-    mass_delete_min_docs: int = 10
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    sync: SyncSettings = Field(default_factory=SyncSettings)
+    verify: VerifySettings = Field(default_factory=VerifySettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
     generator: GeneratorSettings = Field(default_factory=GeneratorSettings)
-    server_host: str = "127.0.0.1"
-    server_port: int = 8765
-    api_keys: dict[str, str] = Field(default_factory=dict)  # HTTP API key -> tenant
-    telemetry_exporter: Literal["none", "console", "otlp"] = "none"
-    otlp_endpoint: str = "http://127.0.0.1:4318/v1/traces"
-    # qdrant-client (server path): transient store errors are retried with jittered
-    # exponential backoff, at most this many calls and this many seconds of waiting in all
-    store_retry_attempts: int = Field(default=8, ge=1)
-    store_retry_max_wait_s: float = Field(default=30.0, ge=0.0)
-    # blue/green reindex over HTTP: with `api_keys` set, only these keys may run reindex
-    # commands (a tenant's query key never can); with no keys at all the local default is open
-    admin_api_keys: list[str] = Field(default_factory=list)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     reindex_eval_margin: float = 0.01  # promote's eval gate: nDCG@10 may drop at most this
 
     @classmethod
@@ -282,8 +368,8 @@ class Settings(BaseSettings):
         file_data = read_file(path, CONFIG_ENV)
         env = {k: v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
         problems = [
-            *unknown_file_keys(file_data, path, Settings),
-            *unknown_env(env, Settings, NON_SETTING_ENV),
+            *unknown_file_keys(file_data, path, Settings, RENAMED),
+            *unknown_env(env, Settings, NON_SETTING_ENV, RENAMED),
         ]
         if problems:
             raise SettingsError("; ".join(problems))
@@ -293,7 +379,9 @@ class Settings(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as err:
-            raise SettingsError(describe(err, origins, Settings, SECRET_SETTINGS)) from None
+            raise SettingsError(
+                describe(err, origins, Settings, SECRET_SETTINGS, RENAMED)
+            ) from None
         except _SourceError as err:  # a value pydantic-settings could not even decode
             raise SettingsError(str(err)) from None
         finally:
@@ -319,8 +407,8 @@ class Settings(BaseSettings):
         marker, else a separate index it already has, else (an index older than the marker,
         which could only have been built with tantivy) tantivy if it has vectors; a new data
         dir gets "sparse" (README "BM25 as sparse vectors")."""
-        if self.lexical_backend != "auto":
-            return self.lexical_backend
+        if self.store.lexical_backend != "auto":
+            return self.store.lexical_backend
         try:
             marked = self.lexical_marker.read_text(encoding="utf-8").strip()
         except OSError:
@@ -330,7 +418,7 @@ class Settings(BaseSettings):
         if (self.lexical_dir / "chunks.jsonl").exists():
             return "rank-bm25"
         if _has_files(self.lexical_dir) or (
-            self.qdrant_url is None and _has_files(self.vectors_dir)
+            self.store.qdrant_url is None and _has_files(self.vectors_dir)
         ):
             return "tantivy"
         return "sparse"

@@ -3,7 +3,8 @@
 It lives apart from core/settings.py so that the settings themselves stay a short, readable
 list. Everything here is written against a root settings class passed in (`root`); a
 setting's env variable is the root's `env_prefix` plus its path, upper case, joined by `__`.
-It never imports `Settings`, so settings.py can import it without a cycle.
+It never imports `Settings`, so settings.py can import it without a cycle; the table of
+renamed settings (old dotted name -> new) is handed in too (`renamed`).
 """
 
 from __future__ import annotations
@@ -148,12 +149,39 @@ def read_file(path: Path, env_var: str) -> dict[str, Any]:
         raise SettingsError(f"cannot read settings file {path}: {err}") from None
 
 
-def unknown_file_keys(data: Mapping[str, Any], path: Path, root: type[BaseModel]) -> list[str]:
-    """One message per key in the file (at any depth) that `root` lacks."""
+def unknown_file_keys(
+    data: Mapping[str, Any],
+    path: Path,
+    root: type[BaseSettings],
+    renamed: Mapping[str, str],
+) -> list[str]:
+    """One message per key in the file (at any depth) that `root` lacks; a key `renamed`
+    (old dotted name -> new) names its new name."""
     return [
-        f"unknown setting '{key}' in {path}" + (f" (did you mean '{near}'?)" if near else "")
+        _moved(key, renamed[key], root, f" in {path}")
+        if key in renamed
+        else f"unknown setting '{key}' in {path}" + (f" (did you mean '{near}'?)" if near else "")
         for key, near in _unknown_keys(data, root)
     ]
+
+
+def _moved(old: str, new: str, root: type[BaseSettings], where: str) -> str:
+    """The one line for a setting that was renamed: its new dotted name and env variable."""
+    return f"setting '{old}'{where} is now '{new}' ({_env_name(root, new.split('.'))})"
+
+
+def _renamed_env(
+    name: str, root: type[BaseSettings], renamed: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """(new variable, new dotted name) for a variable that sets a renamed setting (or a key
+    below one, as `RAGSTREAM_API_KEYS__k1`), else None."""
+    parts = name[len(_prefix(root)) :].split("__")
+    for n in range(len(parts), 0, -1):
+        new = renamed.get(".".join(parts[:n]).lower())
+        if new is not None:
+            rest = "".join(f"__{part}" for part in parts[n:])
+            return _env_name(root, new.split(".")) + rest, new
+    return None
 
 
 def _unknown_keys(
@@ -195,10 +223,13 @@ def _env_target(name: str, root: type[BaseSettings]) -> tuple[str, ...] | None:
 
 
 def unknown_env(
-    env: Mapping[str, str], root: type[BaseSettings], allowed: Collection[str]
+    env: Mapping[str, str],
+    root: type[BaseSettings],
+    allowed: Collection[str],
+    renamed: Mapping[str, str],
 ) -> list[str]:
     """One message per variable in `env` that sets no setting and is not `allowed` (upper
-    case)."""
+    case); one for a `renamed` setting (old dotted name -> new) names the new variable."""
     prefix = _prefix(root)
     valid = [_env_name(root, p[:n]) for p, _ in _leaves(root) for n in range(1, len(p) + 1)]
     valid += allowed
@@ -206,6 +237,10 @@ def unknown_env(
     problems = []
     for name in sorted(env):
         if name.upper() in allowed or _env_target(name, root) is not None:
+            continue
+        moved = _renamed_env(name, root, renamed)
+        if moved is not None:
+            problems.append(f"environment variable {name} is now {moved[0]} (setting '{moved[1]}')")
             continue
         near = _closest(name[len(prefix) :].upper(), stems)
         hint = f" (did you mean {prefix}{near}?)" if near else ""
@@ -320,14 +355,18 @@ def _loads(value: str) -> Any:
 
 
 def describe(
-    err: ValidationError, origins: Origins, root: type[BaseModel], secrets: Collection[str]
+    err: ValidationError,
+    origins: Origins,
+    root: type[BaseSettings],
+    secrets: Collection[str],
+    renamed: Mapping[str, str],
 ) -> str:
-    """pydantic's errors as one line: unknown keys with a suggestion, else the first error
-    (a value under one of `secrets` shown as '***')."""
+    """pydantic's errors as one line: unknown keys with a suggestion (a `renamed` one with its
+    new name), else the first error (a value under one of `secrets` shown as '***')."""
     errors = err.errors()
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
     if unknown:
-        return "; ".join(_describe_unknown(e["loc"], origins, root) for e in unknown)
+        return "; ".join(_describe_unknown(e["loc"], origins, root, renamed) for e in unknown)
     first = errors[0]
     key = _dotted(first["loc"])
     where = _phrase(origins.source(first["loc"]))
@@ -340,8 +379,15 @@ def describe(
     return f"invalid value {shown} for setting '{key}'{where}: {first['msg']}{more}"
 
 
-def _describe_unknown(loc: Sequence[str | int], origins: Origins, root: type[BaseModel]) -> str:
+def _describe_unknown(
+    loc: Sequence[str | int],
+    origins: Origins,
+    root: type[BaseSettings],
+    renamed: Mapping[str, str],
+) -> str:
     key = _dotted(loc)
+    if key in renamed:
+        return _moved(key, renamed[key], root, _place(origins.source(loc), root))
     parent: type[BaseModel] | None = root
     for part in loc[:-1]:
         if parent is None or isinstance(part, int):

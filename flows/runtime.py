@@ -86,7 +86,7 @@ def chunker_for(settings: Settings, embedder: Embedder) -> ChunkerConfig:
 
 @contextmanager
 def open_runtime(settings: Settings) -> Iterator[Runtime]:
-    configure(settings.telemetry_exporter, settings.otlp_endpoint)
+    configure(settings.telemetry.exporter, settings.telemetry.otlp_endpoint)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     situate = open_situate(settings)  # first: a misconfiguration fails before any store opens
     lexical_kind = settings.lexical  # before any store opens: "auto" looks at the data dir

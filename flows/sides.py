@@ -79,7 +79,7 @@ class IndexSides:
     def open_side(self, spec: str) -> Side:
         """Open (creating if missing) the collection of the embedder `spec` loads."""
         embedder = load_embedder(spec)
-        name = collection_name(self.settings.index_name, embedder.version)
+        name = collection_name(self.settings.store.index_name, embedder.version)
         if name not in self._sides:
             s = self.settings
             store = open_configured(s, embedder.version)
@@ -108,7 +108,7 @@ class IndexSides:
         is read on every query; an embedded pointer only ever changes in this process.
         """
         s = self.settings
-        if s.vector_backend == "qdrant" and s.qdrant_url not in (None, ":memory:"):
+        if s.store.vector_backend == "qdrant" and s.store.qdrant_url not in (None, ":memory:"):
             live = configured_live(s)
             if live is not None and live[0] != self._live:
                 with self.lock:
@@ -140,7 +140,13 @@ class IndexSides:
         target = self._sides[collection]
         target.vectors.flush()
         s = self.settings
-        set_live_collection(s.vector_backend, s.vectors_dir, s.index_name, collection, s.qdrant_url)
+        set_live_collection(
+            s.store.vector_backend,
+            s.vectors_dir,
+            s.store.index_name,
+            collection,
+            s.store.qdrant_url,
+        )
         self._live = collection
 
     def close_side(self, collection: str) -> None:

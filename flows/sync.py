@@ -163,9 +163,9 @@ def make_indexer(rt: Runtime) -> Indexer:
         redactions=rt.redactions,
         chunker=lambda embedder: chunker_for(s, embedder),
         tenants={src.name: src.tenant for src in s.sources},
-        max_file_bytes=s.max_file_bytes,
-        parse_timeout_s=s.parse_timeout_s,
-        batch_size=s.embed_batch_size,
+        max_file_bytes=s.sync.max_file_bytes,
+        parse_timeout_s=s.sync.parse_timeout_s,
+        batch_size=s.sync.embed_batch_size,
         lock=rt.lock,
         situate=rt.situate,
     )
@@ -242,14 +242,14 @@ def sync_partition(s: Settings) -> tuple[int, int]:
     """(index, count) of this sync replica's share of the documents, checked: a partitioned
     ingest needs one store that every replica writes and every query reads, for both legs
     (a Qdrant server with the sparse BM25 leg); embedded stores have one owner."""
-    index, count = s.sync_partition_index, s.sync_partition_count
+    index, count = s.sync.partition_index, s.sync.partition_count
     if index >= count:
         raise InvalidRequestError(f"sync partition {index} of {count}: the index must be < count")
-    if count > 1 and (s.vector_backend != "qdrant" or s.lexical != "sparse"):
+    if count > 1 and (s.store.vector_backend != "qdrant" or s.lexical != "sparse"):
         raise InvalidRequestError(
-            f"sync partitions ({count}) need one shared store for both legs: vector_backend "
+            f"sync partitions ({count}) need one shared store for both legs: store.vector_backend "
             f"'qdrant' with a server URL and the sparse BM25 leg (this data dir: "
-            f"{s.vector_backend} + {s.lexical}); the embedded stores have a single owner"
+            f"{s.store.vector_backend} + {s.lexical}); the embedded stores have a single owner"
         )
     return index, count
 
@@ -270,16 +270,16 @@ def build_flow(
         sources=tuple(s.sources),
         path_filter=PathFilter(tuple(s.include), tuple(s.exclude)),
         watch=watch,
-        debounce_s=s.debounce_ms / 1000,
-        settle_s=s.settle_ms / 1000,
-        batch_size=s.ingest_batch_docs,
-        max_delete_fraction=s.mass_delete_fraction,
-        min_docs_for_guard=s.mass_delete_min_docs,
+        debounce_s=s.sync.debounce_ms / 1000,
+        settle_s=s.sync.settle_ms / 1000,
+        batch_size=s.sync.ingest_batch_docs,
+        max_delete_fraction=s.sync.mass_delete_fraction,
+        min_docs_for_guard=s.sync.mass_delete_min_docs,
         allow_mass_delete=allow_mass_delete,
         partition=sync_partition(s),
     )
     source = FolderSource(cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns)
-    reader = DocReader(s.max_file_bytes, s.parse_timeout_s)
+    reader = DocReader(s.sync.max_file_bytes, s.sync.parse_timeout_s)
     flow = Dataflow("ragstream_sync")
     events = op.input("folders", flow, source)
     by_doc = op.key_on("by_doc", events, parse_key)
@@ -365,7 +365,7 @@ def run_sync(
         rt = owner.runtime()
         if watch:  # a long-running process finishes (or repairs) an open reindex's backfill
             rt.backfill = scope.enter_context(
-                BackgroundBackfill(rt.sides, settings.embed_batch_size)
+                BackgroundBackfill(rt.sides, settings.sync.embed_batch_size)
             )
         scope.enter_context((alongside or _nothing)(rt))
         flow, source = build_flow(
@@ -441,7 +441,9 @@ def get_flow(watch: bool = True) -> Dataflow:
     `-r D/recovery -s SECONDS -b 0` (init once: `python -m bytewax.recovery D/recovery 1`).
     """
     settings = Settings()
-    configure(settings.telemetry_exporter, settings.otlp_endpoint)  # parse spans everywhere
+    configure(
+        settings.telemetry.exporter, settings.telemetry.otlp_endpoint
+    )  # parse spans everywhere
     owner = StoreOwner(settings)
     flow, source = build_flow(owner, watch=watch, on_outcome=_print_outcome)
     atexit.register(owner.close)

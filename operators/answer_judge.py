@@ -57,7 +57,7 @@ def bundled_answer_judge() -> AnswerJudge:
 
 
 def answer_judge_dir(spec: str | None) -> Path | None:
-    """The model directory `query.answer_judge` names, without loading it."""
+    """The model directory `query.answerable.judge` names, without loading it."""
     return model_dir(spec, BUNDLED_ANSWER_JUDGE)
 
 

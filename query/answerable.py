@@ -268,28 +268,31 @@ def _covered(
 
 @dataclass(frozen=True)
 class Limits:
-    """The answerability thresholds (`query.*` settings; see `judge` for how each is used).
+    """The answerability thresholds (`query.answerable.*` settings; see `judge` for how each
+    is used).
 
-    >>> Limits.from_settings(QuerySettings(judge_floor=0.7, judge_sentences=8)).sentences
+    >>> q = QuerySettings(answerable={"judge_floor": 0.7, "judge_sentences": 8})
+    >>> Limits.from_settings(q).sentences
     8
     """
 
-    floor: float = 0.0  # coverage the best chunk needs (`answerable_floor`)
-    dense_floor: float = 1.0  # or this best dense cosine (`answerable_dense`)
+    floor: float = 0.0  # coverage the best chunk needs (`answerable.floor`)
+    dense_floor: float = 1.0  # or this best dense cosine (`answerable.dense`)
     judge_floor: float = 0.5  # the floor rule: the answer judge's P a sentence needs
     judge_dense: float = 1.01  # the floor rule: or this best dense cosine
-    sentences: int = 16  # sentences the answer judge reads (`judge_sentences`)
+    sentences: int = 16  # sentences the answer judge reads (`answerable.judge_sentences`)
     decision_floor: float | None = None  # the calibrated decision's floor (None: fitted)
 
     @classmethod
     def from_settings(cls, q: QuerySettings) -> Limits:
+        a = q.answerable
         return cls(
-            floor=q.answerable_floor,
-            dense_floor=q.answerable_dense,
-            judge_floor=q.judge_floor,
-            judge_dense=q.judge_dense,
-            sentences=q.judge_sentences,
-            decision_floor=q.decision_floor,
+            floor=a.floor,
+            dense_floor=a.dense,
+            judge_floor=a.judge_floor,
+            judge_dense=a.judge_dense,
+            sentences=a.judge_sentences,
+            decision_floor=a.decision_floor,
         )
 
 

@@ -169,7 +169,7 @@ def embedder_mismatch(fitted: str, live: str | None, judge: Path | str) -> str |
         f"the answerability decision in {judge} was fitted on {fitted}'s cosines; the live "
         f"embedder is {live}, whose cosines it may read too high or too low: refit it on this "
         "index into a copy of the answer judge directory (python -m ragstream.train.decision "
-        "DATASET --data-dir D --judge COPY) and set query.answer_judge to the copy"
+        "DATASET --data-dir D --judge COPY) and set query.answerable.judge to the copy"
     )
 
 

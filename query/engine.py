@@ -118,7 +118,7 @@ class QueryEngine:
     @classmethod
     @contextmanager
     def open(cls, settings: Settings, models: QueryModels | None = None) -> Iterator[QueryEngine]:
-        configure(settings.telemetry_exporter, settings.otlp_endpoint)
+        configure(settings.telemetry.exporter, settings.telemetry.otlp_endpoint)
         with Retriever.open(settings) as retriever:
             yield cls(settings, retriever, models)
 
@@ -289,14 +289,14 @@ class QueryEngine:
         dense = answer.answerability.signals.get("dense_best", 0.0) if answer.answerability else 0.0
         names = refusal.names_to_check(
             answer.query,
-            named_floor=q.named_floor,
+            named_floor=q.answerable.named_floor,
             dense_best=dense,
-            answerable_dense=q.answerable_dense,
+            answerable_dense=q.answerable.dense,
         )
         documents = self._side().vectors.live_chunks
         missing = unmentioned_in(names, shapes.cited(answer), documents) if names else []
         refused = refusal.unnamed(
-            names, missing, named_floor=q.named_floor, answered=answer.answered
+            names, missing, named_floor=q.answerable.named_floor, answered=answer.answered
         )
         if refused is not None:
             _withhold(answer, "names_unmentioned", float(len(missing)))
@@ -305,13 +305,13 @@ class QueryEngine:
     def _judge(self, run: _Run) -> tuple[Answerability, int, float]:
         """The answerability verdict on the ranked chunks (query/answerable.py `judge`), how
         many sentences the answer judge read, and the best dense cosine; `run.evidence`
-        becomes the sentences it read as answering (at least `query.sentence_floor`)."""
+        becomes the sentences it read as answering (at least `query.answerable.sentence_floor`)."""
         q, chunks = self.settings.query, [r.candidate.chunk for r in run.ranked]
         dense = max((r.candidate.scores.get("dense", 0.0) for r in run.ranked), default=0.0)
         signals = {**ranking(run.ranked), **run.leads}
         asked = Asked(run.request.query, chunks, self.retriever.lexical.doc_freqs, dense, signals)
         verdict, read = judge(asked, Limits.from_settings(q), self.answer_judge, self.decision)
-        run.evidence = answering(chunks, read, q.sentence_floor)
+        run.evidence = answering(chunks, read, q.answerable.sentence_floor)
         return verdict, len(read), dense
 
     @contextmanager

@@ -2,7 +2,8 @@
 
 `QueryModels.load(settings)` loads what `query.*` settings name: the reranker
 (`query.reranker`), the support judge the verifier reads (`query.judge`), the answer judge
-(`query.answer_judge`) and the calibrated decision fitted with it (`query.decision`).
+(`query.answerable.judge`) and the calibrated decision fitted with it
+(`query.answerable.decision`).
 Nothing is loaded on import. The generator is not among them: the extractive one reads
 the embedder of the collection an answer pinned, and an endpoint one is an HTTP client,
 so each engine makes its own.
@@ -36,14 +37,19 @@ class QueryModels:
         q = settings.query
         reranker = load_reranker(q.reranker)
         support_judge = load_judge(q.judge)
-        answer_judge = load_answer_judge(q.answer_judge)
-        return cls(reranker, support_judge, answer_judge, fitted_decision(answer_judge, q.decision))
+        answer_judge = load_answer_judge(q.answerable.judge)
+        return cls(
+            reranker,
+            support_judge,
+            answer_judge,
+            fitted_decision(answer_judge, q.answerable.decision),
+        )
 
 
 def fitted_decision(answer_judge: AnswerJudge | None, mode: str) -> Decision | None:
     """The calibrated decision fitted with this answer judge (None: no judge, no fitted
-    decision beside it, or `query.decision=rule`); one fitted with another judge is an
-    error."""
+    decision beside it, or `query.answerable.decision=rule`); one fitted with another judge
+    is an error."""
     if answer_judge is None or mode != "calibrated":
         return None
     decision = load_decision(answer_judge.model_dir)
@@ -51,6 +57,6 @@ def fitted_decision(answer_judge: AnswerJudge | None, mode: str) -> Decision | N
         raise ModelUnavailableError(
             f"the answerability decision in {answer_judge.model_dir} was fitted with "
             f"{decision.judge}, not {answer_judge.version}: refit it (make decision) or set "
-            "query.decision=rule"
+            "query.answerable.decision=rule"
         )
     return decision

@@ -137,7 +137,9 @@ class PointerTracker:
         else:
             embedder = load_embedder(override or embedder_spec(recorded))
         check_version(collection, recorded, embedder.version)
-        if collection_name(s.index_name, recorded) != collection:  # would open a new, empty one
+        if (
+            collection_name(s.store.index_name, recorded) != collection
+        ):  # would open a new, empty one
             raise RuntimeError(f"live collection {collection!r} is not named for {recorded.slug}")
         vectors = open_configured(s, recorded)
         return OpenSide(collection, embedder, vectors)

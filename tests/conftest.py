@@ -57,8 +57,8 @@ def squad_dir() -> Path:
 
 
 class StorePairing(NamedTuple):
-    vector: str  # Settings.vector_backend
-    lexical: str  # Settings.lexical_backend
+    vector: str  # Settings.store.vector_backend
+    lexical: str  # Settings.store.lexical_backend
 
 
 @pytest.fixture(

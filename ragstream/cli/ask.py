@@ -97,8 +97,8 @@ def serve(
     from ragstream.service.stores import open_engine
 
     settings = load_settings(data_dir)
-    bind_host = host or settings.server_host
-    bind_port = settings.server_port if port is None else port
+    bind_host = host or settings.server.host
+    bind_port = settings.server.port if port is None else port
     state = Serving(settings)
 
     def announce(url: str) -> None:

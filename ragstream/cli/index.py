@@ -90,7 +90,7 @@ def watch(
     settings = api.load_settings(data_dir)
     address = None
     if serve:
-        address = (host or settings.server_host, settings.server_port if port is None else port)
+        address = (host or settings.server.host, settings.server.port if port is None else port)
     err.print(f"watching {', '.join(map(str, paths))} (Ctrl-C to stop)")
     try:
         report = api.watch(

@@ -66,39 +66,44 @@ ASSEMBLY_ROWS: dict[str, dict[str, Any]] = {
 # one row per answerability check: what each costs in answered / gold-cited questions (the
 # support judge verifies claims in every row: the negation probe)
 ANSWERABILITY_ROWS: dict[str, dict[str, Any]] = {
-    "no answerability check": {"answer_judge": "none", "answerable_floor": 0.0, "named_floor": 0.0},
+    "no answerability check": {
+        "answerable.judge": "none",
+        "answerable.floor": 0.0,
+        "answerable.named_floor": 0.0,
+    },
     "+coverage/dense 0.5/0.5": {
-        "answer_judge": "none",
-        "answerable_floor": 0.5,
-        "answerable_dense": 0.5,
-        "named_floor": 0.0,
+        "answerable.judge": "none",
+        "answerable.floor": 0.5,
+        "answerable.dense": 0.5,
+        "answerable.named_floor": 0.0,
     },
     "+judge, floor rule": {
-        "answer_judge": "bundled",
-        "decision": "rule",
-        "answerable_floor": 0.0,
-        "named_floor": 0.0,
+        "answerable.judge": "bundled",
+        "answerable.decision": "rule",
+        "answerable.floor": 0.0,
+        "answerable.named_floor": 0.0,
     },
     "+judge, calibrated decision": {
-        "answer_judge": "bundled",
-        "decision": "calibrated",
-        "answerable_floor": 0.0,
-        "named_floor": 0.0,
+        "answerable.judge": "bundled",
+        "answerable.decision": "calibrated",
+        "answerable.floor": 0.0,
+        "answerable.named_floor": 0.0,
     },
     "+calibrated +names cited (default)": {
-        "answer_judge": "bundled",
-        "decision": "calibrated",
-        "answerable_floor": 0.0,
-        "named_floor": NAMED_FLOOR,
+        "answerable.judge": "bundled",
+        "answerable.decision": "calibrated",
+        "answerable.floor": 0.0,
+        "answerable.named_floor": NAMED_FLOOR,
     },
     "+calibrated +names +coverage/dense": {
-        "answer_judge": "bundled",
-        "decision": "calibrated",
-        "answerable_floor": 0.5,
-        "answerable_dense": 0.5,
-        "named_floor": NAMED_FLOOR,
+        "answerable.judge": "bundled",
+        "answerable.decision": "calibrated",
+        "answerable.floor": 0.5,
+        "answerable.dense": 0.5,
+        "answerable.named_floor": NAMED_FLOOR,
     },
 }
+JUDGE = "answerable.judge"  # a row's answer judge (`query.answerable.judge`)
 ROW_SETS: dict[str, dict[str, dict[str, Any]]] = {
     "assembly": ASSEMBLY_ROWS,
     "answerability": ANSWERABILITY_ROWS,
@@ -165,24 +170,34 @@ class Scored(BaseModel):
 
 def with_configured_judge(overrides: Mapping[str, Any], judge: str) -> dict[str, Any]:
     """A row's settings with the answer judge this index is configured with
-    (`query.answer_judge`) in place of the bundled one, so a row that reads a judge
+    (`query.answerable.judge`) in place of the bundled one, so a row that reads a judge
     measures the judge (and the decision beside it) the engine serves with: a judge
     directory refitted for a tuned embedder, say. A row without a judge, or an index
     configured with none, is unchanged.
 
-    >>> with_configured_judge({"answer_judge": "bundled", "decision": "rule"}, "/m/judge")
-    {'answer_judge': '/m/judge', 'decision': 'rule'}
-    >>> with_configured_judge({"answer_judge": "bundled"}, "none")
-    {'answer_judge': 'bundled'}
+    >>> with_configured_judge(
+    ...     {"answerable.judge": "bundled", "answerable.decision": "rule"}, "/m/judge"
+    ... )
+    {'answerable.judge': '/m/judge', 'answerable.decision': 'rule'}
+    >>> with_configured_judge({"answerable.judge": "bundled"}, "none")
+    {'answerable.judge': 'bundled'}
     """
-    if overrides.get("answer_judge") == "bundled" and not switched_off(judge):
-        return {**overrides, "answer_judge": judge}
+    if overrides.get(JUDGE) == "bundled" and not switched_off(judge):
+        return {**overrides, JUDGE: judge}
     return dict(overrides)
 
 
 def row_settings(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
-    """`settings` with these `query.*` fields, validated like any configured value."""
-    query = QuerySettings.model_validate({**settings.query.model_dump(), **overrides})
+    """`settings` with these `query.*` fields (named below `query`, dotted into its groups:
+    `answerable.floor`), validated like any configured value."""
+    values = settings.query.model_dump()
+    for name, value in overrides.items():
+        *groups, leaf = name.split(".")
+        table = values
+        for group in groups:
+            table = table.setdefault(group, {})
+        table[leaf] = value
+    query = QuerySettings.model_validate(values)
     return settings.model_copy(update={"query": query})
 
 
@@ -264,7 +279,7 @@ def answer_ablation(
     on which the rows disagree about `answered` or `gold_cited` (where a row made a
     difference worth reading)."""
     chosen = {
-        name: with_configured_judge(overrides, settings.query.answer_judge)
+        name: with_configured_judge(overrides, settings.query.answerable.judge)
         for name, overrides in ROW_SETS[rows].items()
     }
     engines = {

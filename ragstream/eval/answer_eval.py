@@ -201,7 +201,8 @@ def abstain_group(
     refused = [a for a in answers.values() if a.refusal is not None]
     q = engine.settings.query
     decisions = [
-        signal_refusals(a, q.judge_floor, q.judge_dense, engine.decision) for a in answers.values()
+        signal_refusals(a, q.answerable.judge_floor, q.answerable.judge_dense, engine.decision)
+        for a in answers.values()
     ]
     group = AbstainGroup(
         questions=len(answers),

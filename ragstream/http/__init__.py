@@ -13,12 +13,13 @@
     POST /v1/query               QueryRequest -> Answer; {"stream": true} -> Server-Sent
                                  Events: `text` deltas as generated, then `answer`
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
-    POST /v1/admin/reindex/{cmd} blue/green commands; with `api_keys` set, an admin key only
+    POST /v1/admin/reindex/{cmd} blue/green commands; with `server.api_keys` set, an admin
+                                 key only
     GET  /openapi.json, /docs, /redoc   the schema and its viewers, every asset served here
     GET  /, /console/*           the web console (Ask, Files, Live, Reindex, Quality)
 
-With `api_keys` configured every request needs `Authorization: Bearer KEY` and the key's
-tenant becomes a filter inside both stores; the body can never widen it. Errors are JSON
+With `server.api_keys` configured every request needs `Authorization: Bearer KEY` and the
+key's tenant becomes a filter inside both stores; the body can never widen it. Errors are JSON
 `{"error": message, "code": ...}` (422 adds pydantic's `details`), never a traceback.
 
     app     `create_app`: assembles error handling, routers and the console

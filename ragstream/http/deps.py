@@ -57,7 +57,7 @@ def api_key(request: Request) -> str:
 
 def caller_tenants(request: Request, serving: ServingDep) -> Tenants:
     """The caller's tenant, decided here from the API key (never from the body)."""
-    keys = serving.settings.api_keys
+    keys = serving.settings.server.api_keys
     if not keys:
         return None
     key = api_key(request)
@@ -68,7 +68,7 @@ def caller_tenants(request: Request, serving: ServingDep) -> Tenants:
 
 def admin_only(request: Request, serving: ServingDep) -> None:
     settings = serving.settings
-    if settings.api_keys and api_key(request) not in settings.admin_api_keys:
+    if settings.server.api_keys and api_key(request) not in settings.server.admin_api_keys:
         raise ForbiddenError("admin commands need an admin API key")
 
 

@@ -175,14 +175,14 @@ def file(
 
 @contextmanager
 def scheduled_verify(rt: Runtime, settings: Settings) -> Iterator[None]:
-    """`watch`'s audit: every `verify_every_s`, `verify_sample` random documents (0: all),
+    """`watch`'s audit: every `verify.every_s`, `verify.sample` random documents (0: all),
     between index batches (under the runtime's lock). Its counts reach `status` and the
     `ragstream.index.drift` gauge; a failing audit is logged and never stops the watch."""
     stop = threading.Event()
-    sample = settings.verify_sample or None
+    sample = settings.verify.sample or None
 
     def loop() -> None:
-        while not stop.wait(settings.verify_every_s):
+        while not stop.wait(settings.verify.every_s):
             try:
                 with rt.lock:
                     verify_stores(audited(settings), rt.vectors, rt.lexical, sample)

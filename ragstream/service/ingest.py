@@ -66,13 +66,13 @@ def watch(
 ) -> SyncReport:
     """Catch up, then follow every change until interrupted (bytewax recovery on, under
     `<data_dir>/recovery/`). `alongside(runtime)` runs beside the flow (an HTTP server over
-    its stores); the scheduled audit runs when `verify_every_s` is set."""
+    its stores); the scheduled audit runs when `verify.every_s` is set."""
     chosen = with_folders(settings or load_settings(data_dir), paths)
 
     @contextmanager
     def beside(rt: Runtime) -> Iterator[None]:
         with ExitStack() as scope:
-            if chosen.verify_every_s > 0:
+            if chosen.verify.every_s > 0:
                 scope.enter_context(scheduled_verify(rt, chosen))
             if alongside is not None:
                 scope.enter_context(alongside(rt))
@@ -105,7 +105,7 @@ def gc(
 ) -> dict[str, int]:
     """Hard-delete tombstones older than the retention window in both stores."""
     s = settings or load_settings(data_dir)
-    cutoff = time.time() - (s.gc_retention_s if retention_s is None else retention_s)
+    cutoff = time.time() - (s.sync.gc_retention_s if retention_s is None else retention_s)
     purged = {"vectors": 0, "lexical": 0}
     with live_vectors(s) as live:
         if live is not None:
@@ -126,7 +126,7 @@ def rebuild_lexical(*, settings: Settings | None = None, data_dir: str | Path | 
     s = settings or load_settings(data_dir)
     if s.lexical == "sparse":
         raise InvalidRequestError(
-            "lexical_backend = 'sparse': the BM25 leg is part of the vector store's points, "
+            "store.lexical_backend = 'sparse': the BM25 leg is part of the vector store's points, "
             "there is no separate index to rebuild"
         )
     with live_vectors(s) as live:

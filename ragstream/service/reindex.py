@@ -108,7 +108,7 @@ class Maintainer:
 
     def run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
         steps.backfill(
-            self.sides, batch_size=self.settings.embed_batch_size, on_progress=on_progress
+            self.sides, batch_size=self.settings.sync.embed_batch_size, on_progress=on_progress
         )
         return self.status("backfill complete")
 
@@ -160,7 +160,13 @@ class Maintainer:
 
     def _drop(self, collection: str) -> None:
         s = self.settings
-        drop_collection(s.vector_backend, s.vectors_dir, s.index_name, collection, s.qdrant_url)
+        drop_collection(
+            s.store.vector_backend,
+            s.vectors_dir,
+            s.store.index_name,
+            collection,
+            s.store.qdrant_url,
+        )
 
 
 def recorded_status(settings: Settings, message: str) -> ReindexStatus:

@@ -58,8 +58,8 @@ def decision_warning(settings: Settings, live: str | None) -> str | None:
     """Why the configured answerability decision may not fit this index, or None: fitted on
     another embedder's cosines (a blue/green upgrade or `tune` changed it), or unreadable.
     Reads one small file; loads no model."""
-    where = answer_judge_dir(settings.query.answer_judge)
-    if where is None or settings.query.decision != "calibrated":
+    where = answer_judge_dir(settings.query.answerable.judge)
+    if where is None or settings.query.answerable.decision != "calibrated":
         return None
     try:
         decision = load_decision(where)

@@ -26,7 +26,7 @@ def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
     s = settings
     if configured_live(s) is None:
         raise no_index(s)
-    configure(s.telemetry_exporter, s.otlp_endpoint)
+    configure(s.telemetry.exporter, s.telemetry.otlp_endpoint)
     with (
         open_sides(s) as sides,
         closing(open_lexical_index(s.lexical, s.lexical_dir, lambda: sides.live.vectors)) as lex,

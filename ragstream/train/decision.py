@@ -70,8 +70,9 @@ ELSEWHERE_STRIDE = 6
 KEEP = 0.90  # share of answerable questions the fitted floor keeps answered
 POOL = 50  # fused candidates per question: the pool the engine measures leg leads on
 L2 = 1.0  # ridge penalty on the standardized weights: ~240 rows, 4 features
-# the floor rule's judge floor (`query.judge_floor`, chosen on the same claims): a sentence
-# the judge reads as answering this surely answers, and the probability decides the rest
+# the floor rule's judge floor (`query.answerable.judge_floor`, chosen on the same claims): a
+# sentence the judge reads as answering this surely answers, and the probability decides the
+# rest
 JUDGE_OVERRIDE = 0.65
 
 
@@ -104,7 +105,8 @@ def collect(
     out = []
     settings = load_settings(data_dir)
     # the signals only: no decision file is read (the one being fitted may not exist yet)
-    query = settings.query.model_copy(update={"decision": "rule"})
+    rule = settings.query.answerable.model_copy(update={"decision": "rule"})
+    query = settings.query.model_copy(update={"answerable": rule})
     with open_engine(settings.model_copy(update={"query": query})) as (engine, _):
         lexical, vectors = engine.retriever.lexical, engine.retriever.vectors
 
@@ -342,9 +344,10 @@ def _ask_squad(
     held = {pid: doc for pid, doc in data.corpus.items() if pid[:-5] in slugs}
     settings = index_corpus(held, data_dir)
     # the signals only: no decision file is read (the one being fitted may not exist yet)
-    query = settings.query.model_copy(
-        update={"decision": "rule", "answer_judge": str(judge_dir), "log_queries": False}
+    rule = settings.query.answerable.model_copy(
+        update={"decision": "rule", "judge": str(judge_dir)}
     )
+    query = settings.query.model_copy(update={"answerable": rule, "log_queries": False})
     own = [q for q in data.questions if holds_out(q.article)]
     elsewhere = [q for q in data.questions if not holds_out(q.article)][::ELSEWHERE_STRIDE]
     if limit:  # an even sample across the articles (smoke runs)

@@ -51,8 +51,9 @@ def per_kind(logits: Any, held: list[Pair]) -> dict[str, float]:
 
 def evidence_floor(probs: Any, held: list[Pair], keep: float = 0.95) -> float:
     """P(supports or contradicts) that `keep` of the held-out real evidence pairs (annotated
-    SUPPORT / CONTRADICT sentences, stated or asked) reach: where `query.sentence_floor`
-    comes from, so the extractive generator keeps 95 % of true answer sentences."""
+    SUPPORT / CONTRADICT sentences, stated or asked) reach: where
+    `query.answerable.sentence_floor` comes from, so the extractive generator keeps 95 % of
+    true answer sentences."""
     answers = [
         float(p[1] + p[2])
         for p, pair in zip(probs, held, strict=True)

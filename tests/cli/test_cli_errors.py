@@ -85,7 +85,7 @@ def test_unreachable_url_and_bad_arguments(tmp_path: Path) -> None:
 def test_bad_api_key_is_refused_by_the_server(tmp_path: Path) -> None:
     """The key check runs before anything else, so a server that is still opening its
     index already refuses an unknown key."""
-    settings = Settings(data_dir=tmp_path, api_keys={"good-key": "acme"})
+    settings = Settings(data_dir=tmp_path, server={"api_keys": {"good-key": "acme"}})
     with serving(Serving(settings), "127.0.0.1", 0) as url:
         code, err = run("query", "anything", "--url", url, "--api-key", "wrong-key")
     assert code == AuthError.exit_code == 9 and "API key" in one_line(err)

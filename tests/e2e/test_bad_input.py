@@ -49,7 +49,7 @@ def build(root: Path, outside: Path, shared_docs: Path) -> None:
 
 @pytest.fixture()
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", max_file_bytes=20_000)
+    return Settings(data_dir=tmp_path / "data", sync={"max_file_bytes": 20_000})
 
 
 def test_bad_inputs_become_dead_letters_and_good_files_index(
@@ -95,7 +95,9 @@ def test_vanished_and_timed_out_files_are_dead_letters(tmp_path: Path, settings:
         FileEvent(source="inbox", root=str(root), path=str(slow), doc_id="inbox:slow.md",
                   kind="upsert", fingerprint=fp),
     ]  # fmt: skip
-    timed = settings.model_copy(update={"parse_timeout_s": 1e-6})
+    timed = settings.model_copy(
+        update={"sync": settings.sync.model_copy(update={"parse_timeout_s": 1e-6})}
+    )
     with open_runtime(timed.with_paths([root])) as rt:
         works = make_indexer(rt).parse_batch(events)
     reasons = {w.event.doc_id: w.dead.reason for w in works if w.dead is not None}

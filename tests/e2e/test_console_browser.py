@@ -58,7 +58,7 @@ def console(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Iter
     )
     (root / "broken.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2048))  # not a PDF inside
     data = base / "data"
-    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="100")
+    env = dict(os.environ, RAGSTREAM_SYNC__DEBOUNCE_MS="100")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
          "--json", "--serve", "--port", "0"],
@@ -270,7 +270,9 @@ def test_a_tenant_key_sees_only_its_own_files_and_answers(
         )
         sources.append(SourceConfig(name=tenant, root=root, tenant=tenant))
     settings = Settings(
-        data_dir=tmp_path / "data", sources=sources, api_keys={"key-a": "acme", "key-g": "globex"}
+        data_dir=tmp_path / "data",
+        sources=sources,
+        server={"api_keys": {"key-a": "acme", "key-g": "globex"}},
     )
     api.sync([s.root for s in sources], settings=settings)
     wait = WebDriverWait(browser, 120)

@@ -75,17 +75,17 @@ def test_compose_services() -> None:
         svc = services[name]
         _check_command(svc["command"])
         env = svc["environment"]
-        assert env["RAGSTREAM_VECTOR_BACKEND"] == "qdrant"
-        assert env["RAGSTREAM_QDRANT_URL"] == "http://qdrant:6333"
-        assert env["RAGSTREAM_LEXICAL_BACKEND"] == "sparse"
-        assert env["RAGSTREAM_OTLP_ENDPOINT"].startswith("http://otel-collector:4318/")
+        assert env["RAGSTREAM_STORE__VECTOR_BACKEND"] == "qdrant"
+        assert env["RAGSTREAM_STORE__QDRANT_URL"] == "http://qdrant:6333"
+        assert env["RAGSTREAM_STORE__LEXICAL_BACKEND"] == "sparse"
+        assert env["RAGSTREAM_TELEMETRY__OTLP_ENDPOINT"].startswith("http://otel-collector:4318/")
         for key, value in env.items():
             _check_env_name(key)
             assert isinstance(value, str)
     assert "8765:8765" in services["query"]["ports"]
     workers = [services["sync-0"], services["sync-1"]]  # scale-out ingest: one share each
-    shares = {(w["environment"]["RAGSTREAM_SYNC_PARTITION_INDEX"],
-               w["environment"]["RAGSTREAM_SYNC_PARTITION_COUNT"]) for w in workers}  # fmt: skip
+    shares = {(w["environment"]["RAGSTREAM_SYNC__PARTITION_INDEX"],
+               w["environment"]["RAGSTREAM_SYNC__PARTITION_COUNT"]) for w in workers}  # fmt: skip
     assert shares == {("0", "2"), ("1", "2")}
     data_volumes = [{v.split(":")[0] for v in w["volumes"]} - {"./docs"} for w in workers]
     for worker, own in zip(workers, data_volumes, strict=True):
@@ -121,8 +121,8 @@ def test_k8s_objects() -> None:
     assert sts["spec"]["serviceName"] and sts["spec"]["volumeClaimTemplates"]
     (sync,) = sts["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e for e in sync["env"]}
-    assert sts["spec"]["replicas"] == int(env["RAGSTREAM_SYNC_PARTITION_COUNT"]["value"]) >= 2
-    ordinal = env["RAGSTREAM_SYNC_PARTITION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert sts["spec"]["replicas"] == int(env["RAGSTREAM_SYNC__PARTITION_COUNT"]["value"]) >= 2
+    ordinal = env["RAGSTREAM_SYNC__PARTITION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert ordinal == "metadata.labels['apps.kubernetes.io/pod-index']"
     workloads = [sts, *by_kind["Deployment"]]
     for wl in workloads:
@@ -150,7 +150,7 @@ def test_k8s_objects() -> None:
     query = query_pod["containers"][0]
     assert query["args"][0] == "serve" and query["ports"][0]["containerPort"] == 8765
     assert "initContainers" not in query_pod  # no lexical index to rebuild before serving
-    assert cm["data"]["RAGSTREAM_LEXICAL_BACKEND"] == "sparse"
+    assert cm["data"]["RAGSTREAM_STORE__LEXICAL_BACKEND"] == "sparse"
 
 
 def test_qdrant_values() -> None:

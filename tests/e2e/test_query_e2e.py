@@ -56,8 +56,7 @@ def engine(
     vector, lexical = store_pairing
     settings = Settings(
         data_dir=base / "data",
-        vector_backend=vector,
-        lexical_backend=lexical,
+        store={"vector_backend": vector, "lexical_backend": lexical},
         sources=[
             SourceConfig(name="alpha", root=alpha, tenant="t1"),
             SourceConfig(name="beta", root=beta, tenant="t2"),
@@ -112,7 +111,8 @@ def test_answered_reports_the_calibrated_decision(engine: QueryEngine) -> None:
 
 def test_a_decision_floor_setting_overrides_the_fitted_one(engine: QueryEngine) -> None:
     s = engine.settings.model_copy(deep=True)
-    s.query.decision_floor = 1.0  # no probability reaches it; only the dense override could
+    # no probability reaches it; only the dense override could
+    s.query.answerable.decision_floor = 1.0
     strict = QueryEngine(s, engine.retriever)
     assert strict.decision is not None
     strict.decision = dataclasses.replace(strict.decision, dense_override=1.01)
@@ -132,9 +132,9 @@ def test_an_answer_must_cite_a_document_that_names_what_the_question_names(
     question = "What does the hybrid chunker do with the hierarchical chunks in Norway?"
     near = ask(engine, question)  # close in meaning: "Norway" may be another form of a name
     assert near.refusal is None and near.answerability is not None
-    assert near.answerability.signals["dense_best"] >= engine.settings.query.answerable_dense
+    assert near.answerability.signals["dense_best"] >= engine.settings.query.answerable.dense
     s = engine.settings.model_copy(deep=True)
-    s.query.answerable_dense = 1.01  # no chunk is near enough to be exempt
+    s.query.answerable.dense = 1.01  # no chunk is near enough to be exempt
     strict = ask(QueryEngine(s, engine.retriever), question)
     assert strict.refusal is not None and strict.refusal.reason == "not_answerable"
     assert strict.refusal.check == "names"
@@ -142,20 +142,20 @@ def test_an_answer_must_cite_a_document_that_names_what_the_question_names(
         strict.refusal.detail
     )
     assert strict.text == "" and strict.citations == []
-    s.query.named_floor = 0.0  # off
+    s.query.answerable.named_floor = 0.0  # off
     assert ask(QueryEngine(s, engine.retriever), question).refusal is None
 
 
 def test_the_floor_rule_is_still_a_setting(engine: QueryEngine) -> None:
     s = engine.settings.model_copy(deep=True)
-    s.query.decision = "rule"
+    s.query.answerable.decision = "rule"
     rule = QueryEngine(s, engine.retriever)
     assert rule.decision is None
     verdict = ask(
         rule, "What does the hybrid chunker do with the hierarchical chunks?"
     ).answerability
     assert verdict is not None and verdict.score == verdict.signals["judge_best"]
-    q = s.query  # the judge passed it, or the dense override did
+    q = s.query.answerable  # the judge passed it, or the dense override did
     assert verdict.score >= q.judge_floor or verdict.signals["dense_best"] >= q.judge_dense
 
 

@@ -1,8 +1,8 @@
 """OTLP/HTTP export end to end: the real CLI sends its spans to a receiver we read back.
 
 `make traces` points ragstream at a local trace viewer with two settings
-(RAGSTREAM_TELEMETRY_EXPORTER=otlp, RAGSTREAM_OTLP_ENDPOINT); this test does exactly that,
-with an OTLP/HTTP receiver built here (stdlib server + the protobuf types of
+(RAGSTREAM_TELEMETRY__EXPORTER=otlp, RAGSTREAM_TELEMETRY__OTLP_ENDPOINT); this test does
+exactly that, with an OTLP/HTTP receiver built here (stdlib server + the protobuf types of
 opentelemetry-proto, which the OTLP exporter itself depends on) standing in for the viewer.
 The CLI runs in subprocesses because the exporter is configured once per process (and the
 test session's own provider must not start exporting), and a process flushes its batch
@@ -136,7 +136,10 @@ def test_cli_spans_reach_an_otlp_http_receiver(tmp_path: Path, receiver: Receive
     data = tmp_path / "data"
     proxies = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}
     env = {k: v for k, v in os.environ.items() if k not in proxies}
-    env |= {"RAGSTREAM_TELEMETRY_EXPORTER": "otlp", "RAGSTREAM_OTLP_ENDPOINT": receiver.url}
+    env |= {
+        "RAGSTREAM_TELEMETRY__EXPORTER": "otlp",
+        "RAGSTREAM_TELEMETRY__OTLP_ENDPOINT": receiver.url,
+    }
 
     _cli(env, "sync", str(root), "--data-dir", str(data), "--json")
     ingest = {s.name: s for s in receiver.spans if s.name.startswith("ragstream.ingest.")}

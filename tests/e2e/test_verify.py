@@ -121,7 +121,10 @@ def test_duplicates_are_exactly_the_points_beyond_the_derived_ids() -> None:
 
 
 def _settings(base: Path, pairing: StorePairing) -> Settings:
-    return Settings(data_dir=base, vector_backend=pairing.vector, lexical_backend=pairing.lexical)
+    return Settings(
+        data_dir=base,
+        store={"vector_backend": pairing.vector, "lexical_backend": pairing.lexical},
+    )
 
 
 def _index_state(settings: Settings) -> tuple[set[tuple[str, str, str]], dict[str, set[str]]]:
@@ -204,7 +207,7 @@ def test_ledger_lists_every_shared_file_with_its_state(tmp_path: Path, shared_do
     with the reason (a size cap keeps the test quick), unsupported ones excluded."""
     folder = tmp_path / "docs"
     shutil.copytree(shared_docs, folder)
-    settings = Settings(data_dir=tmp_path / "data", max_file_bytes=6_000)
+    settings = Settings(data_dir=tmp_path / "data", sync={"max_file_bytes": 6_000})
     api.sync([folder], settings=settings)
     records = {r.path: r for r in files(settings=settings)}
     on_disk = sorted(str(p.resolve()) for p in folder.rglob("*") if p.is_file())
@@ -264,8 +267,8 @@ def test_a_files_page_lists_its_chunks_and_how_each_vector_came(
     data = str(settings.data_dir)
     env = dict(
         os.environ,
-        RAGSTREAM_VECTOR_BACKEND=store_pairing.vector,
-        RAGSTREAM_LEXICAL_BACKEND=store_pairing.lexical,
+        RAGSTREAM_STORE__VECTOR_BACKEND=store_pairing.vector,
+        RAGSTREAM_STORE__LEXICAL_BACKEND=store_pairing.lexical,
     )
     shown = subprocess.run(
         [sys.executable, "-m", "ragstream.cli", "file", "notes:tea.md", "--data-dir", data,

@@ -67,6 +67,7 @@ def test_kill_between_lexical_and_vector_write_then_delete_leaves_no_bm25_orphan
     assert run_worker(root, data, audit, "r1", "lexical.commit:1").killed
     (root / "a.md").unlink()
     assert not run_worker(root, data, audit, "r2", "none").killed
-    view = read_index(Settings(data_dir=data, lexical_backend="tantivy").with_paths([root]))
+    tantivy = Settings(data_dir=data, store={"lexical_backend": "tantivy"})
+    view = read_index(tantivy.with_paths([root]))
     assert list(view.docs) == ["notes:b.md"]
     assert view.lexical_live == view.vector_live

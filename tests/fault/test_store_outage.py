@@ -130,8 +130,12 @@ def make_folder(root: Path, shared_docs: Path) -> Path:
     return copy_docs(shared_docs, FILES, root)
 
 
-def settings_for(data_dir: Path, **extra: Any) -> Settings:
-    return Settings(data_dir=data_dir, vector_backend="qdrant", debounce_ms=100, **extra)
+def settings_for(data_dir: Path, **store: Any) -> Settings:
+    return Settings(
+        data_dir=data_dir,
+        store={"vector_backend": "qdrant", **store},
+        sync={"debounce_ms": 100},
+    )
 
 
 def index_state(settings: Settings, folder: Path) -> dict[str, Any]:
@@ -226,7 +230,7 @@ def test_permanent_outage_is_a_clear_error_and_nothing_is_lost(
     # backoff 10x shorter: the same number of attempts, less waiting in CI
     monkeypatch.setattr(qdrant_server, "FIRST_WAIT_S", 0.01)
     folder = make_folder(tmp_path / "docs", shared_docs)
-    settings = settings_for(tmp_path / "data", store_retry_attempts=3, store_retry_max_wait_s=1.0)
+    settings = settings_for(tmp_path / "data", retry_attempts=3, retry_max_wait_s=1.0)
     api.sync([folder], settings=settings)
     doc = folder / FILES[0]
     doc.write_text(doc.read_text() + "\n\nA paragraph written while the store was down.\n")
@@ -316,7 +320,7 @@ def test_retries_stop_at_the_wait_budget(
 
 
 def test_policy_comes_from_settings() -> None:
-    s = Settings(store_retry_attempts=2, store_retry_max_wait_s=0.25)
+    s = Settings(store={"retry_attempts": 2, "retry_max_wait_s": 0.25})
     assert RetryPolicy.from_settings(s) == RetryPolicy(2, 0.25)
     assert RetryPolicy.default() == RetryPolicy.from_settings(Settings.model_construct())
 

@@ -53,19 +53,21 @@ def test_partitions_are_stable_across_processes_and_spread_documents() -> None:
 
 def test_a_partitioned_sync_needs_one_shared_store_for_both_legs(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequestError, match="must be < count"):
-        sync_partition(Settings(data_dir=tmp_path, sync_partition_index=2, sync_partition_count=2))
-    embedded = Settings(data_dir=tmp_path, sync_partition_count=2)
+        sync_partition(
+            Settings(data_dir=tmp_path, sync={"partition_index": 2, "partition_count": 2})
+        )
+    embedded = Settings(data_dir=tmp_path, sync={"partition_count": 2})
     with pytest.raises(InvalidRequestError, match="single owner"):
         sync_partition(embedded)
     tantivy = Settings(
-        data_dir=tmp_path, vector_backend="qdrant", lexical_backend="tantivy",
-        sync_partition_count=2,
+        data_dir=tmp_path, store={"vector_backend": "qdrant", "lexical_backend": "tantivy"},
+        sync={"partition_count": 2},
     )  # fmt: skip
     with pytest.raises(InvalidRequestError, match="sparse"):
         sync_partition(tantivy)
     server = Settings(
-        data_dir=tmp_path, vector_backend="qdrant", lexical_backend="sparse",
-        sync_partition_index=1, sync_partition_count=2,
+        data_dir=tmp_path, store={"vector_backend": "qdrant", "lexical_backend": "sparse"},
+        sync={"partition_index": 1, "partition_count": 2},
     )  # fmt: skip
     assert sync_partition(server) == (1, 2)
     assert sync_partition(Settings(data_dir=tmp_path)) == (0, 1)
@@ -85,8 +87,8 @@ def test_replicas_build_the_unpartitioned_index_and_own_their_documents(
 
     def replica(index: int) -> Settings:
         settings = Settings(
-            data_dir=data, vector_backend="qdrant", lexical_backend="sparse",
-            sync_partition_index=index, sync_partition_count=2,
+            data_dir=data, store={"vector_backend": "qdrant", "lexical_backend": "sparse"},
+            sync={"partition_index": index, "partition_count": 2},
         )  # fmt: skip
         return settings.with_paths([folder])
 
@@ -98,7 +100,8 @@ def test_replicas_build_the_unpartitioned_index_and_own_their_documents(
     first = api.sync([folder], settings=replica(0))
     assert first.docs_seen == sum(owner(n) == 0 for n in names)
     api.sync([folder], settings=replica(1))
-    whole = replica(0).model_copy(update={"sync_partition_count": 1})
+    whole = replica(0)
+    whole = whole.model_copy(update={"sync": whole.sync.model_copy(update={"partition_count": 1})})
     reference = reference_view([folder], tmp_path / "reference")
     assert index_mismatches(read_index(whole), reference) == []
 

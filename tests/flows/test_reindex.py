@@ -48,7 +48,8 @@ def settings(
     vector, lexical = store_pairing
     root = copy_docs(shared_docs, FILES, tmp_path_factory.mktemp("rx") / "docs", flat=True)
     s = Settings(
-        data_dir=tmp_path_factory.mktemp("data"), vector_backend=vector, lexical_backend=lexical
+        data_dir=tmp_path_factory.mktemp("data"),
+        store={"vector_backend": vector, "lexical_backend": lexical},
     ).with_paths([root])
     api.sync([root], settings=s)
     return s
@@ -77,7 +78,7 @@ def same_points(a: dict[str, IndexedChunk], b: dict[str, IndexedChunk]) -> bool:
 
 
 def static_collection(s: Settings) -> str:
-    return collection_name(s.index_name, load_embedder("static").version)
+    return collection_name(s.store.index_name, load_embedder("static").version)
 
 
 def test_1_backfill_with_changes_then_promote(
@@ -154,7 +155,7 @@ def test_2_rollback_restores_the_old_side_and_its_answers(settings: Settings) ->
     # a write after the rollback reaches both sides (dual-write continues until cleanup)
     (folder(s) / "late.md").write_text("# Late\n\nA quokka-marker paragraph arrives late.\n")
     api.sync([folder(s)], settings=s)
-    old, new = collection_name(s.index_name, l6), static_collection(s)
+    old, new = collection_name(s.store.index_name, l6), static_collection(s)
     assert same_points(side_points(s, old), side_points(s, new))
 
 
@@ -167,7 +168,7 @@ def test_4_failing_gates_refuse_and_leave_the_live_side(settings: Settings, tmp_
         new.vectors.tombstone([victim.point_id], 0.0)
         with pytest.raises(steps.ReindexError, match="coverage"):
             steps.promote(rt.sides)
-        assert rt.sides.live.collection == collection_name(s.index_name, l6)
+        assert rt.sides.live.collection == collection_name(s.store.index_name, l6)
         record = rt.sides.record
         assert record is not None and record.gate is not None and not record.gate.passed
         assert record.gate.missing == 1
@@ -344,5 +345,7 @@ def test_same_api_over_http_and_cleanup(settings: Settings) -> None:
                 remote.reindex_cleanup()
             cleaned = remote.reindex_cleanup(confirm=True)
             assert cleaned.record is None and len(cleaned.sides) == 1
-    names = list_collections(s.vector_backend, s.vectors_dir, s.index_name, s.qdrant_url)
+    names = list_collections(
+        s.store.vector_backend, s.vectors_dir, s.store.index_name, s.store.qdrant_url
+    )
     assert set(names) == {static_collection(s)}

@@ -130,7 +130,7 @@ def test_reindex_through_a_running_watch(tmp_path: Path, scifact_dir: Path) -> N
     proc = subprocess.Popen(
         [*CLI, "watch", str(root), "--data-dir", str(data), "--json", "--serve", "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=_env(RAGSTREAM_DEBOUNCE_MS="100"),
+        env=_env(RAGSTREAM_SYNC__DEBOUNCE_MS="100"),
     )  # fmt: skip
     lines: queue.Queue[dict[str, Any]] = queue.Queue()
     threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()

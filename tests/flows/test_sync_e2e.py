@@ -54,9 +54,8 @@ def indexed(
     folder = copy_docs(shared_docs, FILES, base / "docs")
     settings = Settings(
         data_dir=base / "data",
-        vector_backend=store_pairing.vector,
-        lexical_backend=store_pairing.lexical,
-        debounce_ms=100,
+        store={"vector_backend": store_pairing.vector, "lexical_backend": store_pairing.lexical},
+        sync={"debounce_ms": 100},
     )
     first = api.sync([folder], settings=settings)
     snapshot = base / "snapshot"

@@ -45,7 +45,7 @@ def test_watch_sees_saves_atomic_renames_and_deletes(tmp_path: Path) -> None:
     (root / "sub").mkdir(parents=True)
     (root / "a.md").write_text("# Alpha\n\nThe first note talks about apples and pears.\n")
     data = tmp_path / "data"
-    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="150", RAGSTREAM_SETTLE_MS="100")
+    env = dict(os.environ, RAGSTREAM_SYNC__DEBOUNCE_MS="150", RAGSTREAM_SYNC__SETTLE_MS="100")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -121,7 +121,7 @@ def test_watch_serve_answers_from_the_same_process(tmp_path: Path) -> None:
     root.mkdir()
     (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
     data = tmp_path / "data"
-    env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS="100", RAGSTREAM_VERIFY_EVERY_S="0.5")
+    env = dict(os.environ, RAGSTREAM_SYNC__DEBOUNCE_MS="100", RAGSTREAM_VERIFY__EVERY_S="0.5")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
          "--json", "--serve", "--port", "0"],

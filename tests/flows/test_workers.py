@@ -117,7 +117,7 @@ def _runner_env(folder: Path, data: Path) -> dict[str, str]:
         os.environ,
         RAGSTREAM_DATA_DIR=str(data),
         RAGSTREAM_SOURCES=sources,
-        RAGSTREAM_TELEMETRY_EXPORTER="console",  # each process prints its own spans
+        RAGSTREAM_TELEMETRY__EXPORTER="console",  # each process prints its own spans
     )
 
 

@@ -436,7 +436,7 @@ class Watcher:
 
     @classmethod
     def start(cls, root: Path, data_dir: Path, debounce_ms: int = 150) -> Watcher:
-        env = dict(os.environ, RAGSTREAM_DEBOUNCE_MS=str(debounce_ms), HF_HUB_OFFLINE="1")
+        env = dict(os.environ, RAGSTREAM_SYNC__DEBOUNCE_MS=str(debounce_ms), HF_HUB_OFFLINE="1")
         proc = subprocess.Popen(
             [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir",
              str(data_dir), "--json"],

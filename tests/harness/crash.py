@@ -115,10 +115,10 @@ def run_worker(root: Path, data: Path, audit: Path, run: str, kill: str) -> Cras
         CRASH_AUDIT=str(audit),
         CRASH_RUN=run,
         CRASH_KILL="" if kill.startswith(("timer", "none")) else kill,
-        RAGSTREAM_INGEST_BATCH_DOCS="16",  # several batches per run, so kills land mid-run
+        RAGSTREAM_SYNC__INGEST_BATCH_DOCS="16",  # several batches per run, so kills land mid-run
         # the two-store write order (BM25 first, vectors last) is what the kills probe; the
         # sparse leg has no such window (one write per chunk)
-        RAGSTREAM_LEXICAL_BACKEND="tantivy",
+        RAGSTREAM_STORE__LEXICAL_BACKEND="tantivy",
         HF_HUB_OFFLINE="1",
     )
     cmd = [sys.executable, str(WORKER), "sync", str(root), "--data-dir", str(data), "--json"]
@@ -161,7 +161,7 @@ def crash_campaign(
     pool = abstracts()
     build_tree(root, docs, rng, pool, shared_docs)
     chaos = Chaos(root, rng, pool, outside, dir_ops=False)
-    settings = Settings(data_dir=data, lexical_backend="tantivy").with_paths([root])
+    settings = Settings(data_dir=data, store={"lexical_backend": "tantivy"}).with_paths([root])
     result = CrashResult()
     stored: set[str] = set()  # audited hashes whose vector is durably in the store
     audited: set[str] = set()

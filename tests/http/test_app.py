@@ -29,7 +29,7 @@ def app_over(settings: Settings) -> TestClient:
 @pytest.fixture
 def starting(tmp_path: Path) -> TestClient:
     """A server whose index is not open yet, with API keys."""
-    s = Settings(data_dir=tmp_path, api_keys=KEYS, admin_api_keys=["k-admin"])
+    s = Settings(data_dir=tmp_path, server={"api_keys": KEYS, "admin_api_keys": ["k-admin"]})
     return app_over(s)
 
 
@@ -115,8 +115,7 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         data_dir=root / "data",
         embedder="static",
         sources=sources,
-        api_keys=KEYS,
-        admin_api_keys=["k-admin"],
+        server={"api_keys": KEYS, "admin_api_keys": ["k-admin"]},
     )
     api.sync([], settings=s)
     with open_engine(s) as (engine, maintainer):

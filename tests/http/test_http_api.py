@@ -23,7 +23,7 @@ from ragstream.api import serving
 from ragstream.client import AsyncClient, Client
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.errors import AuthError, NotReadyError, UnreachableError
-from ragstream.core.settings import GeneratorSettings, Settings
+from ragstream.core.settings import GeneratorSettings, ServerSettings, Settings
 from ragstream.http import Serving
 from ragstream.query.engine import QueryEngine
 from tests.harness.helpers import copy_docs
@@ -231,7 +231,8 @@ def test_ready_is_false_until_the_collection_is_open(engine: QueryEngine) -> Non
 
 
 def test_api_keys_and_unreachable_servers_raise_typed_errors(engine: QueryEngine) -> None:
-    keyed = engine.settings.model_copy(update={"api_keys": {"k1": ""}, "admin_api_keys": []})
+    server = ServerSettings(api_keys={"k1": ""}, admin_api_keys=[])
+    keyed = engine.settings.model_copy(update={"server": server})
     state = Serving(keyed, QueryEngine(keyed, engine.retriever))
     with serving(state, "127.0.0.1", 0) as address:
         with Client(url=address, api_key="wrong") as c, pytest.raises(AuthError, match="key"):

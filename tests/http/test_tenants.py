@@ -69,10 +69,9 @@ def engine(
         sources.append(SourceConfig(name=tenant, root=root, tenant=tenant))
     settings = Settings(
         data_dir=base / "data",
-        vector_backend=vector,
-        lexical_backend=lexical,
+        store={"vector_backend": vector, "lexical_backend": lexical},
         sources=sources,
-        api_keys={f"key-{t}": t for t in TENANTS},
+        server={"api_keys": {f"key-{t}": t for t in TENANTS}},
     )
     api.sync([s.root for s in sources], settings=settings)
     with QueryEngine.open(settings) as eng:
@@ -137,7 +136,8 @@ def test_the_ledger_is_tenant_scoped_and_verify_needs_an_admin_key(
     engine: tuple[QueryEngine, int],
 ) -> None:
     eng, _ = engine
-    settings = eng.settings.model_copy(update={"admin_api_keys": ["key-acme"]})
+    server = eng.settings.server.model_copy(update={"admin_api_keys": ["key-acme"]})
+    settings = eng.settings.model_copy(update={"server": server})
 
     def get(url: str, path: str, key: str) -> tuple[int, Any]:
         req = urllib.request.Request(f"{url}{path}", headers={"Authorization": f"Bearer {key}"})

@@ -1,5 +1,5 @@
 """`POST /v1/admin/reindex/{status,start,run,promote,rollback,cleanup,abort}`: the blue/green
-commands (with `api_keys` set, an admin key only)."""
+commands (with `server.api_keys` set, an admin key only)."""
 
 from __future__ import annotations
 

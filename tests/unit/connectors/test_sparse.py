@@ -1,4 +1,4 @@
-"""The BM25 leg as Qdrant sparse vectors (`lexical_backend = "sparse"`).
+"""The BM25 leg as Qdrant sparse vectors (`store.lexical_backend = "sparse"`).
 
 Pure: the stored weights are Okapi's saturated term frequencies. Congruence: over real
 SciFact abstracts, the sparse leg ranks like tantivy (the same analyzer, text and idf
@@ -95,7 +95,7 @@ def test_sync_query_edit_and_delete_through_the_sparse_leg(vector: str, tmp_path
     root.mkdir()
     (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
     (root / "coffee.md").write_text("# Coffee\n\nEspresso is brewed at nine bars of pressure.\n")
-    s = Settings(data_dir=tmp_path / "data", vector_backend=vector)  # "auto": a new dir
+    s = Settings(data_dir=tmp_path / "data", store={"vector_backend": vector})  # "auto": a new dir
     api.sync([root], settings=s)
     assert not (s.lexical_dir).exists()  # no separate lexical index at all
     assert s.lexical_marker.read_text().strip() == "sparse" == s.lexical
@@ -139,7 +139,7 @@ def test_auto_keeps_what_a_data_dir_was_built_with(tmp_path: Path) -> None:
     marked.lexical_marker.parent.mkdir(parents=True)
     marked.lexical_marker.write_text("sparse\n")
     assert marked.lexical == "sparse"
-    assert Settings(data_dir=pre, lexical_backend="rank-bm25").lexical == "rank-bm25"
+    assert Settings(data_dir=pre, store={"lexical_backend": "rank-bm25"}).lexical == "rank-bm25"
 
 
 @pytest.mark.slow
@@ -154,7 +154,7 @@ def test_a_running_query_service_sees_edits_and_deletes_in_both_legs(tmp_path: P
     root.mkdir()
     (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
     (root / "coffee.md").write_text("# Coffee\n\nEspresso is brewed at nine bars of pressure.\n")
-    s = Settings(data_dir=tmp_path / "data", vector_backend="qdrant")
+    s = Settings(data_dir=tmp_path / "data", store={"vector_backend": "qdrant"})
     api.sync([root], settings=s)
 
     def found(engine: QueryEngine, q: str) -> dict[str, set[str]]:

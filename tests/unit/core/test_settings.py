@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from ragstream.cli.app import app
 from ragstream.core.settings import (
     NON_SETTING_ENV,
+    RENAMED,
     ChunkSettings,
     Settings,
     SettingsError,
@@ -109,11 +114,11 @@ def test_env_typo_without_a_close_name(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_env_names_are_case_insensitive_and_nest(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ragstream_chunk__max_tokens", "100")
-    monkeypatch.setenv("RAGSTREAM_API_KEYS__k1", "tenant-a")  # a dict setting takes any key
+    monkeypatch.setenv("RAGSTREAM_SERVER__API_KEYS__k1", "tenant-a")  # a dict takes any key
     monkeypatch.setenv("RAGSTREAM_QUERY", '{"rerank_floor": 0.25}')  # a whole table as JSON
     s = Settings()
     assert s.chunk.max_tokens == 100
-    assert s.api_keys == {"k1": "tenant-a"}
+    assert s.server.api_keys == {"k1": "tenant-a"}
     assert s.query.rerank_floor == 0.25
 
 
@@ -146,9 +151,9 @@ def test_invalid_values(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
     assert "valid integer" in message
     monkeypatch.delenv("RAGSTREAM_CHUNK__MAX_TOKENS")
 
-    path = _config(monkeypatch, tmp_path, 'vector_backend = "foo"\n')
+    path = _config(monkeypatch, tmp_path, '[store]\nvector_backend = "foo"\n')
     assert _error() == (
-        f"invalid value 'foo' for setting 'vector_backend' (from file {path}): "
+        f"invalid value 'foo' for setting 'store.vector_backend' (from file {path}): "
         "Input should be 'edge' or 'qdrant'"
     )
     monkeypatch.delenv("RAGSTREAM_CONFIG")
@@ -162,32 +167,34 @@ def test_invalid_json_in_env_hides_secrets(monkeypatch: pytest.MonkeyPatch) -> N
     message = _error()
     assert "'*.md'" in message and "'include'" in message and "expected JSON" in message
     monkeypatch.delenv("RAGSTREAM_INCLUDE")
-    monkeypatch.setenv("RAGSTREAM_ADMIN_API_KEYS", "secret-admin-key")
+    monkeypatch.setenv("RAGSTREAM_SERVER__ADMIN_API_KEYS", "secret-admin-key")
     message = _error()
-    assert "secret-admin-key" not in message and "'admin_api_keys'" in message
+    assert "secret-admin-key" not in message and "'server.admin_api_keys'" in message
 
 
 def test_report_sources_and_masking(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     path = _config(
         monkeypatch,
         tmp_path,
-        'embedder = "from-file"\nindex_name = "file-index"\nadmin_api_keys = ["adm"]\n'
+        'embedder = "from-file"\n[store]\nindex_name = "file-index"\n'
+        '[server]\nadmin_api_keys = ["adm"]\n'
         '[chunk]\nmax_tokens = 100\nmin_tokens = 10\n[generator]\napi_key = "sk-file"\n',
     )
     monkeypatch.setenv("RAGSTREAM_EMBEDDER", "from-env")
     monkeypatch.setenv("RAGSTREAM_CHUNK__MIN_TOKENS", "20")
-    monkeypatch.setenv("RAGSTREAM_API_KEYS", '{"k1": "tenant-a"}')
-    s = Settings(index_name="from-arg")
+    monkeypatch.setenv("RAGSTREAM_SERVER__API_KEYS", '{"k1": "tenant-a"}')
+    s = Settings(store={"index_name": "from-arg"})
     rows = {r.name: (r.value, r.source) for r in settings_report(s)}
     assert rows["embedder"] == ('"from-env"', "env RAGSTREAM_EMBEDDER")  # env beats file
-    assert rows["index_name"] == ('"from-arg"', "argument")  # arguments beat everything
+    assert rows["store.index_name"] == ('"from-arg"', "argument")  # arguments beat everything
+    assert rows["store.vector_backend"] == ('"edge"', "default")
     assert rows["chunk.max_tokens"] == ("100", f"file {path}")
     assert rows["chunk.min_tokens"] == ("20", "env RAGSTREAM_CHUNK__MIN_TOKENS")
     assert rows["chunk.header_tokens"] == ("32", "default")
     assert rows["query.dense_floor"] == ("null", "default")
     assert rows["generator.api_key"] == ("***", f"file {path}")
-    assert rows["api_keys"] == ("***", "env RAGSTREAM_API_KEYS")
-    assert rows["admin_api_keys"] == ("***", f"file {path}")
+    assert rows["server.api_keys"] == ("***", "env RAGSTREAM_SERVER__API_KEYS")
+    assert rows["server.admin_api_keys"] == ("***", f"file {path}")
     assert "sk-file" not in str(rows) and "k1" not in str(rows)
     # every leaf, once; an unset secret shows its harmless default
     assert len(rows) == len(settings_report(s)) and "chunk" not in rows
@@ -216,3 +223,113 @@ def test_env_var_help_lists_every_leaf() -> None:
     assert len(names) == len(set(names)) == len(settings_report(Settings())) + 1
     line = next(x for x in lines if x.startswith("RAGSTREAM_CHUNK__MAX_TOKENS "))
     assert line.split()[1:] == ["default", "256"]
+
+
+# --- the grouped settings, and the flat names they had -------------------------------------
+
+
+def _nested(dotted: str, value: object) -> dict[str, Any]:
+    """'query.answerable.floor', 0.5 -> {'query': {'answerable': {'floor': 0.5}}}."""
+    *groups, leaf = dotted.split(".")
+    out: dict[str, Any] = {leaf: value}
+    for group in reversed(groups):
+        out = {group: out}
+    return out
+
+
+def _toml(dotted: str, value: str) -> str:
+    *groups, leaf = dotted.split(".")
+    return (f"[{'.'.join(groups)}]\n" if groups else "") + f"{leaf} = {value}\n"
+
+
+def _env(dotted: str) -> str:
+    return "RAGSTREAM_" + "__".join(dotted.split(".")).upper()
+
+
+GROUPED = [  # (new dotted name, a TOML / env value, what it reads as)
+    ("server.port", "9000", 9000),
+    ("telemetry.exporter", '"console"', "console"),
+    ("store.vector_backend", '"qdrant"', "qdrant"),
+    ("sync.partition_count", "3", 3),
+    ("verify.sample", "7", 7),
+    ("query.answerable.floor", "0.4", 0.4),
+    ("query.answerable.judge", '"none"', "none"),
+]
+
+
+def _value(s: Settings, dotted: str) -> object:
+    found: object = s
+    for part in dotted.split("."):
+        found = getattr(found, part)
+    return found
+
+
+@pytest.mark.parametrize(("name", "raw", "want"), GROUPED)
+def test_a_grouped_setting_is_set_by_env_file_and_argument(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, raw: str, want: object
+) -> None:
+    monkeypatch.setenv(_env(name), raw.strip('"'))
+    s = Settings()
+    assert _value(s, name) == want
+    assert {r.name: r.source for r in settings_report(s)}[name] == f"env {_env(name)}"
+    monkeypatch.delenv(_env(name))
+    path = _config(monkeypatch, tmp_path, _toml(name, raw))
+    s = Settings()
+    assert _value(s, name) == want
+    assert {r.name: r.source for r in settings_report(s)}[name] == f"file {path}"
+    monkeypatch.delenv("RAGSTREAM_CONFIG")
+    s = Settings(**_nested(name, want))
+    assert _value(s, name) == want
+    assert {r.name: r.source for r in settings_report(s)}[name] == "argument"
+
+
+def test_every_renamed_setting_exists_under_its_new_name() -> None:
+    leaves = {r.name for r in settings_report(Settings())}
+    assert set(RENAMED.values()) <= leaves
+    assert not set(RENAMED) & leaves  # no old name is still a setting
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(RENAMED.items()))
+def test_an_old_name_answers_with_the_new_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, old: str, new: str
+) -> None:
+    hint = f"is now '{new}' ({_env(new)})"
+    assert _error(**_nested(old, 1)) == f"setting '{old}' in the Settings() arguments {hint}"
+    monkeypatch.setenv(_env(old), "1")
+    assert _error() == (f"environment variable {_env(old)} is now {_env(new)} (setting '{new}')")
+    monkeypatch.delenv(_env(old))
+    path = _config(monkeypatch, tmp_path, _toml(old, "1"))
+    assert _error() == f"setting '{old}' in {path} {hint}"
+
+
+def test_old_names_below_a_dict_and_inside_a_json_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSTREAM_API_KEYS__k1", "acme")
+    assert _error() == (
+        "environment variable RAGSTREAM_API_KEYS__k1 is now RAGSTREAM_SERVER__API_KEYS__k1 "
+        "(setting 'server.api_keys')"
+    )
+    monkeypatch.delenv("RAGSTREAM_API_KEYS__k1")
+    monkeypatch.setenv("RAGSTREAM_QUERY", '{"named_floor": 0.2}')
+    assert _error() == (
+        "setting 'query.named_floor' in RAGSTREAM_QUERY is now 'query.answerable.named_floor' "
+        "(RAGSTREAM_QUERY__ANSWERABLE__NAMED_FLOOR)"
+    )
+
+
+def test_config_rows_show_the_grouped_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGSTREAM_SERVER__PORT", "9000")
+    monkeypatch.setenv("RAGSTREAM_QUERY__ANSWERABLE__DECISION", "rule")
+    done = CliRunner().invoke(app, ["config", "--json"])
+    assert done.exit_code == 0, done.output
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert rows["server.port"] == {
+        "name": "server.port", "value": "9000", "source": "env RAGSTREAM_SERVER__PORT"
+    }  # fmt: skip
+    assert rows["query.answerable.decision"]["source"] == (
+        "env RAGSTREAM_QUERY__ANSWERABLE__DECISION"
+    )
+    groups = {"server", "telemetry", "store", "sync", "verify"}
+    assert groups <= {name.split(".")[0] for name in rows}
+    assert not set(RENAMED) & set(rows)
+    text = CliRunner().invoke(app, ["config", "--env"]).stdout
+    assert "RAGSTREAM_SYNC__DEBOUNCE_MS" in text and "RAGSTREAM_DEBOUNCE_MS" not in text

@@ -201,19 +201,24 @@ def test_rows_go_through_validated_settings(tmp_path: Path) -> None:
     assert both.query.budget_tokens == settings.query.budget_tokens  # the rest untouched
     with pytest.raises(ValidationError):
         row_settings(settings, {"order": "random"})
+    named = row_settings(settings, {"answerable.named_floor": 0.0})  # a grouped setting
+    assert named.query.answerable.named_floor == 0.0
+    assert named.query.answerable.judge == settings.query.answerable.judge
+    with pytest.raises(ValidationError):
+        row_settings(settings, {"answerable.named_flor": 0.0})
 
 
 def test_judge_rows_read_the_configured_judge_and_no_judge_rows_stay_without() -> None:
     rows = {n: with_configured_judge(o, "/srv/judge") for n, o in ANSWERABILITY_ROWS.items()}
     for name, row in rows.items():
-        configured = ANSWERABILITY_ROWS[name]["answer_judge"] == "bundled"
-        assert row["answer_judge"] == ("/srv/judge" if configured else "none"), name
-        assert {k: v for k, v in row.items() if k != "answer_judge"} == {
-            k: v for k, v in ANSWERABILITY_ROWS[name].items() if k != "answer_judge"
+        configured = ANSWERABILITY_ROWS[name]["answerable.judge"] == "bundled"
+        assert row["answerable.judge"] == ("/srv/judge" if configured else "none"), name
+        assert {k: v for k, v in row.items() if k != "answerable.judge"} == {
+            k: v for k, v in ANSWERABILITY_ROWS[name].items() if k != "answerable.judge"
         }
     for off in ("none", "", "off"):  # an index served without a judge: the rows bring one
         assert with_configured_judge(ANSWERABILITY_ROWS["+judge, floor rule"], off)[
-            "answer_judge"
+            "answerable.judge"
         ] == ("bundled")
 
 

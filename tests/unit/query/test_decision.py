@@ -133,15 +133,17 @@ def test_status_warns_when_the_decision_was_fitted_on_another_embedder(tmp_path:
     assert shipped.embedder == default
     model = tmp_path / "judge"
     shutil.copytree(BUNDLED, model)
-    configured = Settings(data_dir=tmp_path, query={"answer_judge": str(model)})
+    configured = Settings(data_dir=tmp_path, query={"answerable": {"judge": str(model)}})
     assert decision_warning(configured, default) is None
     assert decision_warning(configured, None) is None  # no live collection yet
     warning = decision_warning(configured, "tuned-384-0123abcd")
     assert warning is not None and default in warning and "tuned-384-0123abcd" in warning
     assert str(model) in warning and "--judge COPY" in warning  # what to do about it
-    rule = Settings(data_dir=tmp_path, query={"answer_judge": str(model), "decision": "rule"})
+    rule = Settings(
+        data_dir=tmp_path, query={"answerable": {"judge": str(model), "decision": "rule"}}
+    )
     assert decision_warning(rule, "tuned-384-0123abcd") is None  # the rule reads no fit
-    off = Settings(data_dir=tmp_path, query={"answer_judge": "none"})
+    off = Settings(data_dir=tmp_path, query={"answerable": {"judge": "none"}})
     assert decision_warning(off, "x") is None
     raw = json.loads((model / "decision.json").read_text())
     (model / "decision.json").write_text(json.dumps({**raw, "embedder": ""}))

@@ -9,7 +9,7 @@ from typing import cast
 import pytest
 
 from ragstream.core.answers import Answerability, Claim
-from ragstream.core.settings import QuerySettings, Settings
+from ragstream.core.settings import AnswerableSettings, QuerySettings, Settings
 from ragstream.query.answerable import Limits
 from ragstream.query.refusal import (
     declined_answer,
@@ -158,7 +158,7 @@ def test_engines_built_from_one_set_of_models_share_them(tmp_path: Path) -> None
     (tmp_path / "answer_judge").symlink_to(BUNDLED_ANSWER_JUDGE, target_is_directory=True)
     query = QuerySettings(
         judge=str(tmp_path / "judge"),
-        answer_judge=str(tmp_path / "answer_judge"),
+        answerable=AnswerableSettings(judge=str(tmp_path / "answer_judge")),
         log_queries=False,
     )
     settings = Settings(data_dir=tmp_path / "data", query=query)

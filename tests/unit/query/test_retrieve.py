@@ -185,7 +185,8 @@ def test_mismatched_embedder_is_refused(settings: Settings, retriever: Retriever
 
 def test_loaded_embedder_is_the_recorded_one(settings: Settings, retriever: Retriever) -> None:
     s = settings
-    live = live_collection(s.vector_backend, s.vectors_dir, s.index_name)  # metadata only
+    # metadata only
+    live = live_collection(s.store.vector_backend, s.vectors_dir, s.store.index_name)
     assert live is not None and live[0] == retriever.collection
     assert retriever.embedder.version == live[1]
 

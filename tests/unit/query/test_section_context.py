@@ -76,7 +76,8 @@ def test_an_edit_reindexes_its_neighbours_bm25_text_without_reembedding_them(
     doc = root / "notes.md"
     doc.write_text("# Notes\n\n" + "\n\n".join(paragraphs) + "\n\n# Other\n\nUnrelated words.\n")
     settings = Settings(
-        data_dir=tmp_path / "data", vector_backend=vector, lexical_backend=lexical
+        data_dir=tmp_path / "data",
+        store={"vector_backend": vector, "lexical_backend": lexical},
     ).model_copy(update={"chunk": ChunkSettings(max_tokens=40, header_tokens=0)})
     first = _sync(settings, root)
     assert first.chunks_live >= 5
