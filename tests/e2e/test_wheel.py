@@ -29,7 +29,7 @@ HEAVY = ("torch", "docling", "bytewax", "tantivy")
 # A few modules of each floor named outright (besides the walk over the source tree below).
 NAMED = (
     "ragstream/__init__.py",
-    "ragstream/cli.py",
+    "ragstream/cli/app.py",
     "ragstream/py.typed",
     "ragstream/core/models.py",
     "ragstream/connectors/fs.py",
