@@ -19,6 +19,8 @@ message is one line that says what to do; the CLI prints it without a traceback.
 | 10 | `SettingsError`: an unknown or invalid setting |
 | 11 | `NotReadyError`: the server is up but its index is not open yet |
 | 12 | (not an error) `verify` found drift (with `--repair`: drift the repair left behind) |
+| 13 | `OverloadedError`: the server is at capacity, or this key past its rate (HTTP 429) |
+| 14 | `ServerTimeoutError`: the server gave up on the request (HTTP 504) |
 
 `EXIT_CODES` is the same table for programs (the CLI's `--help` prints it).
 """
@@ -105,6 +107,35 @@ class NotReadyError(RagstreamError):
     http_status = 503
 
 
+class OverloadedError(RagstreamError):
+    """The server refused the request for now (HTTP 429, with `Retry-After`): its requests
+    in flight and its queue are full. The clients retry it a few times first."""
+
+    exit_code = 13
+    code = "overloaded"
+    http_status = 429
+
+
+class RateLimitedError(OverloadedError):
+    """This API key sent more requests a minute than `server.rate_per_key` allows."""
+
+    code = "rate_limited"
+
+
+class ShuttingDownError(NotReadyError):
+    """The server is draining for shutdown (HTTP 503, with `Retry-After`)."""
+
+    code = "shutting_down"
+
+
+class ServerTimeoutError(RagstreamError):
+    """The request did not finish within `server.request_timeout_s` (HTTP 504)."""
+
+    exit_code = 14
+    code = "timeout"
+    http_status = 504
+
+
 def error_class(code: str) -> type[RagstreamError]:
     """The error type an HTTP error body's `code` names (the base type if unknown)."""
     return next((c for c in _all(RagstreamError) if c.code == code), RagstreamError)
@@ -136,4 +167,6 @@ EXIT_CODES: dict[int, str] = {
     SettingsError.exit_code: "invalid setting",
     NotReadyError.exit_code: "server not ready",
     EXIT_DRIFT: "verify found drift",
+    OverloadedError.exit_code: "server overloaded",
+    ServerTimeoutError.exit_code: "server timed out",
 }

@@ -1,6 +1,7 @@
-"""A readers–writer lock: many readers at once (queries), one writer at a time (an index
-batch, a backfill page, a live-pointer swap), with writers first, so a stream of queries
-cannot hold a write off forever and a write waits only for the reads already running.
+"""Locks for an index that is queried while it is written: `ReadWriteLock`, many readers at
+once (queries), one writer at a time, writers first, so a stream of queries cannot hold a
+write off forever and a write waits only for the reads already running; and `IndexLock`,
+which adds a writers' mutex so an index batch excludes queries only while it writes.
 
 `with lock:` takes it for writing and is reentrant for the thread that holds it (a writer
 may call code that writes again); `with lock.read():` takes it for reading. A thread that
@@ -10,6 +11,7 @@ reader must not take `read()` again inside `read()`.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,3 +77,30 @@ class ReadWriteLock:
     def readers(self) -> int:
         """Readers inside now (for tests and metrics)."""
         return self._readers
+
+
+class IndexLock:
+    """The lock of an index a process writes. `writers` lets one writer in at a time (an
+    index batch holds it while it plans, embeds and writes); `gate` keeps queries out only
+    while the stores change. `with lock:` takes both, in that order (a backfill page, a
+    pointer swap); `lock.read()` is a query's (it waits only for a write in progress)."""
+
+    def __init__(self) -> None:
+        self.writers = threading.RLock()
+        self.gate = ReadWriteLock()
+
+    def read(self) -> contextlib.AbstractContextManager[None]:
+        return self.gate.read()
+
+    def __enter__(self) -> IndexLock:
+        self.writers.acquire()
+        try:
+            self.gate.acquire()
+        except BaseException:
+            self.writers.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.gate.release()
+        self.writers.release()

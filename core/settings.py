@@ -266,6 +266,21 @@ class ServerSettings(BaseModel):
     # blue/green reindex over HTTP: with `api_keys` set, only these keys may run reindex
     # commands (a tenant's query key never can); with no keys at all the local default is open
     admin_api_keys: list[str] = Field(default_factory=list)
+    # back-pressure (ragstream/http/admission.py): requests running at once (None: one per
+    # core, eight per core when an LLM endpoint writes the answers), requests waiting for a
+    # slot (None: twice that), beyond which a request is answered 429 with Retry-After at once
+    max_inflight: int | None = Field(default=None, ge=1)
+    max_queue: int | None = Field(default=None, ge=0)
+    # a request not finished in this many seconds (waiting included) is answered 504
+    request_timeout_s: float = Field(default=120.0, gt=0.0)
+    # on SIGTERM: readiness turns false at once, new requests get 503, and requests in
+    # flight get this many seconds to finish before the process exits
+    shutdown_grace_s: float = Field(default=30.0, ge=0.0)
+    # requests per minute per API key (the key's token bucket), past it 429; 0 = no limit
+    rate_per_key: int = Field(default=0, ge=0)
+    # threads for the CPU work of queries (embedding, rerank, judges, verification); None:
+    # the core count
+    cpu_threads: int | None = Field(default=None, ge=1)
 
 
 class TelemetrySettings(BaseModel):

@@ -147,7 +147,9 @@ class Indexer:
     max_file_bytes: int
     parse_timeout_s: float | None = None
     batch_size: int = 64
+    # one writer at a time for a whole batch; `gate` keeps queries out while it writes only
     lock: AbstractContextManager[object] = field(default_factory=nullcontext)
+    gate: AbstractContextManager[object] = field(default_factory=nullcontext)
     situate: SituateStep | None = None  # `chunk.situate`: LLM sentence into each context
 
     # ---- step 1: read + parse -------------------------------------------------------
@@ -193,7 +195,8 @@ class Indexer:
         needed = _needed([p for p in plans if p.diff is not None])
         vectors, encoded = self._embed(live, needed)
         encoded_by = {h: needed[h][0] for h in encoded}
-        outcomes = self._write(live, plans, vectors, encoded_by)
+        with self.gate:  # queries wait for the writes only, never for the embedding
+            outcomes = self._write(live, plans, vectors, encoded_by)
         self.dead_letters.save()
         self.redactions.save()
         return outcomes

@@ -6,7 +6,6 @@ is a context manager that always closes the stores, even on Ctrl-C.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.state import DeadLetterBook, RedactionBook, SyncState
+from ragstream.core.rwlock import IndexLock
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure
 from ragstream.flows.sides import IndexSides, open_sides
@@ -39,9 +39,10 @@ class Runtime:
     situate: SituateStep | None = None  # `chunk.situate`: the LLM sentence step and its cache
 
     @property
-    def lock(self) -> threading.RLock:
-        """Held by each index batch, backfill page, pointer swap and query served from this
-        process (`watch --serve`): the embedded stores see one writer or reader at a time."""
+    def lock(self) -> IndexLock:
+        """One writer at a time (index batches, backfill pages, pointer swaps); queries
+        served from this process (`watch --serve`) read together, kept out only while the
+        stores change (`lock.read()`)."""
         return self.sides.lock
 
     @property

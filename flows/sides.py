@@ -28,6 +28,7 @@ from ragstream.connectors.vector_stores import (
     set_live_collection,
 )
 from ragstream.core.models import EmbedderVersion, ReindexRecord
+from ragstream.core.rwlock import IndexLock
 from ragstream.core.settings import Settings
 from ragstream.operators.embed import Embedder, check_version, embedder_spec, load_embedder
 
@@ -43,13 +44,15 @@ class Side:
 
 
 class IndexSides:
-    """Every side this process writes; `lock` serializes index batches, backfill pages,
-    pointer swaps and queries served from the same process."""
+    """Every side this process writes. `lock` (an `IndexLock`) lets one writer in at a
+    time (an index batch, a backfill page, a pointer swap) and keeps the queries served from
+    the same process out only while the stores change; they read together."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.book = ReindexBook(settings.state_dir)
-        self.lock = threading.RLock()
+        self.lock = IndexLock()
+        self._refresh = threading.Lock()  # a query re-reading a server's alias
         self._sides: dict[str, Side] = {}
         self._live = ""
         self.record: ReindexRecord | None = None
@@ -111,7 +114,7 @@ class IndexSides:
         if s.store.vector_backend == "qdrant" and s.store.qdrant_url not in (None, ":memory:"):
             live = configured_live(s)
             if live is not None and live[0] != self._live:
-                with self.lock:
+                with self._refresh:  # queries hold the read lock: never the writers' one here
                     self._live = self._open_recorded(*live, embedder_spec(live[1])).collection
                     self.record = self.book.load()
         return self.live

@@ -166,7 +166,8 @@ def make_indexer(rt: Runtime) -> Indexer:
         max_file_bytes=s.sync.max_file_bytes,
         parse_timeout_s=s.sync.parse_timeout_s,
         batch_size=s.sync.embed_batch_size,
-        lock=rt.lock,
+        lock=rt.lock.writers,
+        gate=rt.lock.gate,
         situate=rt.situate,
     )
 

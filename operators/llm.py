@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from openai import OpenAI
+    from openai import AsyncOpenAI, OpenAI
 
 
 def openai_client(
@@ -24,5 +24,17 @@ def openai_client(
 
     # local servers accept any key; the client refuses an empty one, so send a placeholder
     return OpenAI(
+        base_url=base_url, api_key=api_key or "unused", timeout=timeout_s, max_retries=max_retries
+    )
+
+
+def async_openai_client(
+    base_url: str, api_key: str = "", *, timeout_s: float, max_retries: int
+) -> AsyncOpenAI:
+    """`openai_client`'s asyncio twin: a served answer waits on the endpoint without holding
+    a thread."""
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(
         base_url=base_url, api_key=api_key or "unused", timeout=timeout_s, max_retries=max_retries
     )

@@ -31,10 +31,11 @@ span `ragstream.query` whose trace id the answer carries.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry.trace import Span
 
@@ -89,6 +90,8 @@ class _Run:
 
 # one stage of an answer: it computes into the run, then returns its rules' refusal or None
 Stage = Callable[[_Run], Refusal | None]
+# runs `fn(*args)` off the event loop (a server's bounded thread pool) and awaits the result
+Offload = Callable[..., Awaitable[Any]]
 
 
 class QueryEngine:
@@ -152,9 +155,40 @@ class QueryEngine:
         stages = self._stages() if request.generate else self._stages()[:2]
         with self._started(request, tenants, on_text) as run:
             answer = self._run(run, stages)
+        self._logged(request, tenants, answer)
+        return answer
+
+    async def answer_async(
+        self,
+        request: QueryRequest,
+        tenants: tuple[str, ...] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        offload: Offload,
+    ) -> Answer:
+        """`answer` for an asyncio server, the same stages, rules and result: the CPU stages
+        run through `offload` (a bounded thread pool), and an endpoint generator's completion
+        is awaited in between, so a slow LLM costs waiting, not a thread. Cancelled (the
+        client went away), the completion's request is closed with it."""
+        awaited = getattr(self.generator, "agenerate", None)
+        if awaited is None or not request.generate:
+            return await offload(self.answer, request, tenants, on_text)
+        with self._started(request, tenants, on_text) as run:
+            refused = await offload(self._until_refused, run, self._stages()[:2])
+            if refused is None:
+                context = await offload(self._assembled, run)
+                with _timed(run.timings, "generate"):
+                    text = await awaited(request.query, context, on_text)
+                refused = await offload(self._after_text, run, context, text)
+            answer = self._closed(run, refused)
+        self._logged(request, tenants, answer)
+        return answer
+
+    def _logged(
+        self, request: QueryRequest, tenants: tuple[str, ...] | None, answer: Answer
+    ) -> None:
         if self.log is not None:
             self.log.append(shapes.log_entry(request.query, request.filters, tenants, answer))
-        return answer
 
     def retrieve(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Retrieval:
         """Ranked candidates with their text and the gate's verdict; nothing is generated."""
@@ -181,10 +215,16 @@ class QueryEngine:
 
     def _run(self, run: _Run, stages: Sequence[Stage]) -> Answer:
         """The stages in order, until one refuses: that refusal is the answer's."""
-        refused = None
+        return self._closed(run, self._until_refused(run, stages))
+
+    @staticmethod
+    def _until_refused(run: _Run, stages: Sequence[Stage]) -> Refusal | None:
         for stage in stages:
             if (refused := stage(run)) is not None:
-                break
+                return refused
+        return None
+
+    def _closed(self, run: _Run, refused: Refusal | None) -> Answer:
         run.answer.refusal, run.answer.timings_ms = refused, run.timings
         run.root.set_attribute("refused", refused is not None)
         if run.checked is not None:
@@ -235,6 +275,14 @@ class QueryEngine:
         """assemble → generate → verify; the generator is handed the sentences the answer
         judge read as answering. Declined, the answer shows no text and the sources the
         generator was shown, as any answer does."""
+        context = self._assembled(run)
+        with _timed(run.timings, "generate"):
+            text = self._text(run.request.query, context, run.on_text)
+        return self._checked(run, context, text)
+
+    def _assembled(self, run: _Run) -> Context:
+        """The sources in the prompt (token budget, stable ids, delimiters), with the
+        sentences the answer judge read as answering."""
         q, question, side = self.settings.query, run.request.query, self._side()
         with _timed(run.timings, "assemble"):
             context = assemble(
@@ -247,8 +295,16 @@ class QueryEngine:
                 query=question,
             )
         context.evidence, run.sources = list(run.evidence), context.sources
-        with _timed(run.timings, "generate"):
-            text = self._text(question, context, run.on_text)
+        return context
+
+    def _after_text(self, run: _Run, context: Context, text: str) -> Refusal | None:
+        """Every stage after the generator wrote `text`: verify, cite, names."""
+        return self._checked(run, context, text) or self._until_refused(run, self._stages()[3:])
+
+    def _checked(self, run: _Run, context: Context, text: str) -> Refusal | None:
+        """The text verified against the sources it was written from; declined, the answer
+        shows no text and the sources the generator was shown, as any answer does."""
+        q = self.settings.query
         with _timed(run.timings, "verify"):
             run.checked = verify(
                 text,

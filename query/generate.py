@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Protocol
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from opentelemetry import trace
@@ -19,13 +20,17 @@ from opentelemetry import trace
 from ragstream.core.answers import SourceChunk
 from ragstream.core.telemetry import span
 from ragstream.operators.embed import Embedder
-from ragstream.operators.llm import openai_client
+from ragstream.operators.llm import async_openai_client, openai_client
 from ragstream.query.verify import (
     CITATION,
     content_tokens,
     looks_like_instruction,
     sentence_spans,
 )
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletionMessageParam
 
 # An LLM's reply that declines: the `NOT_ANSWERABLE` the system prompt (query/assemble.py)
 # asks for when the sources do not hold the answer, or a model's own words for it.
@@ -84,7 +89,9 @@ def _approx_tokens(*texts: str) -> int:
 
 
 class OpenAIGenerator:
-    """Chat completions against any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, ...)."""
+    """Chat completions against any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, ...):
+    blocking (`generate`, `stream`) for the CLI and the embedded client, awaited
+    (`agenerate`) for the server, where a slow endpoint costs waiting, not a thread."""
 
     def __init__(
         self,
@@ -99,6 +106,9 @@ class OpenAIGenerator:
         self._client = openai_client(
             base_url, api_key, timeout_s=timeout_s, max_retries=max_retries
         )
+        self._async_options = {"timeout_s": timeout_s, "max_retries": max_retries}
+        self._async_client: AsyncOpenAI | None = None  # made in the server's event loop
+        self._api_key = api_key
         self.base_url, self.model = base_url, model
         self.max_tokens, self.temperature = max_tokens, temperature
         self.name = f"openai:{model}"
@@ -111,19 +121,9 @@ class OpenAIGenerator:
 
     def _run(self, question: str, context: ContextLike, stream: bool) -> Iterator[str]:
         import openai
-        from openai.types.chat import ChatCompletionMessageParam
 
-        user = context.user
-        if question and question not in user:  # the assembler normally embeds the question
-            user = f"{user}\n\nQuestion: {question}"
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": context.system},
-            {"role": "user", "content": user},
-        ]
-        tokens = _approx_tokens(context.system, user)
-        with span(
-            "query.generate", generator=self.name, model=self.model, prompt_tokens_approx=tokens
-        ) as sp:
+        messages = _messages(question, context)
+        with self._span(messages) as sp:
             chars = 0
             try:
                 reply = self._client.chat.completions.create(
@@ -143,12 +143,75 @@ class OpenAIGenerator:
                         chars += len(piece)
                         yield piece
             except (openai.OpenAIError, IndexError, AttributeError) as exc:
-                raise GenerationError(
-                    f"generation failed ({self.model} at {self.base_url}): "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
+                raise self._failed(exc) from exc
             finally:
                 sp.set_attribute("output_chars", chars)
+
+    async def agenerate(
+        self, question: str, context: ContextLike, on_text: Callable[[str], None] | None = None
+    ) -> str:
+        """The completion, awaited; streamed when `on_text` takes the pieces as they come."""
+        import openai
+
+        messages = _messages(question, context)
+        pieces: list[str] = []
+        with self._span(messages) as sp:
+            try:
+                client, most, warmth = self._aclient(), self.max_tokens, self.temperature
+                if on_text is None:
+                    reply = await client.chat.completions.create(
+                        model=self.model, messages=messages, max_tokens=most, temperature=warmth
+                    )
+                    pieces.append(reply.choices[0].message.content or "")
+                else:
+                    chunks = await client.chat.completions.create(
+                        model=self.model,
+                        messages=messages,
+                        stream=True,
+                        max_tokens=most,
+                        temperature=warmth,
+                    )
+                    async with chunks:  # closed however it ends: cancelled, the request too
+                        async for chunk in chunks:
+                            piece = chunk.choices[0].delta.content if chunk.choices else None
+                            if piece:
+                                pieces.append(piece)
+                                on_text(piece)
+            except (openai.OpenAIError, IndexError, AttributeError) as exc:
+                raise self._failed(exc) from exc
+            finally:
+                sp.set_attribute("output_chars", sum(map(len, pieces)))
+        return "".join(pieces)
+
+    def _aclient(self) -> AsyncOpenAI:
+        if self._async_client is None:
+            o = self._async_options
+            self._async_client = async_openai_client(
+                self.base_url,
+                self._api_key,
+                timeout_s=float(o["timeout_s"]),
+                max_retries=int(o["max_retries"]),
+            )
+        return self._async_client
+
+    def _span(self, messages: list[ChatCompletionMessageParam]) -> AbstractContextManager[Any]:
+        tokens = _approx_tokens(*(str(m.get("content", "")) for m in messages))
+        return span(
+            "query.generate", generator=self.name, model=self.model, prompt_tokens_approx=tokens
+        )
+
+    def _failed(self, exc: Exception) -> GenerationError:
+        return GenerationError(
+            f"generation failed ({self.model} at {self.base_url}): {type(exc).__name__}: {exc}"
+        )
+
+
+def _messages(question: str, context: ContextLike) -> list[ChatCompletionMessageParam]:
+    """The chat messages of one answer: the system rules and the sources with the question."""
+    user = context.user
+    if question and question not in user:  # the assembler normally embeds the question
+        user = f"{user}\n\nQuestion: {question}"
+    return [{"role": "system", "content": context.system}, {"role": "user", "content": user}]
 
 
 def _judged(candidates: Sequence[tuple[int, int, str, str]], evidence: Sequence[str]) -> list[int]:

@@ -11,6 +11,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 import json
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -108,6 +109,12 @@ class Stub:
     url: str
     replies: list[Any] = field(default_factory=list)  # str, or list[str] for SSE, or int status
     requests: list[dict[str, Any]] = field(default_factory=list)
+    default: Any = None  # the reply once `replies` is used up (None: none scripted)
+    delay_s: float = 0.0  # each completion waits this long (a slow endpoint)
+    in_flight: int = 0
+    most_in_flight: int = 0  # completions being written at once, at the most
+    disconnects: int = 0  # clients that went away before their reply was written
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @pytest.fixture
@@ -121,9 +128,25 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stub]:
             pass
 
         def do_POST(self) -> None:
+            with state.lock:
+                state.in_flight += 1
+                state.most_in_flight = max(state.most_in_flight, state.in_flight)
+            try:
+                self._reply()
+            except (BrokenPipeError, ConnectionResetError):
+                with state.lock:
+                    state.disconnects += 1
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+        def _reply(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.requests.append({"path": self.path, "body": body})
-            reply = state.replies.pop(0)
+            with state.lock:
+                state.requests.append({"path": self.path, "body": body})
+                reply = state.replies.pop(0) if state.replies else state.default
+            if state.delay_s:
+                time.sleep(state.delay_s)
             if self.path != "/v1/chat/completions" or isinstance(reply, int):
                 self.send_response(404 if isinstance(reply, str) else reply)
                 self.end_headers()
@@ -138,6 +161,8 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stub]:
                     choice = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
                     chunk = {**base, "object": "chat.completion.chunk", "choices": [choice]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    time.sleep(state.delay_s / 10)  # the pieces arrive over time
                 self.wfile.write(b"data: [DONE]\n\n")
                 return
             message = {"role": "assistant", "content": reply}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ragstream.cli.options import ApiKey, AsJson, DataDir, Url
+from ragstream.cli.options import ApiKey, AsJson, DataDir, Url, stop_on_sigterm
 from ragstream.cli.render import emit_json, err, print_answer, print_log, print_retrieval
 from ragstream.core.errors import InvalidRequestError
 
@@ -96,6 +96,7 @@ def serve(
     from ragstream.http import Serving, serving
     from ragstream.service.stores import open_engine
 
+    stop_on_sigterm()
     settings = load_settings(data_dir)
     bind_host = host or settings.server.host
     bind_port = settings.server.port if port is None else port

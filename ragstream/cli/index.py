@@ -8,7 +8,16 @@ from typing import Annotated
 import typer
 from rich.progress import MofNCompleteColumn, Progress
 
-from ragstream.cli.options import AllowMass, ApiKey, AsJson, DataDir, Paths, Url, Workers
+from ragstream.cli.options import (
+    AllowMass,
+    ApiKey,
+    AsJson,
+    DataDir,
+    Paths,
+    Url,
+    Workers,
+    stop_on_sigterm,
+)
 from ragstream.cli.render import emit_json, err, print_status, print_sync, progress_line
 from ragstream.core.errors import EXIT_GUARD
 from ragstream.core.models import DocOutcome, SyncReport
@@ -87,6 +96,7 @@ def watch(
         else:
             progress_line(outcome)
 
+    stop_on_sigterm()
     settings = api.load_settings(data_dir)
     address = None
     if serve:

@@ -3,7 +3,9 @@ in `--help`."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -39,3 +41,13 @@ ApiKey = Annotated[
     str | None,
     typer.Option("--api-key", envvar="RAGSTREAM_API_KEY", help="API key for --url"),
 ]
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a container stop, a service manager) stops a long-running command the way
+    Ctrl-C does: `watch` stops its flow, a served API drains (see `ragstream.http.server`)."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)

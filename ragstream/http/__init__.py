@@ -25,6 +25,7 @@ key's tenant becomes a filter inside both stores; the body can never widen it. E
     app     `create_app`: assembles error handling, routers and the console
     deps    the serving state, the caller's tenants, the admin guard
     errors  error bodies and the body-size check
+    admission  back-pressure: in-flight and queue limits, per-key rates, timeouts, draining
     sse     Server-Sent Events frames (streamed answers, the live feed)
     server  `run_server` (uvicorn on a thread) and `serving` (records the endpoint)
     routes  one module per resource

@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
+from ragstream.http.admission import Admission, Limits, default_max_inflight
 from ragstream.http.deps import Serving
 from ragstream.http.errors import install_error_handling
 from ragstream.http.routes import ROUTERS
@@ -23,6 +24,15 @@ def package_version() -> str:
         return "0+unknown"
 
 
+def limits_of(serving: Serving) -> Limits:
+    """The admission limits `server.*` set, with defaults from the machine and the LLM."""
+    s = serving.settings
+    llm = s.generator.base_url is not None
+    inflight = s.server.max_inflight or default_max_inflight(llm, serving.cpu_threads)
+    queue = 2 * inflight if s.server.max_queue is None else s.server.max_queue
+    return Limits(inflight, queue, s.server.request_timeout_s, s.server.rate_per_key)
+
+
 def create_app(serving: Serving) -> FastAPI:
     app = FastAPIOffline(
         title="ragstream",
@@ -31,6 +41,7 @@ def create_app(serving: Serving) -> FastAPI:
         swagger_ui_parameters={"validatorUrl": None},  # the viewer calls nothing outside
     )
     app.state.serving = serving
+    app.add_middleware(Admission, limits=limits_of(serving), draining=lambda: serving.draining)
     install_error_handling(app)
     for router in ROUTERS:
         app.include_router(router)

@@ -1,41 +1,70 @@
 """What every route depends on: the serving state (the engine once the index is open, the
-reindex commands, the live feed), the caller's tenants decided from the API key (never from
-the body), and the admin guard."""
+reindex commands, the live feed, the lock its reads share with the index's writers, the
+bounded thread pool of its CPU work), the caller's tenants decided from the API key (never
+from the body), and the admin guard."""
 
 from __future__ import annotations
 
-import threading
+import os
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any, Protocol, TypeVar
 
+import anyio
 from fastapi import Depends, Request
 
 from ragstream.core.errors import AuthError, ForbiddenError, NotReadyError
+from ragstream.core.rwlock import ReadWriteLock
 from ragstream.core.settings import Settings
 from ragstream.query.engine import QueryEngine
 from ragstream.service.feed import OutcomeFeed
 from ragstream.service.reindex import Maintainer
 
 Tenants = tuple[str, ...] | None
+T = TypeVar("T")
+
+
+class ReadLock(Protocol):
+    def read(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass
 class Serving:
-    """What the app answers from. `engine` is None until the stores are open (not ready)."""
+    """What the app answers from. `engine` is None until the stores are open (not ready);
+    `draining` turns true when shutdown begins (not ready again, new requests refused)."""
 
     settings: Settings
     engine: QueryEngine | None = None
     maintainer: Maintainer | None = None
-    # one query at a time through the embedded stores; shared with the index batches when
-    # the app runs inside `watch --serve`
-    lock: AbstractContextManager[object] = field(default_factory=threading.Lock)
+    # queries read the stores together; inside `watch --serve` this is the index's own lock,
+    # so they wait only while an index batch or a backfill page writes
+    lock: ReadLock = field(default_factory=ReadWriteLock)
     feed: OutcomeFeed | None = None  # sync outcomes, when this process syncs (`watch --serve`)
+    draining: bool = False
+    _cpu: anyio.CapacityLimiter | None = field(default=None, repr=False)
 
     def ready_engine(self) -> QueryEngine:
-        if self.engine is None:
-            raise NotReadyError("the server is starting: the index is not open yet; retry")
+        if self.engine is None or self.draining:
+            why = "shutting down" if self.draining else "starting: the index is not open yet"
+            raise NotReadyError(f"the server is {why}; retry")
         return self.engine
+
+    @property
+    def cpu_threads(self) -> int:
+        return self.settings.server.cpu_threads or os.cpu_count() or 1
+
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the bounded thread pool of CPU work, reading the stores under the
+        read lock (the caller's context variables go along: the pinned side, the span)."""
+        if self._cpu is None:
+            self._cpu = anyio.CapacityLimiter(self.cpu_threads)
+
+        def locked() -> T:
+            with self.lock.read():
+                return fn(*args)
+
+        return await anyio.to_thread.run_sync(locked, limiter=self._cpu)
 
     def ready_maintainer(self) -> Maintainer:
         if self.maintainer is None:
@@ -43,7 +72,7 @@ class Serving:
         return self.maintainer
 
 
-def serving_of(request: Request) -> Serving:
+async def serving_of(request: Request) -> Serving:
     state: Serving = request.app.state.serving
     return state
 
@@ -55,7 +84,7 @@ def api_key(request: Request) -> str:
     return request.headers.get("authorization", "").removeprefix("Bearer ").strip()
 
 
-def caller_tenants(request: Request, serving: ServingDep) -> Tenants:
+async def caller_tenants(request: Request, serving: ServingDep) -> Tenants:
     """The caller's tenant, decided here from the API key (never from the body)."""
     keys = serving.settings.server.api_keys
     if not keys:
@@ -66,7 +95,7 @@ def caller_tenants(request: Request, serving: ServingDep) -> Tenants:
     return (keys[key],)
 
 
-def admin_only(request: Request, serving: ServingDep) -> None:
+async def admin_only(request: Request, serving: ServingDep) -> None:
     settings = serving.settings
     if settings.server.api_keys and api_key(request) not in settings.server.admin_api_keys:
         raise ForbiddenError("admin commands need an admin API key")

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ragstream.core.errors import RagstreamError
+from ragstream.core.errors import NotReadyError, RagstreamError
 
 MAX_BODY = 1 << 20
 # A refused body up to this size is read and dropped before the 413 goes out, and the
@@ -20,6 +20,7 @@ MAX_BODY = 1 << 20
 # instead of the 413 (urllib, requests). Beyond it the server answers at once and closes;
 # reading more would let anyone make it read unbounded input.
 DRAIN_LIMIT = 16 * MAX_BODY
+RETRY_NOT_READY_S = 2
 
 
 def error_body(status: int, message: str, code: str, **extra: Any) -> JSONResponse:
@@ -45,7 +46,10 @@ async def limit_body(request: Request, call_next: Any) -> Any:
 
 async def user_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RagstreamError)
-    return error_body(exc.http_status, str(exc), exc.code)
+    reply = error_body(exc.http_status, str(exc), exc.code)
+    if isinstance(exc, NotReadyError):  # opening its index, or draining: come back soon
+        reply.headers["retry-after"] = str(RETRY_NOT_READY_S)
+    return reply
 
 
 async def invalid_request(request: Request, exc: Exception) -> JSONResponse:

@@ -1,8 +1,11 @@
 """Running the app: uvicorn on a background thread (`run_server`), and `serving`, which also
-records the URL in the data dir while it serves so clients of that data dir find it."""
+records the URL in the data dir while it serves so clients of that data dir find it, and
+shuts down gracefully: readiness turns false and new requests get 503 at once, the listener
+closes, and requests in flight get `server.shutdown_grace_s` to finish."""
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -28,20 +31,22 @@ def serving(
     """The HTTP API over `state`; yields its URL, which is recorded in the data dir while it
     serves. `serve` opens the engine after the server is up (`/v1/ready` says when);
     `watch --serve` serves the flow's stores and shares its lock with the index batches."""
-    state_dir = state.settings.state_dir
-    with run_server(create_app(state), host, port) as url:
+    state_dir, grace = state.settings.state_dir, state.settings.server.shutdown_grace_s
+    with run_server(create_app(state), host, port, grace) as url:
         write_json_atomic(endpoint_path(state_dir), {"url": url, "pid": os.getpid()})
         if on_serving is not None:
             on_serving(url)
         try:
             yield url
         finally:
+            state.draining = True  # not ready, new requests 503, before the listener closes
             endpoint_path(state_dir).unlink(missing_ok=True)
 
 
 @contextmanager
-def run_server(app: FastAPI, host: str, port: int) -> Iterator[str]:
-    """uvicorn on a background thread; yields the URL once it accepts connections.
+def run_server(app: FastAPI, host: str, port: int, grace_s: float = 3.0) -> Iterator[str]:
+    """uvicorn on a background thread; yields the URL once it accepts connections, and on
+    exit stops accepting and gives the requests in flight `grace_s` to finish.
 
     The socket is bound here first, so port 0 (any free port) reports the real one."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -50,7 +55,12 @@ def run_server(app: FastAPI, host: str, port: int) -> Iterator[str]:
     sock.bind((host, port))
     bound = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=math.ceil(grace_s),
+        timeout_keep_alive=5,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
@@ -66,5 +76,5 @@ def run_server(app: FastAPI, host: str, port: int) -> Iterator[str]:
         yield f"http://{f'[{host}]' if family == socket.AF_INET6 else host}:{bound}"
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=grace_s + 10)
         sock.close()

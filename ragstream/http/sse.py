@@ -3,10 +3,11 @@ an `error`) and of the live sync feed (`drift`, then one `outcome` per document)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
-import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from typing import Any
 
 from fastapi.responses import StreamingResponse
@@ -22,34 +23,40 @@ from ragstream.service.feed import OutcomeFeed
 KEEPALIVE_S = 5.0
 
 
-def answer_events(
+async def answer_events(
     serving: Serving, engine: QueryEngine, request: QueryRequest, tenants: Tenants
-) -> Iterator[str]:
-    """SSE frames. The answer runs on its own thread (which takes and releases the store
-    lock itself); this generator only relays what it puts on the queue."""
-    events: queue.Queue[tuple[str, Any]] = queue.Queue()
+) -> AsyncIterator[str]:
+    """SSE frames of one answer: `text` deltas as they are written, then the `answer` (or an
+    `error`). The answer runs as its own task; a client that goes away cancels it, and with
+    it the generation (an endpoint's request is closed)."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
-    def run() -> None:
+    def put(kind: str, payload: Any) -> None:  # from the loop or a worker thread, in order
+        loop.call_soon_threadsafe(events.put_nowait, (kind, payload))
+
+    async def run() -> None:
         try:
-            with serving.lock:
-                answer = engine.answer(
-                    request, tenants=tenants, on_text=lambda d: events.put(("text", d))
-                )
-            events.put(("answer", answer))
+            on_text = partial(put, "text")
+            answer = await engine.answer_async(request, tenants, on_text, offload=serving.offload)
+            put("answer", answer)
         except RagstreamError as exc:
-            events.put(("error", {"error": str(exc), "code": exc.code}))
+            put("error", {"error": str(exc), "code": exc.code})
         except Exception as exc:  # the stream has started: report, never hang the client
-            events.put(("error", {"error": f"{type(exc).__name__}: {exc}", "code": "error"}))
+            put("error", {"error": f"{type(exc).__name__}: {exc}", "code": "error"})
 
-    threading.Thread(target=run, name="ragstream-stream", daemon=True).start()
-    while True:
-        kind, payload = events.get()
-        if kind == "text":
-            yield frame("text", json.dumps({"delta": payload}))
-            continue
-        data = payload.model_dump_json() if isinstance(payload, Answer) else json.dumps(payload)
-        yield frame(kind, data)
-        return
+    task = asyncio.create_task(run())
+    try:
+        while True:
+            kind, payload = await events.get()
+            if kind == "text":
+                yield frame("text", json.dumps({"delta": payload}))
+                continue
+            answer = isinstance(payload, Answer)
+            yield frame(kind, payload.model_dump_json() if answer else json.dumps(payload))
+            return
+    finally:
+        task.cancel()
 
 
 def outcome_events(serving: Serving, feed: OutcomeFeed, tenants: Tenants) -> Iterator[str]:
@@ -69,7 +76,7 @@ def outcome_events(serving: Serving, feed: OutcomeFeed, tenants: Tenants) -> Ite
                 yield frame("outcome", outcome.model_dump_json())
 
 
-def event_stream(frames: Iterator[str]) -> StreamingResponse:
+def event_stream(frames: Iterator[str] | AsyncIterator[str]) -> StreamingResponse:
     """A Server-Sent Events response, unbuffered by proxies."""
     return StreamingResponse(
         frames,

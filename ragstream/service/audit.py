@@ -184,7 +184,7 @@ def scheduled_verify(rt: Runtime, settings: Settings) -> Iterator[None]:
     def loop() -> None:
         while not stop.wait(settings.verify.every_s):
             try:
-                with rt.lock:
+                with rt.lock.read():
                     verify_stores(audited(settings), rt.vectors, rt.lexical, sample)
             except Exception as exc:
                 log.warning("scheduled verify failed: %s", exc)

@@ -41,6 +41,8 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 FILES = TypeAdapter(list[FileRecord])
 POLL_S = 1.0  # how often a waiting `reindex_start` asks the server how the backfill goes
+RETRIES = 3  # a 429 or 503 that says when to come back is tried again this many times
+MAX_RETRY_WAIT_S = 30.0  # and never waited for longer than this, whatever it says
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,23 @@ def _adapted(adapter: TypeAdapter[T]) -> Callable[[httpx.Response], T]:
     return read
 
 
+def retry_after(response: httpx.Response, attempt: int, retries: int) -> float | None:
+    """Seconds to wait before trying again, or None: the reply is not a 429 / 503 that says
+    when to come back (`Retry-After`), or the tries are spent.
+
+    >>> r = httpx.Response(429, headers={"Retry-After": "2"})
+    >>> retry_after(r, 0, 3), retry_after(r, 3, 3), retry_after(httpx.Response(500), 0, 3)
+    (2.0, None, None)
+    """
+    header = response.headers.get("retry-after")
+    if response.status_code not in (429, 503) or header is None or attempt >= retries:
+        return None
+    try:
+        return min(max(float(header), 0.0), MAX_RETRY_WAIT_S)
+    except ValueError:  # an HTTP date: come back in a second
+        return 1.0
+
+
 def unreachable(url: str, exc: Exception) -> UnreachableError:
     return UnreachableError(
         f"no ragstream server answers at {url} ({type(exc).__name__}): start one with "
@@ -212,10 +231,18 @@ def backfilling(status: ReindexStatus, on_progress: ProgressHandler | None) -> b
 
 # ---- blocking ----------------------------------------------------------------------------
 class RemoteIndex:
-    """The index a running server holds, one blocking request per method."""
+    """The index a running server holds, one blocking request per method; a 429 or 503
+    with `Retry-After` is tried again `retries` times, then raised as its typed error."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0):
-        self._url = url.rstrip("/")
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        retries: int = RETRIES,
+    ):
+        self._url, self._retries = url.rstrip("/"), retries
         self._client = httpx.Client(**client_options(self._url, api_key, timeout_s))
 
     @property
@@ -227,10 +254,15 @@ class RemoteIndex:
         return self._url
 
     def _do(self, call: Call[T]) -> T:
-        try:
-            response = self._client.request(call.method, call.path, json=call.body)
-        except httpx.TransportError as exc:
-            raise unreachable(self._url, exc) from exc
+        for attempt in range(self._retries + 1):
+            try:
+                response = self._client.request(call.method, call.path, json=call.body)
+            except httpx.TransportError as exc:
+                raise unreachable(self._url, exc) from exc
+            wait = retry_after(response, attempt, self._retries)
+            if wait is None:
+                break
+            time.sleep(wait)
         return call.read(response)
 
     def status(self) -> StatusReport:
@@ -314,11 +346,18 @@ class RemoteIndex:
 
 # ---- asyncio -----------------------------------------------------------------------------
 class AsyncRemoteIndex:
-    """`RemoteIndex`'s methods as coroutines (httpx.AsyncClient); `stream` is an async
-    iterator."""
+    """`RemoteIndex`'s methods as coroutines (httpx.AsyncClient), with the same retries;
+    `stream` is an async iterator."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0):
-        self._url = url.rstrip("/")
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        retries: int = RETRIES,
+    ):
+        self._url, self._retries = url.rstrip("/"), retries
         self._client = httpx.AsyncClient(**client_options(self._url, api_key, timeout_s))
 
     @property
@@ -330,10 +369,15 @@ class AsyncRemoteIndex:
         return self._url
 
     async def _do(self, call: Call[T]) -> T:
-        try:
-            response = await self._client.request(call.method, call.path, json=call.body)
-        except httpx.TransportError as exc:
-            raise unreachable(self._url, exc) from exc
+        for attempt in range(self._retries + 1):
+            try:
+                response = await self._client.request(call.method, call.path, json=call.body)
+            except httpx.TransportError as exc:
+                raise unreachable(self._url, exc) from exc
+            wait = retry_after(response, attempt, self._retries)
+            if wait is None:
+                break
+            await asyncio.sleep(wait)
         return call.read(response)
 
     async def status(self) -> StatusReport:

@@ -29,11 +29,9 @@ EVENTS_DOC: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/v1/status")
-def status(caller: TenantsDep, serving: ServingDep) -> StatusReport:
+async def status(caller: TenantsDep, serving: ServingDep) -> StatusReport:
     """Docs, chunks, embedder, last sync, dead letters (a tenant key: its own only)."""
-    engine = serving.ready_engine()
-    with serving.lock:
-        report = engine_status(engine)
+    report = await serving.offload(engine_status, serving.ready_engine())
     return for_tenant(report, serving.settings.sources_of(caller))
 
 
@@ -52,7 +50,7 @@ def for_tenant(report: StatusReport, own: frozenset[str] | None) -> StatusReport
 
 
 @router.get("/v1/files")
-def files(
+async def files(
     caller: TenantsDep,
     serving: ServingDep,
     state: Annotated[list[str] | None, Query()] = None,
@@ -60,26 +58,28 @@ def files(
     """The per-file ledger: state, chunks, embedder, version, indexed-at, reason (a
     tenant key: its own sources' files only). `?state=dead&state=stale` narrows it."""
     r = serving.ready_engine().retriever
-    with serving.lock:
-        return files_of_stores(audited(serving.settings), r.vectors, r.lexical, state, caller)
+    s = audited(serving.settings)
+    return await serving.offload(files_of_stores, s, r.vectors, r.lexical, state, caller)
 
 
 @router.get("/v1/files/{doc_id:path}")
-def file(doc_id: str, caller: TenantsDep, serving: ServingDep) -> FileDetail:
+async def file(doc_id: str, caller: TenantsDep, serving: ServingDep) -> FileDetail:
     """One file: its ledger record and live chunks in order, with hashes and whether each
     vector was embedded, reused or kept at its last change (a tenant key: its own only)."""
     r = serving.ready_engine().retriever
-    with serving.lock:
-        return file_detail(audited(serving.settings), r.vectors, r.lexical, doc_id, caller)
+    s = audited(serving.settings)
+    return await serving.offload(file_detail, s, r.vectors, r.lexical, doc_id, caller)
 
 
 @router.get("/v1/verify", dependencies=ADMIN)
-def verify(serving: ServingDep, sample: Annotated[int | None, Query(ge=1)] = None) -> VerifyReport:
+async def verify(
+    serving: ServingDep, sample: Annotated[int | None, Query(ge=1)] = None
+) -> VerifyReport:
     """Audit disk ↔ vectors ↔ BM25 (admin): each drift class with counts and examples.
     Repair is `ragstream verify --repair` (or a restarted `watch`: its catch-up scan)."""
     r = serving.ready_engine().retriever
-    with serving.lock:
-        return verify_stores(audited(serving.settings), r.vectors, r.lexical, sample)
+    s = audited(serving.settings)
+    return await serving.offload(verify_stores, s, r.vectors, r.lexical, sample)
 
 
 @router.get("/v1/log", dependencies=ADMIN)

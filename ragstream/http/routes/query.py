@@ -23,18 +23,16 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/v1/query", response_model=Answer, responses=STREAM_DOC)
-def query(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Any:
+async def query(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Any:
     """Answer with verified citations, or a structured refusal."""
     engine = serving.ready_engine()
     if request.stream:
         return event_stream(answer_events(serving, engine, request, caller))
-    with serving.lock:
-        return engine.answer(request, tenants=caller)
+    return await engine.answer_async(request, caller, offload=serving.offload)
 
 
 @router.post("/v1/retrieve")
-def retrieve(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Retrieval:
+async def retrieve(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Retrieval:
     """Ranked candidates (fused, reranked) with their text and per-leg ranks; no LLM."""
     engine = serving.ready_engine()
-    with serving.lock:
-        return engine.retrieve(request, tenants=caller)
+    return await serving.offload(engine.retrieve, request, caller)

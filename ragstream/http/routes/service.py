@@ -31,6 +31,8 @@ def health(serving: ServingDep) -> dict[str, Any]:
 def ready(serving: ServingDep) -> JSONResponse:
     """Readiness: the live collection is open and its embedder is loaded."""
     engine = serving.engine
+    if serving.draining:
+        return JSONResponse({"ready": False, "reason": "shutting down"}, 503)
     if engine is None:
         return JSONResponse({"ready": False, "reason": "index not open yet"}, 503)
     return JSONResponse(
