@@ -29,14 +29,32 @@ machine's 1-minute load average at the end (other work on the machine skews ever
 side in one run, with each row's ratio to the first. The server and the stub are stopped
 whatever happens.
 
+Two measurements run the clients twice against one server, a baseline row first, and report
+`p95_ratio` (the second row's p95 over the baseline's) beside its target:
+
+- `--bulk-add N` (`--mode watch` only): the clients on the idle server, then again while N
+  new small markdown files (a few paragraphs of seeded words each, every one distinct) are
+  written, at the start of that row, into a fresh subfolder of the watched folder. It also
+  reports how many of the N the index had taken in (`GET /v1/status` `docs`, polled) by the
+  end of the row. The subfolder is deleted once the server is stopped; these runs use a data
+  dir of their own (`...-bulk`), synced with `--allow-mass-delete`, so the next run drops
+  the last run's files. Target: p95 during a bulk add of 2,000 files <= 3x the idle p95.
+- `--verify-beside` (either mode): the clients alone, then again while one more thread calls
+  `GET /v1/verify` in a loop for the row's duration; it reports the verifies completed.
+  Target: a verify beside 4 querying clients raises their p95 by at most 2x.
+
 With `--json`, stdout holds exactly one JSON document (everything else goes to stderr): the
 keys `concurrency`, `requests`, `wall_s`, `qps`, `p50_s`, `p95_s`, `p99_s`, `errors`,
 `rejected_429`, `rss_start_mb`, `rss_end_mb`, `mode`, `llm_delay_s` (and a few more); with
-`--compare`, `{"runs": [one such document per concurrency], "ratios": [...]}`.
+`--compare`, `{"runs": [one such document per concurrency], "ratios": [...]}`; with
+`--bulk-add` or `--verify-beside`, `{"measurement", "runs": [baseline, during] (each with
+its `row`), "ratios", "p95_ratio", "target_p95_ratio"}` and `bulk_add` (`docs`, `written`,
+`indexed`, ...) or `verify` (`completed`, `errors`, `p50_s`, ...).
 
     .venv/bin/python bench/load.py [--concurrency 8] [--requests N | --duration S]
         [--llm-delay 1.0] [--no-llm] [--mode serve|watch] [--stream] [--docs DIR]
         [--out bench/out/load] [--warmup 8] [--compare 1,8] [--json]
+        [--bulk-add N (with --mode watch) | --verify-beside]
 """
 
 from __future__ import annotations
@@ -48,7 +66,9 @@ import itertools
 import json
 import math
 import os
+import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -190,10 +210,11 @@ def child_env(stub_url: str | None) -> dict[str, str]:
     return env
 
 
-def sync(docs: Path, data_dir: Path, env: dict[str, str]) -> None:
+def sync(docs: Path, data_dir: Path, env: dict[str, str], allow_mass_delete: bool = False) -> None:
     """`ragstream sync DOCS` into the data dir (incremental: only changes are indexed)."""
     started = time.perf_counter()
     cmd = [*CLI, "sync", str(docs), "--data-dir", str(data_dir), "--json"]
+    cmd += ["--allow-mass-delete"] if allow_mass_delete else []
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"sync exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -412,24 +433,190 @@ def summarize(samples: Sequence[Sample], wall_s: float) -> dict[str, Any]:
     }
 
 
+# --- work beside the clients: a bulk add, a verify loop ------------------------------------
+
+_ONSETS = ("b", "br", "c", "d", "f", "g", "gr", "h", "k", "l", "m", "n", "p", "r", "s", "st", "t")
+_NUCLEI = ("a", "e", "i", "o", "u", "ai", "ea", "ou")
+_CODAS = ("", "n", "r", "s", "t", "l", "nd", "rk")
+# a fixed vocabulary of made-up words: the files say nothing the questions ask about
+WORDS = tuple(
+    random.Random(7).sample(
+        [o + n + c + n2 for o in _ONSETS for n in _NUCLEI for c in _CODAS for n2 in ("", "o")],
+        600,
+    )
+)
+
+
+def bulk_text(rng: random.Random, title: str) -> str:
+    """A small markdown document: a heading, then three to five paragraphs of seeded words."""
+    paragraphs = []
+    for _ in range(rng.randint(3, 5)):
+        sentences = []
+        for _ in range(rng.randint(3, 6)):
+            words = rng.choices(WORDS, k=rng.randint(6, 14))
+            sentences.append(" ".join(words).capitalize() + ".")
+        paragraphs.append(" ".join(sentences))
+    return f"# {title}\n\n" + "\n\n".join(paragraphs) + "\n"
+
+
+def get_json(url: str, timeout: float) -> Any:
+    response = httpx.get(url, timeout=timeout, trust_env=False)
+    response.raise_for_status()
+    return response.json()
+
+
+class Beside:
+    """Work started just before a row's clients and stopped once they are done."""
+
+    label = ""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> dict[str, Any]:
+        return {}
+
+
+class BulkAdd(Beside):
+    """`n` new markdown files written at once into `folder` (a fresh subfolder of the watched
+    one) on a thread of their own, the index's `docs` polled until the row ends."""
+
+    label = "bulk_add"
+
+    def __init__(self, url: str, folder: Path, n: int, timeout: float, poll_s: float = 1.0):
+        self.url, self.folder, self.n, self.timeout, self.poll_s = url, folder, n, timeout, poll_s
+        self.done = threading.Event()
+        self.written, self.write_s = 0, 0.0
+        self.all_in_s: float | None = None
+        self.docs_before = self.docs_now = 0
+        self.threads: list[threading.Thread] = []
+
+    def docs(self) -> int:
+        return int(get_json(f"{self.url}/v1/status", self.timeout)["docs"])
+
+    def start(self) -> None:
+        self.docs_before = self.docs_now = self.docs()
+        self.started = time.perf_counter()
+        self.threads = [
+            threading.Thread(target=self._write, daemon=True),
+            threading.Thread(target=self._poll, daemon=True),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _write(self) -> None:
+        rng = random.Random(self.folder.name)  # distinct text in every run
+        self.folder.mkdir(parents=True)
+        for i in range(self.n):
+            text = bulk_text(rng, f"{self.folder.name} note {i}")
+            (self.folder / f"note-{i:05d}.md").write_text(text)
+            self.written += 1
+        self.write_s = time.perf_counter() - self.started
+
+    def _poll(self) -> None:
+        while not self.done.wait(self.poll_s):
+            with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+                self.docs_now = self.docs()
+            if self.all_in_s is None and self.docs_now - self.docs_before >= self.n:
+                self.all_in_s = time.perf_counter() - self.started
+
+    def stop(self) -> dict[str, Any]:
+        self.done.set()
+        for thread in self.threads:
+            thread.join()
+        with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+            self.docs_now = self.docs()
+        indexed = max(0, min(self.n, self.docs_now - self.docs_before))
+        if self.all_in_s is None and indexed >= self.n:
+            self.all_in_s = time.perf_counter() - self.started
+        return {
+            "docs": self.n,
+            "written": self.written,
+            "write_s": round(self.write_s, 3),
+            "indexed": indexed,
+            "all_in_s": None if self.all_in_s is None else round(self.all_in_s, 1),
+            "docs_before": self.docs_before,
+            "docs_after": self.docs_now,
+            "folder": str(self.folder),
+        }
+
+
+class VerifyLoop(Beside):
+    """One thread calling `GET /v1/verify` again and again until the row ends."""
+
+    label = "verify_beside"
+
+    def __init__(self, url: str, timeout: float):
+        self.url, self.timeout = url, timeout
+        self.done = threading.Event()
+        self.samples: list[Sample] = []
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _loop(self) -> None:
+        with httpx.Client(trust_env=False, timeout=self.timeout) as client:
+            while not self.done.is_set():
+                started = time.perf_counter()
+                status: int | str
+                try:
+                    status = client.get(f"{self.url}/v1/verify").status_code
+                except httpx.TimeoutException:
+                    status = "timeout"
+                except httpx.TransportError:
+                    status = "connection"
+                self.samples.append(Sample(time.perf_counter() - started, status))
+                if status == 429:
+                    self.done.wait(1.0)
+
+    def stop(self) -> dict[str, Any]:
+        self.done.set()
+        self.thread.join()
+        ok = sorted(s.latency_s for s in self.samples if is_2xx(s.status))
+        errors = Counter(str(s.status) for s in self.samples if not is_2xx(s.status))
+        return {
+            "completed": len(ok),
+            "calls": len(self.samples),
+            "errors": dict(sorted(errors.items())),
+            "p50_s": nearest_rank(ok, 0.50),
+            "max_s": round(ok[-1], 4) if ok else None,
+        }
+
+
 # --- one bench run --------------------------------------------------------------------------
 
 
 def measure(
-    args: argparse.Namespace, server: Server, stub: StubLLM | None, n: int
+    args: argparse.Namespace,
+    server: Server,
+    stub: StubLLM | None,
+    n: int,
+    beside: Beside | None = None,
+    row: str | None = None,
 ) -> dict[str, Any]:
-    """One run at concurrency `n` against the running server."""
+    """One run at concurrency `n` against the running server (with `beside` running from
+    just before the clients start until they are done); `row` names it."""
     requests = args.requests
     if requests is None and args.duration is None:
         requests = 2 * max(args.compare or [n])
     plan = Plan(server.url, n, requests, args.duration, args.timeout, args.stream)
     calls_before = stub.calls if stub is not None else 0
     before = server.memory()
-    note(f"{n} client(s): {requests or 'unbounded'} requests, duration {args.duration} s ...")
-    samples, wall = drive(plan)
+    row = beside.label if beside is not None else row
+    what = f", {row}" if row else ""
+    note(f"{n} client(s){what}: {requests or 'unbounded'} requests, duration {args.duration} s ...")
+    if beside is not None:
+        beside.start()
+    try:
+        samples, wall = drive(plan)
+    finally:
+        extra = beside.stop() if beside is not None else {}
     after = server.memory()
+    named = {"row": row} if row else {}
     return {
         "concurrency": n,
+        **named,
+        **({row: extra} if beside is not None and row else {}),
         **summarize(samples, wall),
         "llm_calls": (stub.calls - calls_before) if stub is not None else 0,
         "rss_start_mb": before.get("VmRSS"),
@@ -456,19 +643,35 @@ def warm_up(url: str, queries: int, timeout: float) -> None:
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     docs = args.docs.resolve()
-    # one data dir per folder, so another --docs never reads as a mass delete of the first
+    # one data dir per folder, so another --docs never reads as a mass delete of the first;
+    # bulk-add runs have their own (the last run's files, deleted since, are dropped by sync)
     data_dir = args.out / f"data-{docs.name}-{hashlib.sha1(bytes(docs)).hexdigest()[:8]}"
+    bulk = args.bulk_add is not None
+    data_dir = data_dir.with_name(data_dir.name + "-bulk") if bulk else data_dir
     args.out.mkdir(parents=True, exist_ok=True)
+    # a fresh subfolder per run: its files are new documents every time
+    folder = docs / f"bulk-add-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     with contextlib.ExitStack() as stack:
+        # removed last, once the server is stopped (the index keeps them until the next sync)
+        stack.callback(lambda: shutil.rmtree(folder, ignore_errors=True) if bulk else None)
         stub = None if args.no_llm else stack.enter_context(StubLLM(args.llm_delay))
         env = child_env(stub.url if stub is not None else None)
-        sync(docs, data_dir, env)
+        sync(docs, data_dir, env, allow_mass_delete=bulk)
         server = Server(args.mode, docs, data_dir, args.out / f"{args.mode}.log", env)
         stack.callback(server.stop)
         url = server.start()
         note(f"{args.mode} at {url} (pid {server.proc.pid if server.proc else '?'}); ready")
         note(f"server memory when ready: {server.memory()}")
         warm_up(url, args.warmup, args.timeout)
+        if bulk or args.verify_beside:
+            n = args.concurrency
+            baseline = measure(args, server, stub, n, row="idle" if bulk else "alone")
+            beside: Beside = (
+                BulkAdd(url, folder, args.bulk_add, args.timeout)
+                if bulk
+                else VerifyLoop(url, args.timeout)
+            )
+            return [baseline, measure(args, server, stub, n, beside)]
         return [measure(args, server, stub, n) for n in (args.compare or [args.concurrency])]
 
 
@@ -484,7 +687,33 @@ def ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return round(a / b, 3) if a is not None and b else None
 
     keys = ("wall_s", "qps", "p50_s", "p95_s", "p99_s")
-    return [{"concurrency": r["concurrency"], **{k: over(r, k) for k in keys}} for r in rows]
+    named = [{"row": r["row"]} if "row" in r else {} for r in rows]
+    return [
+        {"concurrency": r["concurrency"], **name, **{k: over(r, k) for k in keys}}
+        for r, name in zip(rows, named, strict=True)
+    ]
+
+
+# the issue's targets: the second row's p95 over the baseline's, at most
+TARGETS = {"bulk_add": 3.0, "verify_beside": 2.0}
+
+
+def side_by_side(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The document of a --bulk-add or --verify-beside run: both rows, the ratios, what ran
+    beside the clients, and the p95 ratio beside its target."""
+    during = rows[1]["row"]
+    ratio = ratios(rows)[1]["p95_s"]
+    target = TARGETS[during]
+    beside = "bulk_add" if during == "bulk_add" else "verify"
+    return {
+        "measurement": during,
+        "runs": list(rows),
+        "ratios": ratios(rows),
+        "p95_ratio": ratio,
+        "target_p95_ratio": target,
+        "within_target": None if ratio is None else ratio <= target,
+        beside: rows[1][during],
+    }
 
 
 def cell(value: Any, width: int) -> str:
@@ -496,20 +725,50 @@ def cell(value: Any, width: int) -> str:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> None:
-    cols: tuple[str, ...] = ("concurrency", "requests", "ok", "refused", "wall_s", "qps")
+    cols: tuple[str, ...] = ("row",) if "row" in rows[0] else ()
+    cols += ("concurrency", "requests", "ok", "refused", "wall_s", "qps")
     cols += ("p50_s", "p95_s", "p99_s", "rejected_429", "llm_calls")
     cols += ("rss_start_mb", "rss_end_mb", "rss_peak_mb")
     first = rows[0]
     print(f"mode {first['mode']}; LLM delay {first['llm_delay_s']} s; stream {first['stream']}")
-    print(" ".join(f"{c:>12}" for c in cols) + "  errors")
+    width = {"row": 13}  # "verify_beside"
+    print(" ".join(f"{c:>{width.get(c, 12)}}" for c in cols) + "  errors")
     for row in rows:
-        print(" ".join(cell(row[c], 12) for c in cols) + f"  {row['errors'] or '-'}")
+        line = " ".join(cell(row[c], width.get(c, 12)) for c in cols)
+        print(line + f"  {row['errors'] or '-'}")
+    if "row" in first:
+        return side_by_side_table(side_by_side(rows))
     if len(rows) > 1:
         print(f"\nratios to concurrency {first['concurrency']} (same request count):")
         keys = ("concurrency", "wall_s", "qps", "p50_s", "p95_s", "p99_s")
         print(" ".join(f"{k:>12}" for k in keys))
         for r in ratios(rows):
             print(" ".join(cell(r[k], 12) for k in keys))
+
+
+def side_by_side_table(doc: dict[str, Any]) -> None:
+    base, during = doc["runs"]
+    ratio, target = doc["p95_ratio"], doc["target_p95_ratio"]
+    verdict = "-" if ratio is None else ("within" if ratio <= target else "over")
+    print(
+        f"\np95 {during['row']} / p95 {base['row']}: {cell(ratio, 0).strip()} "
+        f"(target <= {target:g}: {verdict}); p50 ratio {cell(doc['ratios'][1]['p50_s'], 0).strip()}"
+    )
+    if "bulk_add" in doc:
+        b = doc["bulk_add"]
+        all_in = f"all in after {b['all_in_s']} s" if b["all_in_s"] is not None else "not all in"
+        print(
+            f"bulk add: {b['written']} of {b['docs']} files written in {b['write_s']:.2f} s; "
+            f"{b['indexed']} of {b['docs']} in the index by the end of the row ({all_in}; "
+            f"docs {b['docs_before']} -> {b['docs_after']})"
+        )
+    else:
+        v = doc["verify"]
+        print(
+            f"verify beside: {v['completed']} completed of {v['calls']} calls, p50 "
+            f"{cell(v['p50_s'], 0).strip()} s, max {cell(v['max_s'], 0).strip()} s; "
+            f"errors {v['errors'] or '-'}"
+        )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -527,7 +786,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=120.0, help="per request, s")
     ap.add_argument("--compare", help="concurrencies side by side in one run, e.g. 1,8")
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    beside = ap.add_mutually_exclusive_group()
+    beside.add_argument(
+        "--bulk-add",
+        type=int,
+        metavar="N",
+        help="--mode watch: a row idle, then one while N new files go into the watched folder",
+    )
+    beside.add_argument(
+        "--verify-beside",
+        action="store_true",
+        help="a row alone, then one with GET /v1/verify called in a loop beside the clients",
+    )
     args = ap.parse_args(argv)
+    if args.bulk_add is not None and args.mode != "watch":
+        ap.error("--bulk-add needs --mode watch (the watched folder takes the files in)")
+    if args.bulk_add is not None and args.bulk_add < 1:
+        ap.error("--bulk-add must be at least 1")
+    if (args.bulk_add is not None or args.verify_beside) and args.compare:
+        ap.error("--bulk-add and --verify-beside run one concurrency: not with --compare")
     args.compare = [int(c) for c in args.compare.split(",")] if args.compare else None
     if min([args.concurrency, *(args.compare or [])]) < 1:
         ap.error("concurrencies must be at least 1")
@@ -544,7 +821,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     with stdout_to_stderr(args.json):
         rows = run(args)
-    if args.json:
+    if args.json and "row" in rows[0]:
+        print_json(side_by_side(rows))
+    elif args.json:
         print_json(rows[0] if len(rows) == 1 else {"runs": rows, "ratios": ratios(rows)})
     else:
         table(rows)

@@ -1,11 +1,14 @@
 """`bench/load.py --json`: a real `ragstream serve` over samples/, a slow LLM stub, two
 concurrent clients; stdout is one JSON document with the keys the bench promises, every
-query answered, each no faster than the stub's delay."""
+query answered, each no faster than the stub's delay. `--bulk-add` under `watch --serve`
+(over a copy of samples/): an idle row, then a row while new files go into the watched
+folder, side by side in one document."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,19 +22,23 @@ KEYS = {
 }  # fmt: skip
 
 
-@pytest.mark.slow
-def test_load_bench_json(tmp_path: Path) -> None:
+def bench(args: list[str], out: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env |= {"TOKENIZERS_PARALLELISM": "false"}
-    args = ["--json", "--concurrency", "2", "--requests", "4", "--llm-delay", "0.2"]
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "load.py"), *args, "--out", str(tmp_path)],
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "load.py"), *args, "--out", str(out)],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=timeout,
     )
+
+
+@pytest.mark.slow
+def test_load_bench_json(tmp_path: Path) -> None:
+    args = ["--json", "--concurrency", "2", "--requests", "4", "--llm-delay", "0.2"]
+    proc = bench(args, tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("\n") == 1, proc.stdout[-3000:]
     doc = json.loads(proc.stdout)
@@ -43,3 +50,29 @@ def test_load_bench_json(tmp_path: Path) -> None:
     assert doc["qps"] > 0 and doc["wall_s"] >= 0.2
     assert doc["rss_start_mb"] > 0 and doc["rss_end_mb"] > 0
     assert "stopped" in proc.stderr  # the server was shut down before the bench exited
+
+
+@pytest.mark.slow
+def test_load_bench_bulk_add_json(tmp_path: Path) -> None:
+    docs = shutil.copytree(REPO / "samples", tmp_path / "docs")
+    args = ["--mode", "watch", "--bulk-add", "20", "--concurrency", "2", "--requests", "4"]
+    args += ["--llm-delay", "0.1", "--json", "--docs", str(docs), "--warmup", "2"]
+    proc = bench(args, tmp_path / "out", timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("\n") == 1, proc.stdout[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc.keys() >= {"measurement", "runs", "ratios", "p95_ratio", "target_p95_ratio"}
+    assert (doc["measurement"], doc["target_p95_ratio"]) == ("bulk_add", 3.0)
+    idle, during = doc["runs"]
+    for row in (idle, during):
+        assert row.keys() >= KEYS | {"row"}, KEYS - row.keys()
+        assert (row["concurrency"], row["requests"], row["mode"]) == (2, 4, "watch")
+        assert row["errors"] == {} and row["ok"] == 4
+    assert (idle["row"], during["row"]) == ("idle", "bulk_add")
+    assert doc["p95_ratio"] == round(during["p95_s"] / idle["p95_s"], 3)
+    assert [r["row"] for r in doc["ratios"]] == ["idle", "bulk_add"]
+    bulk = doc["bulk_add"]
+    assert (bulk["docs"], bulk["written"]) == (20, 20) and 0 <= bulk["indexed"] <= 20
+    assert bulk["docs_before"] >= 1 and bulk["docs_after"] >= bulk["docs_before"]
+    assert not any(docs.glob("bulk-add-*"))  # the run's subfolder is gone
+    assert "stopped" in proc.stderr
