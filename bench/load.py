@@ -37,7 +37,8 @@ Two measurements run the clients twice against one server, a baseline row first,
   written, at the start of that row, into a fresh subfolder of the watched folder. It also
   reports how many of the N the index had taken in (`GET /v1/status` `docs`, polled) by the
   end of the row. The subfolder is deleted once the server is stopped; these runs use a data
-  dir of their own (`...-bulk`), synced with `--allow-mass-delete`, so the next run drops
+  dir of their own (`...-bulk`) over a fresh copy of the docs folder under `--out` (the
+  source folder is never written), synced with `--allow-mass-delete`, so the next run drops
   the last run's files. Target: p95 during a bulk add of 2,000 files <= 3x the idle p95.
 - `--verify-beside` (either mode): the clients alone, then again while one more thread calls
   `GET /v1/verify` in a loop for the row's duration; it reports the verifies completed.
@@ -643,6 +644,11 @@ def warm_up(url: str, queries: int, timeout: float) -> None:
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     docs = args.docs.resolve()
+    if args.bulk_add is not None:  # a copy is watched: the added files never touch the source
+        copy = args.out.resolve() / f"docs-{docs.name}-bulk"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(docs, copy)
+        docs = copy
     # one data dir per folder, so another --docs never reads as a mass delete of the first;
     # bulk-add runs have their own (the last run's files, deleted since, are dropped by sync)
     data_dir = args.out / f"data-{docs.name}-{hashlib.sha1(bytes(docs)).hexdigest()[:8]}"
