@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urlencode
@@ -230,9 +231,9 @@ def backfilling(status: ReindexStatus, on_progress: ProgressHandler | None) -> b
 
 
 # ---- blocking ----------------------------------------------------------------------------
-class RemoteIndex:
-    """The index a running server holds, one blocking request per method; a 429 or 503
-    with `Retry-After` is tried again `retries` times, then raised as its typed error."""
+class Endpoint:
+    """A server's URL, how it is called (key, timeout) and how often a 429 / 503 that says
+    when to come back is tried again."""
 
     def __init__(
         self,
@@ -243,7 +244,7 @@ class RemoteIndex:
         retries: int = RETRIES,
     ):
         self._url, self._retries = url.rstrip("/"), retries
-        self._client = httpx.Client(**client_options(self._url, api_key, timeout_s))
+        self._options = client_options(self._url, api_key, timeout_s)
 
     @property
     def mode(self) -> Mode:
@@ -252,6 +253,15 @@ class RemoteIndex:
     @property
     def url(self) -> str:
         return self._url
+
+
+class RemoteIndex(Endpoint):
+    """The index a running server holds, one blocking request per method; a 429 or 503
+    with `Retry-After` is tried again `retries` times, then raised as its typed error."""
+
+    @cached_property
+    def _client(self) -> httpx.Client:
+        return httpx.Client(**self._options)
 
     def _do(self, call: Call[T]) -> T:
         for attempt in range(self._retries + 1):
@@ -345,28 +355,13 @@ class RemoteIndex:
 
 
 # ---- asyncio -----------------------------------------------------------------------------
-class AsyncRemoteIndex:
+class AsyncRemoteIndex(Endpoint):
     """`RemoteIndex`'s methods as coroutines (httpx.AsyncClient), with the same retries;
     `stream` is an async iterator."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        api_key: str | None = None,
-        timeout_s: float = 120.0,
-        retries: int = RETRIES,
-    ):
-        self._url, self._retries = url.rstrip("/"), retries
-        self._client = httpx.AsyncClient(**client_options(self._url, api_key, timeout_s))
-
-    @property
-    def mode(self) -> Mode:
-        return "http"
-
-    @property
-    def url(self) -> str:
-        return self._url
+    @cached_property
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(**self._options)
 
     async def _do(self, call: Call[T]) -> T:
         for attempt in range(self._retries + 1):
