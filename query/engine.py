@@ -23,9 +23,11 @@ reading of the chunks it is given, its verdict not applied. Query transforms
 rerank, assembly and generation still see the question as asked.
 
 One `QueryEngine` owns the stores of one data dir (read-only use) and the models
-(`QueryModels`, which several engines can share); the HTTP server and the embedded
-`Client` both call `answer`, so they return identical `Answer`s. Every query is one root
-span `ragstream.query` whose trace id the answer carries.
+(`QueryModels`, which several engines can share). The embedded `Client` calls `answer`; the
+HTTP server calls `answer_async`, the same stages and rules with the CPU stages on its
+thread pool and an endpoint generator's completion awaited between them, so both return
+identical `Answer`s. Every query is one root span `ragstream.query` whose trace id the
+answer carries.
 """
 
 from __future__ import annotations

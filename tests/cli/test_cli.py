@@ -93,7 +93,7 @@ def test_serve_answers_over_http_and_cleans_up(tmp_path: Path) -> None:
         answer = Client(url=url).query("How long is green tea steeped?")
         assert answer.refusal is None and "two minutes" in answer.text
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)  # a container's stop; Ctrl-C takes the same path
         assert proc.wait(timeout=60) == 0
     assert not (data / "state" / "endpoint.json").exists()
 
