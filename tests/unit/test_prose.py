@@ -149,3 +149,18 @@ def test_the_cli_docstring_names_exactly_the_registered_commands() -> None:
         if name.strip() and not name.strip().startswith("every")
     }
     assert listed == registered
+
+
+def test_make_help_lists_every_target_once() -> None:
+    """`make help` has one line per phony target, each saying what it does."""
+    import subprocess
+
+    makefile = (REPO / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY: (.+)$", makefile, re.MULTILINE)
+    assert phony is not None
+    shown = subprocess.run(
+        ["make", "-s", "help"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    described = {line.split()[0]: line.split(None, 1)[1] for line in shown if line.strip()}
+    assert sorted(described) == sorted(phony.group(1).split())
+    assert len(shown) == len(described)
