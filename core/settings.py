@@ -273,6 +273,8 @@ class ServerSettings(BaseModel):
     max_queue: int | None = Field(default=None, ge=0)
     # a request not finished in this many seconds (waiting included) is answered 504
     request_timeout_s: float = Field(default=120.0, gt=0.0)
+    # a request body not received whole this many seconds after the request began: 408
+    body_timeout_s: float = Field(default=10.0, gt=0.0)
     # on SIGTERM: readiness turns false at once, new requests get 503, and requests in
     # flight get this many seconds to finish before the process exits
     shutdown_grace_s: float = Field(default=30.0, ge=0.0)

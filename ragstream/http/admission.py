@@ -11,7 +11,9 @@ console or the API docs):
   in arrival order for a slot, and any beyond are answered 429 with `Retry-After` at once;
 - **timeout**: a request that has not finished (waiting included) in
   `server.request_timeout_s` is answered 504 and its slot freed; a stream already started
-  is closed instead (its status has gone out).
+  is closed instead (its status has gone out);
+- **slow body**: a body not fully received `server.body_timeout_s` after the request
+  started is answered 408, so a client trickling its bytes cannot hold a slot for long.
 
 All of it runs on the event loop thread, so its counters need no lock. Error bodies are the
 API's own `{"error", "code"}`.
@@ -58,6 +60,31 @@ class Limits:
     request_timeout_s: float
     rate_per_key: int = 0  # requests per minute per API key; 0 = no limit
     retry_after_s: int = 1  # what a 429 past the in-flight limit suggests
+    body_timeout_s: float = 10.0  # a body must have arrived whole by then
+
+
+class SlowBody(Exception):
+    """The client did not send its whole body in time."""
+
+
+def deadline_receive(receive: Receive, seconds: float) -> Receive:
+    """`receive`, but the request's body must arrive whole within `seconds` of the first
+    call; after the body, messages (a disconnect) pass through with no deadline."""
+    loop = asyncio.get_running_loop()
+    deadline, done = loop.time() + seconds, False
+
+    async def timed() -> Message:
+        nonlocal done
+        if done:
+            return await receive()
+        try:
+            message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+        except TimeoutError:
+            raise SlowBody from None
+        done = message["type"] != "http.request" or not message.get("more_body", False)
+        return message
+
+    return timed
 
 
 class TokenBuckets:
@@ -167,7 +194,12 @@ class Admission:
                     message = f"{self.limits.max_inflight} requests in flight and the queue is full"
                     await refuse(send, 429, "overloaded", message, self.limits.retry_after_s)
                     return
-                await self.app(scope, receive, tracked)
+                body = deadline_receive(receive, self.limits.body_timeout_s)
+                await self.app(scope, body, tracked)
+        except SlowBody:
+            if not started:
+                message = f"the body did not arrive within {self.limits.body_timeout_s:g} s"
+                await refuse(send, 408, "slow_body", message, None)
         except TimeoutError:
             if not started:
                 message = f"no answer within {self.limits.request_timeout_s:g} s"

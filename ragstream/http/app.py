@@ -30,7 +30,13 @@ def limits_of(serving: Serving) -> Limits:
     llm = s.generator.base_url is not None
     inflight = s.server.max_inflight or default_max_inflight(llm, serving.cpu_threads)
     queue = 2 * inflight if s.server.max_queue is None else s.server.max_queue
-    return Limits(inflight, queue, s.server.request_timeout_s, s.server.rate_per_key)
+    return Limits(
+        inflight,
+        queue,
+        s.server.request_timeout_s,
+        s.server.rate_per_key,
+        body_timeout_s=s.server.body_timeout_s,
+    )
 
 
 def create_app(serving: Serving) -> FastAPI:

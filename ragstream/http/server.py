@@ -5,6 +5,7 @@ closes, and requests in flight get `server.shutdown_grace_s` to finish."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import socket
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ragstream.connectors.state import endpoint_path, write_json_atomic
 from ragstream.http.app import create_app
@@ -43,6 +45,21 @@ def serving(
             endpoint_path(state_dir).unlink(missing_ok=True)
 
 
+IDLE_S = 5  # a connection that says nothing this long is closed (before and between requests)
+
+
+class QuietClosingH11(H11Protocol):
+    """uvicorn's h11 protocol, whose idle timer also runs before the first request: a
+    connection that opens and sends nothing is closed after `IDLE_S` (uvicorn starts that
+    timer only after a response), so silent sockets cannot pile up."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+
 @contextmanager
 def run_server(app: FastAPI, host: str, port: int, grace_s: float = 3.0) -> Iterator[str]:
     """uvicorn on a background thread; yields the URL once it accepts connections, and on
@@ -60,7 +77,8 @@ def run_server(app: FastAPI, host: str, port: int, grace_s: float = 3.0) -> Iter
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=math.ceil(grace_s),
-        timeout_keep_alive=5,
+        timeout_keep_alive=IDLE_S,
+        http=QuietClosingH11,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(

@@ -109,3 +109,65 @@ def test_a_waiter_that_gives_up_leaves_no_slot_behind() -> None:
         return slots.inflight, len(slots.waiting)
 
     assert asyncio.run(scenario()) == (0, 0)
+
+
+def test_a_body_trickled_past_its_deadline_is_408() -> None:
+    from fastapi import FastAPI
+
+    async def scenario() -> list[dict[str, object]]:
+        app = FastAPI()  # the middleware where create_app puts it: inside the error handler
+
+        @app.post("/v1/query")
+        async def post(request: Request) -> dict[str, int]:
+            return {"got": len(await request.body())}
+
+        limits = Limits(max_inflight=2, max_queue=2, request_timeout_s=30, body_timeout_s=0.3)
+        app.add_middleware(Admission, limits=limits, draining=lambda: False)
+        chunks = [b'{"query": ', b'"slow"}']
+        sent: list[dict[str, object]] = []
+
+        async def receive() -> dict[str, object]:
+            if len(chunks) == 2:
+                return {"type": "http.request", "body": chunks.pop(0), "more_body": True}
+            await asyncio.sleep(5)  # the rest never comes in time
+            return {"type": "http.request", "body": chunks.pop(0), "more_body": False}
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/query",
+            "raw_path": b"/v1/query",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(b"content-length", b"17"), (b"content-type", b"application/json")],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 2),
+        }
+        await app(scope, receive, send)  # type: ignore[arg-type]
+        return sent
+
+    sent = asyncio.run(scenario())
+    assert sent[0]["status"] == 408
+    assert b"slow_body" in sent[1]["body"]  # type: ignore[operator]
+
+
+def test_a_connection_that_sends_nothing_is_closed() -> None:
+    import socket
+    import time
+
+    from fastapi import FastAPI
+
+    from ragstream.http.server import IDLE_S, run_server
+
+    with run_server(FastAPI(), "127.0.0.1", 0) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as silent:
+            silent.settimeout(IDLE_S + 10)
+            start = time.monotonic()
+            assert silent.recv(1) == b""  # closed by the server, nothing written
+            assert time.monotonic() - start < IDLE_S + 10
