@@ -67,24 +67,32 @@ class SlowBody(Exception):
     """The client did not send its whole body in time."""
 
 
-def deadline_receive(receive: Receive, seconds: float) -> Receive:
+@dataclass
+class BodyDeadline:
     """`receive`, but the request's body must arrive whole within `seconds` of the first
-    call; after the body, messages (a disconnect) pass through with no deadline."""
-    loop = asyncio.get_running_loop()
-    deadline, done = loop.time() + seconds, False
+    read; after the body, messages (a disconnect) pass through with no deadline. `missed`
+    stays true once the deadline passed, whatever the app made of the `SlowBody` raised
+    into it (a framework may answer it as a bad body)."""
 
-    async def timed() -> Message:
-        nonlocal done
-        if done:
-            return await receive()
+    receive: Receive
+    seconds: float
+    missed: bool = False
+    _done: bool = False
+    _deadline: float | None = None
+
+    async def __call__(self) -> Message:
+        if self._done:
+            return await self.receive()
+        loop = asyncio.get_running_loop()
+        if self._deadline is None:
+            self._deadline = loop.time() + self.seconds
         try:
-            message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+            message = await asyncio.wait_for(self.receive(), max(self._deadline - loop.time(), 0))
         except TimeoutError:
+            self.missed = True
             raise SlowBody from None
-        done = message["type"] != "http.request" or not message.get("more_body", False)
+        self._done = message["type"] != "http.request" or not message.get("more_body", False)
         return message
-
-    return timed
 
 
 class TokenBuckets:
@@ -180,9 +188,12 @@ class Admission:
 
     async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
+        body = BodyDeadline(receive, self.limits.body_timeout_s)
 
         async def tracked(message: Message) -> None:
             nonlocal started
+            if body.missed:  # whatever the app answers to a body that never came whole
+                raise SlowBody
             started = started or message["type"] == "http.response.start"
             await send(message)
 
@@ -194,7 +205,6 @@ class Admission:
                     message = f"{self.limits.max_inflight} requests in flight and the queue is full"
                     await refuse(send, 429, "overloaded", message, self.limits.retry_after_s)
                     return
-                body = deadline_receive(receive, self.limits.body_timeout_s)
                 await self.app(scope, body, tracked)
         except SlowBody:
             if not started:

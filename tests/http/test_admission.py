@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ragstream.core.answers import QueryRequest  # at module level: FastAPI resolves it
 from ragstream.http.admission import Admission, Limits, Slots
 
 
@@ -111,15 +113,24 @@ def test_a_waiter_that_gives_up_leaves_no_slot_behind() -> None:
     assert asyncio.run(scenario()) == (0, 0)
 
 
-def test_a_body_trickled_past_its_deadline_is_408() -> None:
+@pytest.mark.parametrize("parsed", [False, True], ids=["raw body", "pydantic body"])
+def test_a_body_trickled_past_its_deadline_is_408(parsed: bool) -> None:
     from fastapi import FastAPI
 
     async def scenario() -> list[dict[str, object]]:
         app = FastAPI()  # the middleware where create_app puts it: inside the error handler
 
-        @app.post("/v1/query")
-        async def post(request: Request) -> dict[str, int]:
-            return {"got": len(await request.body())}
+        if parsed:  # FastAPI answers a body it could not read as a 400 of its own
+
+            @app.post("/v1/query")
+            async def parse(request: QueryRequest) -> dict[str, str]:
+                return {"got": request.query}
+
+        else:
+
+            @app.post("/v1/query")
+            async def post(request: Request) -> dict[str, int]:
+                return {"got": len(await request.body())}
 
         limits = Limits(max_inflight=2, max_queue=2, request_timeout_s=30, body_timeout_s=0.3)
         app.add_middleware(Admission, limits=limits, draining=lambda: False)
