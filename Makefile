@@ -13,17 +13,17 @@ export TOKENIZERS_PARALLELISM := false
 # the BEIR SciFact dataset the tuning targets read (shared data, never copied here)
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: help install demo test test-fast lint bench clean traces llm test-llm judge answer-judge decision tune tune-embedder
+.PHONY: help install demo test test-fast lint bench clean traces llm test-llm judge answer-judge decision tune tune-embedder docs docs-serve
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-docs.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt
+	$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt -r requirements-docs.txt
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install the pinned stack (torch CPU, the project, dev tools)
+install: $(STAMP)  ## create .venv and install the pinned stack (torch CPU, the project, dev and docs tools)
 
 # The demo watches samples/ and answers queries from the same process (one process owns
 # an embedded data dir); a `ragstream query --data-dir` elsewhere finds its recorded URL.
@@ -97,6 +97,15 @@ tune-embedder: install  ## fine-tune the embedder on SciFact train, reindex blue
 	  --embedder $$(ls -td $(TUNE_DIR)/models/embedder-* | head -1)
 	$(BIN)/ragstream reindex promote --data-dir $(TUNE_DIR) --eval-dataset $(SCIFACT) \
 	  --eval-margin -0.001 || $(BIN)/ragstream reindex abort --data-dir $(TUNE_DIR)
+
+# The documentation site (mkdocs.yml, docs/): built offline and strictly (a broken link, a
+# missing page or a docstring that does not render fails it) into site/; the HTTP reference's
+# OpenAPI schema is exported from the app at build time (docs/hooks/openapi.py).
+docs: install  ## build the documentation site into site/ (mkdocs build --strict)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: install  ## serve the documentation site on 127.0.0.1:8000, rebuilt on every edit
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: install  ## the ingest and incremental benchmarks
 	$(BIN)/python bench/ingest.py
