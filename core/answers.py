@@ -29,6 +29,20 @@ class QueryFilters(BaseModel):
 
 
 class QueryRequest(BaseModel):
+    """A question and how to answer it: the body of `POST /v1/query` and `/v1/retrieve`, and
+    the keyword options of `Client.query` / `Client.retrieve`.
+
+    Attributes:
+        query: The question (1 to 4,000 characters, with at least one non-blank one).
+        k: Chunks kept after fusion and rerank (1 to 50): what the answer may cite.
+        n: Candidates taken from each retrieval leg, dense and BM25, before fusion.
+        fusion: `rrf` (reciprocal rank fusion) or `dbsf` (distribution-based score fusion).
+        rrf_k: RRF's constant: how much a top rank outweighs a deep one.
+        filters: Path prefix, file types and doc ids, applied inside both stores.
+        generate: False: retrieve and rerank only, no answer (evaluation, debugging).
+        stream: HTTP only: answer as Server-Sent Events (text deltas, then the `Answer`).
+    """
+
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=4000)
@@ -94,6 +108,23 @@ class SourceChunk(ChunkView):
 
 
 class Citation(BaseModel):
+    """A source the answer cites, with where its text is and which file version it quotes.
+
+    Attributes:
+        cid: The citation id used in the answer's text (`S1`, `S2`, ...).
+        point_id: The chunk id.
+        doc_id: `<source>:<path relative to the source root>`.
+        path: The file's path.
+        section_path: The headings above the chunk, outermost first.
+        page: The page number, for paged formats (PDF); None otherwise.
+        char_start: Where the chunk starts in the document's text.
+        char_end: Where it ends.
+        file_version: The version the text was read from: size, mtime and xxh3-128 digest.
+        indexed_at: When that version was indexed (Unix seconds).
+        possibly_stale: True when the file changed or vanished since that version (one
+            `stat` per citation at answer time); None when this process cannot see the folder.
+    """
+
     cid: str
     point_id: str
     doc_id: str
@@ -122,6 +153,16 @@ class Claim(BaseModel):
 
 
 class Verification(BaseModel):
+    """What the verifier made of a generated answer: its claims and what it removed.
+
+    Attributes:
+        claims: One per answer sentence, with its support.
+        grounding: Supported claims ÷ claims (1.0 for an empty answer).
+        invented_cids: Cited ids that are not in the context: flagged and removed.
+        injection_flags: Answer sentences that carry instructions taken from the sources.
+        text: The answer with the invented citations removed.
+    """
+
     claims: list[Claim]
     grounding: float  # supported claims / claims (1.0 for an empty answer)
     invented_cids: list[str]  # cited ids not in the context: flagged and removed
@@ -159,6 +200,19 @@ class Answerability(BaseModel):
 
 
 class CandidateView(BaseModel):
+    """One ranked candidate as the answer's "why" panel shows it: its fused score, its rank
+    and raw score in each leg, and its rerank score.
+
+    Attributes:
+        point_id: The chunk id.
+        doc_id: The document it belongs to.
+        score: The rerank score if reranked, else the fused score.
+        ranks: Leg (`dense`, `lexical`) → 1-based rank in that leg.
+        scores: Leg → that leg's raw score.
+        rerank_score: The cross-encoder's score; None without a reranker.
+        embedder: The slug of the collection its dense hit came from; "" if lexical only.
+    """
+
     point_id: str
     doc_id: str
     score: float
@@ -169,6 +223,31 @@ class CandidateView(BaseModel):
 
 
 class Answer(BaseModel):
+    """An answer with verified citations, or a structured refusal: what `ragstream query`,
+    `POST /v1/query` and `Client.query` return. A refusal is an answer (`refusal` set,
+    `text` empty), never an exception.
+
+    Attributes:
+        query: The question as asked.
+        text: The answer with `[S1]`-style citations; empty when refused.
+        citations: The sources the answer cites.
+        claims: One per answer sentence: its citations and whether they support it.
+        grounding: Claims supported by their cited sources ÷ claims.
+        answered: The answerability score (do the sources answer the question at all?);
+            None when it was not judged.
+        refusal: Why there is no answer, and which check refused; None when answered.
+        answerability: The decision behind `answered`: score, floor and signals.
+        invented_cids: Citation ids the generator made up (removed from `text`).
+        injection_flags: Sentences that carried instructions from the sources.
+        sources: The chunks placed in the prompt, with their citation ids.
+        candidates: Every ranked candidate, with its per-leg ranks and scores.
+        embedder: The embedder version of the live collection that answered.
+        reranker: The reranker's name, or "none (no cross-encoder configured)".
+        generator: `extractive`, or the endpoint's model.
+        timings_ms: Milliseconds per stage (`retrieve.embed`, `retrieve.dense`, ..., `verify`).
+        trace_id: The OpenTelemetry trace id of this answer's `ragstream.query` span.
+    """
+
     query: str
     text: str
     citations: list[Citation]

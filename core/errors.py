@@ -39,6 +39,9 @@ class RagstreamError(Exception):
 
 
 class InvalidRequestError(RagstreamError, ValueError):
+    """A bad argument or request body: a filter that names no field, a path that is not a
+    folder, a blank question (exit 2, HTTP 422)."""
+
     exit_code = 2
     code = "invalid_request"
     http_status = 422
@@ -53,36 +56,51 @@ class NotFoundError(InvalidRequestError):
 
 
 class RefusedError(RagstreamError):
+    """A reindex command that does not apply now, such as a promote whose gate fails or a
+    rollback with nothing promoted; nothing changed (exit 4, HTTP 409)."""
+
     exit_code = 4
     code = "refused"
     http_status = 409
 
 
 class DataDirBusyError(RagstreamError):
+    """Another process holds the data dir and serves no endpoint: a `watch` without
+    `--serve`. The message names its pid and says to run it with `--serve` (exit 5)."""
+
     exit_code = 5
     code = "data_dir_busy"
     http_status = 503
 
 
 class NoIndexError(RagstreamError):
+    """Nothing is indexed in this data dir yet: run `ragstream sync` first (exit 6)."""
+
     exit_code = 6
     code = "no_index"
     http_status = 503
 
 
 class ModelUnavailableError(RagstreamError):
+    """An unknown or unloadable embedder or reranker, or not the exact embedder version
+    the live collection records (exit 7)."""
+
     exit_code = 7
     code = "model_unavailable"
     http_status = 503
 
 
 class UnreachableError(RagstreamError):
+    """No server answers at the URL (exit 8)."""
+
     exit_code = 8
     code = "unreachable"
     http_status = 502
 
 
 class AuthError(RagstreamError):
+    """A missing or unknown API key, or a tenant key on an admin route (exit 9, HTTP 401)."""
+
     exit_code = 9
     code = "unauthorized"
     http_status = 401
@@ -96,12 +114,18 @@ class ForbiddenError(AuthError):
 
 
 class SettingsError(RagstreamError, ValueError):
+    """An unknown setting (the message names the closest valid one), a renamed one (it
+    names the new name and variable) or an invalid value (exit 10)."""
+
     exit_code = 10
     code = "invalid_setting"
     http_status = 500
 
 
 class NotReadyError(RagstreamError):
+    """The server is up but still opening its index (exit 11, HTTP 503): `/v1/ready` says
+    when to route traffic to it."""
+
     exit_code = 11
     code = "not_ready"
     http_status = 503

@@ -12,11 +12,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 EventKind = Literal["upsert", "delete"]
 BlockKind = Literal["heading", "paragraph", "list_item", "table_row", "code", "caption"]
+# where a text came from: the file's own text (layer), or OCR of a page image
+TextOrigin = Literal["text", "ocr"]
+# a region of a page as fractions of its width and height from the top-left corner:
+# (left, top, right, bottom), each in 0..1, whatever the page's resolution
+PageBox = tuple[float, float, float, float]
 PointStatus = Literal["live", "deleted"]
 Stage = Literal["source", "read", "parse", "chunk", "embed", "write", "guard"]
 
 
 class Frozen(BaseModel):
+    """The base of the immutable models: frozen (hashable, never changed in place) and strict
+    (an unknown field is an error, not ignored)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -48,9 +56,15 @@ class Block(Frozen):
     text: str
     section_path: tuple[str, ...] = ()
     page: int | None = None
+    origin: TextOrigin = "text"
+    bbox: PageBox | None = None  # OCR text: the box of its lines on `page`
+    confidence: float | None = None  # OCR text: the engine's mean confidence, 0..1
 
 
 class ParsedDocument(Frozen):
+    """A file after parsing: its identity, file version and structural blocks in reading
+    order; what the chunker reads."""
+
     doc_id: str
     source: str
     path: str
@@ -58,6 +72,8 @@ class ParsedDocument(Frozen):
     title: str
     fingerprint: FileFingerprint
     blocks: tuple[Block, ...]
+    pages: int | None = None  # paged formats (PDF, TIFF, images): how many pages it has
+    ocr_pages: tuple[int, ...] = ()  # the pages whose text came from OCR
 
 
 class Chunk(Frozen):
@@ -174,6 +190,14 @@ class DocOutcome(Frozen):
 
 
 class DeadLetterView(Frozen):
+    """A file a sync pass could not index, as `SyncReport.dead_letters` lists it.
+
+    Attributes:
+        path: The file's path.
+        stage: Where it failed: `source`, `read`, `parse`, `chunk`, `embed`, `write` or `guard`.
+        reason: Why, in words.
+    """
+
     path: str
     stage: str
     reason: str
@@ -190,7 +214,23 @@ class GuardReport(Frozen):
 
 
 class SyncReport(BaseModel):
-    """Totals of one `sync` pass (or of a `watch` run so far)."""
+    """Totals of one `sync` pass (or of a `watch` run so far): what `sync --json` prints and
+    `ragstream.sync` returns.
+
+    Attributes:
+        docs_seen: Files looked at.
+        docs_changed: Files re-indexed.
+        docs_deleted: Documents whose file is gone from disk.
+        chunks_live: Live chunks of the changed documents after the pass.
+        chunks_embedded: Chunks encoded now.
+        chunks_reused: Chunks whose vector was copied from a stored chunk with the same text.
+        chunks_moved: Chunks whose position changed only.
+        chunks_tombstoned: Chunks soft-deleted in this pass.
+        dead_letters: Files that could not be indexed: path, stage, reason.
+        guard: Set when the mass-delete guard held deletions back (the CLI exits 3).
+        secrets_redacted: Documents in which secrets were found and replaced before chunking.
+        seconds: Wall time of the pass.
+    """
 
     docs_seen: int = 0
     docs_changed: int = 0
@@ -206,6 +246,7 @@ class SyncReport(BaseModel):
     seconds: float = 0.0
 
     def add(self, outcome: DocOutcome) -> None:
+        """Count one document's outcome into these totals."""
         self.docs_changed += int(outcome.changed)
         self.docs_deleted += int(outcome.deleted)
         self.chunks_embedded += outcome.chunks_embedded
@@ -276,6 +317,16 @@ class ReindexRecord(Frozen):
 
 
 class SideCounts(Frozen):
+    """One side of a blue/green reindex as `reindex status` shows it.
+
+    Attributes:
+        collection: The side's collection, `<index>__<embedder slug>`.
+        embedder: The embedder version its vectors were encoded with.
+        live: Live chunks on this side.
+        deleted: Tombstoned chunks on this side (until `gc`).
+        serving: True for the side queries use now.
+    """
+
     collection: str
     embedder: EmbedderVersion
     live: int
@@ -296,6 +347,25 @@ class ReindexStatus(BaseModel):
 
 
 class StatusReport(BaseModel):
+    """What `ragstream status`, `GET /v1/status` and `Client.status` report; loads no model.
+
+    Attributes:
+        docs: Documents with live chunks.
+        chunks_live: Live chunks in the vector store.
+        chunks_deleted: Tombstoned chunks waiting for `gc`.
+        lexical_live: Live chunks in the BM25 leg.
+        embedder: The embedder version of the live collection (what queries use).
+        collection: The live collection.
+        last_sync: When the last sync pass finished (Unix seconds).
+        dead_letters: Files that could not be indexed, with stage and reason.
+        reranker: The configured cross-encoder, or that none is configured.
+        redactions: Documents indexed with secrets replaced, and which kinds.
+        reindex: An open blue/green reindex (see `reindex status`).
+        drift: Documents per drift class found by the last audit.
+        verified_at: When that audit ran.
+        warnings: What a person should act on, in words.
+    """
+
     docs: int
     chunks_live: int
     chunks_deleted: int
@@ -338,11 +408,15 @@ DRIFT_KINDS: tuple[DriftKind, ...] = (
 
 
 class DriftExample(Frozen):
+    """One drifted document and what is wrong with it, in words."""
+
     doc_id: str
     detail: str
 
 
 class DriftClass(Frozen):
+    """One drift class of a `VerifyReport`: how many documents, and the first few."""
+
     count: int = 0  # documents in this class
     examples: tuple[DriftExample, ...] = ()  # the first few, sorted by doc id
 
@@ -363,6 +437,7 @@ class VerifyReport(BaseModel):
     repaired: VerifyReport | None = None  # with --repair: the report *before* the repair
 
     def counts(self) -> dict[str, int]:
+        """Documents per drift class (what `status` shows as `drift`)."""
         return {kind: c.count for kind, c in self.drift.items()}
 
 

@@ -371,6 +371,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Where values come from, first wins: arguments, then `RAGSTREAM_*` variables, then
+        the TOML file (`ragstream.toml` or `RAGSTREAM_CONFIG`); the defaults last."""
         data = _FILE_DATA.get()
         if data is None:
             data = read_file(config_path(), CONFIG_ENV)

@@ -31,7 +31,19 @@ from ragstream.service.remote import AsyncRemoteIndex
 
 
 class Client:
-    """Embedded (`data_dir`, or settings) or remote (`url`); the same methods either way."""
+    """Embedded (`data_dir`, or settings) or remote (`url`); the same methods either way.
+
+    Where the index is answered is decided once, by `ragstream.service.connect`: a `url` is
+    a running server; else the endpoint a live `serve` / `watch --serve` recorded in the data
+    dir (no model loads in this process); else the data dir's stores, opened here.
+
+    Args:
+        data_dir: The index's data dir (default: the `data_dir` setting, `.ragstream`).
+        url: A running `ragstream serve` or `watch --serve`, e.g. `http://127.0.0.1:8765`.
+        api_key: The key sent as `Authorization: Bearer ...` (`server.api_keys`).
+        settings: Settings to use instead of the environment and `ragstream.toml`.
+        timeout_s: Seconds an HTTP request may take.
+    """
 
     def __init__(
         self,
@@ -53,6 +65,7 @@ class Client:
 
     @property
     def url(self) -> str | None:
+        """The server's URL over HTTP; None when the stores are open in this process."""
         return self._index.url
 
     def status(self) -> StatusReport:
@@ -100,6 +113,7 @@ class Client:
 
     # ---- blue/green reindex (the same commands as `ragstream reindex ...`) -----------------
     def reindex_status(self) -> ReindexStatus:
+        """Both sides' live and deleted counts, the backfill's progress, the lag, the gate."""
         return self._index.reindex_status()
 
     def reindex_start(
@@ -110,22 +124,32 @@ class Client:
         return self._index.reindex_start(embedder, wait=wait, on_progress=on_progress)
 
     def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
+        """Continue (or repair) the backfill of the open reindex until the new side is full."""
         return self._index.reindex_run(on_progress)
 
     def reindex_promote(self, **options: Any) -> ReindexStatus:
-        """Options: `eval_dataset`, `eval_split`, `eval_margin`, `eval_limit_queries`."""
+        """Make the new side live once its gate passes (else `RefusedError`, nothing changed).
+
+        The options are `eval_dataset`, `eval_split`, `eval_margin` and
+        `eval_limit_queries`: with a dataset, the new side's nDCG@10 must be at most the
+        margin below the old side's.
+        """
         return self._index.reindex_promote(**options)
 
     def reindex_rollback(self) -> ReindexStatus:
+        """Point queries back at the old side (both sides keep receiving every write)."""
         return self._index.reindex_rollback()
 
     def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
+        """Drop the retired side after a promote; `confirm` must be True."""
         return self._index.reindex_cleanup(confirm=confirm)
 
     def reindex_abort(self) -> ReindexStatus:
+        """Drop the new side before a promote; the live side is untouched."""
         return self._index.reindex_abort()
 
     def close(self) -> None:
+        """Close the stores (embedded) or the HTTP connection pool; `with` does it."""
         self._index.close()
 
     def __enter__(self) -> Client:
@@ -137,29 +161,41 @@ class Client:
 
 class AsyncClient:
     """`Client`'s methods as coroutines over HTTP (httpx.AsyncClient); `stream` is an async
-    iterator. Embedded use is the sync `Client`: the stores are not async."""
+    iterator. Embedded use is the sync `Client`: the stores are not async.
+
+    Args:
+        url: A running `ragstream serve` or `watch --serve`, e.g. `http://127.0.0.1:8765`.
+        api_key: The key sent as `Authorization: Bearer ...` (`server.api_keys`).
+        timeout_s: Seconds a request may take.
+    """
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0):
         self._index = AsyncRemoteIndex(url, api_key=api_key, timeout_s=timeout_s)
 
     @property
     def mode(self) -> Mode:
+        """Always "http"."""
         return self._index.mode
 
     @property
     def url(self) -> str | None:
+        """The server's URL."""
         return self._index.url
 
     async def status(self) -> StatusReport:
+        """`Client.status`, awaited."""
         return await self._index.status()
 
     async def query(self, question: Question, **options: Any) -> Answer:
+        """`Client.query`, awaited: an answer with verified citations, or a refusal."""
         return await self._index.query(question, **options)
 
     def stream(self, question: Question, **options: Any) -> AsyncIterator[StreamEvent]:
+        """`Client.stream` as an async iterator: str deltas, then the verified `Answer`."""
         return self._index.stream(question, **options)
 
     async def retrieve(self, question: Question, **options: Any) -> Retrieval:
+        """`Client.retrieve`, awaited: ranked candidates, no generation."""
         return await self._index.retrieve(question, **options)
 
     async def verify(
@@ -170,6 +206,8 @@ class AsyncClient:
         repair: bool = False,
         allow_mass_delete: bool = False,
     ) -> VerifyReport:
+        """`Client.verify`, awaited (an admin key; `paths` and `repair` are refused over
+        HTTP: they need the data dir itself)."""
         return await self._index.verify(
             sample=sample, paths=paths, repair=repair, allow_mass_delete=allow_mass_delete
         )
@@ -177,38 +215,49 @@ class AsyncClient:
     async def files(
         self, *, state: States = None, paths: Sequence[str | Path] = ()
     ) -> list[FileRecord]:
+        """`Client.files`, awaited: the key's tenant only."""
         return await self._index.files(state=state, paths=paths)
 
     async def file(self, doc_id: str) -> FileDetail:
+        """`Client.file`, awaited: one file's record and live chunks."""
         return await self._index.file(doc_id)
 
     async def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """`Client.log`, awaited (an admin key)."""
         return await self._index.log(limit=limit)
 
     async def reindex_status(self) -> ReindexStatus:
+        """`Client.reindex_status`, awaited."""
         return await self._index.reindex_status()
 
     async def reindex_start(
         self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
     ) -> ReindexStatus:
+        """`Client.reindex_start`, awaited; `wait` polls the server's backfill."""
         return await self._index.reindex_start(embedder, wait=wait, on_progress=on_progress)
 
     async def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
+        """`Client.reindex_run`, awaited."""
         return await self._index.reindex_run(on_progress)
 
     async def reindex_promote(self, **options: Any) -> ReindexStatus:
+        """`Client.reindex_promote`, awaited (the same options)."""
         return await self._index.reindex_promote(**options)
 
     async def reindex_rollback(self) -> ReindexStatus:
+        """`Client.reindex_rollback`, awaited."""
         return await self._index.reindex_rollback()
 
     async def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
+        """`Client.reindex_cleanup`, awaited."""
         return await self._index.reindex_cleanup(confirm=confirm)
 
     async def reindex_abort(self) -> ReindexStatus:
+        """`Client.reindex_abort`, awaited."""
         return await self._index.reindex_abort()
 
     async def close(self) -> None:
+        """Close the HTTP connection pool; `async with` does it."""
         await self._index.aclose()
 
     async def __aenter__(self) -> AsyncClient:
