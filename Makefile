@@ -3,6 +3,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+OCR := $(VENV)/.tesseract
 DEMO_DIR ?= .demo
 DEMO_HOST ?= 127.0.0.1
 DEMO_PORT ?= 8765
@@ -23,7 +24,7 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-docs.txt pyproject.
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install the pinned stack (torch CPU, the project, dev and docs tools)
+install: $(STAMP) $(OCR)  ## create .venv and install the pinned stack (torch CPU, the project, dev and docs tools)
 
 # The demo watches samples/ and answers queries from the same process (one process owns
 # an embedded data dir); a `ragstream query --data-dir` elsewhere finds its recorded URL.
@@ -41,6 +42,13 @@ lint: install  ## ruff check, ruff format --check, mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Scans and images are read by Tesseract (Debian's tesseract-ocr 5 and its English data,
+# docs/ocr.md), checked like Chromium below: nothing is downloaded at run time.
+$(OCR):
+	tesseract --list-langs 2>/dev/null | grep -qx eng || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr tesseract-ocr-eng; }
+	touch $@
+
 # Pages are tested in headless Chromium (Debian's chromium + chromium-driver, via Selenium).
 BROWSER := $(VENV)/.browser
 $(BROWSER):
@@ -48,7 +56,7 @@ $(BROWSER):
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 	touch $@
 
-test: install lint $(BROWSER)  ## the whole suite: lint, the browser check, every test (CI runs this)
+test: install lint $(BROWSER) $(OCR)  ## the whole suite: lint, the browser check, every test (CI runs this)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The inner loop: everything but the tests marked slow (model loads, CLI/bytewax

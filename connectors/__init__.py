@@ -3,6 +3,7 @@
 - `audit`: the index audit, every watched folder compared with both stores per document.
 - `fs`: the folder source: a catch-up scan, then debounced watchdog events.
 - `lexical`: persistent BM25 over chunk text (tantivy, or rank-bm25 as the oracle).
+- `ocr_cache`: what OCR already read, by the content hash of a file or a page image.
 - `protocols`: one protocol per store, shared by every implementation.
 - `qdrant_edge`: the embedded vector store, Qdrant Edge in-process.
 - `qdrant_server`: the vector store of a Qdrant server, or qdrant-client's local mode.

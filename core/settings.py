@@ -18,7 +18,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -65,6 +72,8 @@ SECRET_SETTINGS = frozenset({"generator.api_key", "server.api_keys", "server.adm
 
 NAMED_FLOOR = 0.5  # query.answerable.named_floor's default (README)
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pptx", ".pdf")
+# read by OCR (`parse.ocr`); left out of the default `include` when it is "off"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif")
 
 DEFAULT_EXCLUDES = (
     "**/.git/**",
@@ -112,6 +121,39 @@ class ChunkSettings(BaseModel):
     situate: bool = False
     situate_model: str | None = None
     situate_tokens: int = Field(default=48, ge=8, le=128)
+
+
+class ParseSettings(BaseModel):
+    """How files become text (operators/parse.py): OCR of scans and images (operators/ocr.py,
+    docs/ocr.md). Offline: the engines' data comes with `make install`.
+
+    Attributes:
+        ocr: "auto" reads image files and the PDF pages without a usable text layer (fewer
+            than 20 characters, and an image on the page); "force" also re-reads every PDF page
+            that has one (for a text layer that is garbage); "off" reads neither (image files
+            are then not included by default, and an image-only PDF is a dead letter).
+        ocr_engine: "tesseract" (Tesseract 5 through tesserocr, the default: the faster and
+            more accurate in docs/ocr.md) or "rapidocr" (RapidOCR's ONNX models, needs
+            rapidocr-onnxruntime).
+        ocr_languages: Tesseract language codes joined by "+" ("eng", "eng+deu"); each needs
+            its `tesseract-ocr-<lang>` package.
+        ocr_dpi: The resolution PDF pages are rendered at for OCR.
+        ocr_max_page_pixels: A page (an image, a TIFF frame, a rendered PDF page) with more
+            pixels is a dead letter, checked before a pixel is decoded (decompression bombs).
+        ocr_max_pages: A file with more pages to OCR is a dead letter, before any is read.
+        ocr_min_confidence: OCR text whose mean confidence is below this is weak evidence:
+            it is indexed and cited, but a claim it alone supports is not counted as
+            supported (query/verify.py).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    ocr: Literal["auto", "off", "force"] = "auto"
+    ocr_engine: Literal["tesseract", "rapidocr"] = "tesseract"
+    ocr_languages: str = Field(default="eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
+    ocr_dpi: int = Field(default=200, ge=72, le=600)
+    ocr_max_page_pixels: int = Field(default=40_000_000, ge=1)
+    ocr_max_pages: int = Field(default=200, ge=1)
+    ocr_min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
 
 
 class AnswerableSettings(BaseModel):
@@ -350,9 +392,12 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".ragstream")
     embedder: str = "minilm-l6"  # preset, sentence-transformers name, or local path
     sources: list[SourceConfig] = Field(default_factory=list)
-    include: list[str] = Field(default_factory=lambda: [f"**/*{s}" for s in SUPPORTED_SUFFIXES])
+    include: list[str] = Field(
+        default_factory=lambda: [f"**/*{s}" for s in SUPPORTED_SUFFIXES + IMAGE_SUFFIXES]
+    )
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDES))
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    parse: ParseSettings = Field(default_factory=ParseSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     sync: SyncSettings = Field(default_factory=SyncSettings)
     verify: VerifySettings = Field(default_factory=VerifySettings)
@@ -406,6 +451,13 @@ class Settings(BaseSettings):
         finally:
             _FILE_DATA.reset(token)
         self._origins = origins.of_leaves()
+
+    @model_validator(mode="after")
+    def _images_need_ocr(self) -> Settings:
+        """With OCR off, the default `include` leaves image files out (they hold no text)."""
+        if self.parse.ocr == "off" and "include" not in self.model_fields_set:
+            self.include = [f"**/*{s}" for s in SUPPORTED_SUFFIXES]
+        return self
 
     @property
     def vectors_dir(self) -> Path:

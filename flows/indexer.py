@@ -42,6 +42,7 @@ from ragstream.core.telemetry import span
 from ragstream.operators.chunk import ChunkerConfig, chunk_document, embedding_text
 from ragstream.operators.diff import DocDiff, diff_document
 from ragstream.operators.embed import Embedder
+from ragstream.operators.ocr import OcrCache, OcrOptions
 from ragstream.operators.parse import ParseError, parse_file
 from ragstream.operators.secrets import redact_document
 
@@ -88,6 +89,8 @@ class DocReader:
 
     max_file_bytes: int
     parse_timeout_s: float | None = None
+    ocr: OcrOptions = field(default_factory=OcrOptions)  # `parse.*`: which pages OCR reads
+    ocr_cache: OcrCache | None = None  # what OCR already read (`<state_dir>/ocr.sqlite3`)
 
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
         out = []
@@ -113,7 +116,15 @@ class DocReader:
             )
         fp = with_digest(fp, Path(event.path))
         try:
-            doc = parse_file(Path(event.path), event.doc_id, event.source, fp, self.parse_timeout_s)
+            doc = parse_file(
+                Path(event.path),
+                event.doc_id,
+                event.source,
+                fp,
+                self.parse_timeout_s,
+                ocr=self.ocr,
+                ocr_cache=self.ocr_cache,
+            )
         except ParseError as err:
             return ParsedWork(event, dead=self._letter(event, err.stage, err.reason))
         except Exception as err:  # a parser bug must not kill the flow: dead-letter it
@@ -151,10 +162,13 @@ class Indexer:
     lock: AbstractContextManager[object] = field(default_factory=nullcontext)
     gate: AbstractContextManager[object] = field(default_factory=nullcontext)
     situate: SituateStep | None = None  # `chunk.situate`: LLM sentence into each context
+    ocr: OcrOptions = field(default_factory=OcrOptions)
+    ocr_cache: OcrCache | None = None
 
     # ---- step 1: read + parse -------------------------------------------------------
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
-        return DocReader(self.max_file_bytes, self.parse_timeout_s).parse_batch(events)
+        reader = DocReader(self.max_file_bytes, self.parse_timeout_s, self.ocr, self.ocr_cache)
+        return reader.parse_batch(events)
 
     # ---- step 2: chunk → diff → embed → write ----------------------------------------
     def index_batch(self, works: Sequence[ParsedWork]) -> list[DocOutcome]:

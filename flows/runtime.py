@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ragstream.connectors.lexical import open_lexical_index
+from ragstream.connectors.ocr_cache import OcrPageCache
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.state import DeadLetterBook, RedactionBook, SyncState
 from ragstream.core.rwlock import IndexLock
@@ -21,6 +22,7 @@ from ragstream.flows.sides import IndexSides, open_sides
 from ragstream.flows.situate import SituateStep, open_situate, situate_model
 from ragstream.operators.chunk import ChunkerConfig
 from ragstream.operators.embed import Embedder
+from ragstream.operators.ocr import OcrOptions
 from ragstream.operators.situate import situate_identity
 
 if TYPE_CHECKING:
@@ -59,6 +61,24 @@ class Runtime:
 
 
 MIN_TEXT_TOKENS = 16  # what is left for chunk text after header + sentence (ChunkSettings' floor)
+
+
+def ocr_options(settings: Settings) -> OcrOptions:
+    """The `parse.*` OCR settings as the parse operator takes them."""
+    p = settings.parse
+    return OcrOptions(
+        mode=p.ocr,
+        engine=p.ocr_engine,
+        languages=p.ocr_languages,
+        dpi=p.ocr_dpi,
+        max_page_pixels=p.ocr_max_page_pixels,
+        max_pages=p.ocr_max_pages,
+    )
+
+
+def ocr_cache(settings: Settings) -> OcrPageCache:
+    """The data dir's OCR cache (opened on first use)."""
+    return OcrPageCache(settings.state_dir)
 
 
 def chunker_for(settings: Settings, embedder: Embedder) -> ChunkerConfig:

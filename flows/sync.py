@@ -65,7 +65,7 @@ from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure
 from ragstream.flows.indexer import DocReader, Indexer, ParsedWork
 from ragstream.flows.reindex import BackgroundBackfill
-from ragstream.flows.runtime import Runtime, chunker_for, open_runtime
+from ragstream.flows.runtime import Runtime, chunker_for, ocr_cache, ocr_options, open_runtime
 
 OutcomeHandler = Callable[[DocOutcome], None]
 
@@ -169,6 +169,8 @@ def make_indexer(rt: Runtime) -> Indexer:
         lock=rt.lock.writers,
         gate=rt.lock.gate,
         situate=rt.situate,
+        ocr=ocr_options(s),
+        ocr_cache=ocr_cache(s),
     )
 
 
@@ -280,7 +282,7 @@ def build_flow(
         partition=sync_partition(s),
     )
     source = FolderSource(cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns)
-    reader = DocReader(s.sync.max_file_bytes, s.sync.parse_timeout_s)
+    reader = DocReader(s.sync.max_file_bytes, s.sync.parse_timeout_s, ocr_options(s), ocr_cache(s))
     flow = Dataflow("ragstream_sync")
     events = op.input("folders", flow, source)
     by_doc = op.key_on("by_doc", events, parse_key)

@@ -4,10 +4,16 @@ Blocks (headings, paragraphs, list items, table rows, code, captions) are what t
 cuts on, so an edit in one paragraph changes one block and not its neighbours. Docling does
 the format work, fully offline; bad input never escapes as a random exception but as a
 `ParseError(stage, reason)` that the flow turns into a `DeadLetter`.
+
+Scans are read by OCR (`operators.ocr`, setting `parse.ocr`): image files, and the PDF pages
+without a usable text layer (every page under `force`). OCR lines go through the same
+paragraph builder as a PDF's text lines, so their blocks carry pages like any PDF's, plus
+where they came from (`origin="ocr"`), their box on the page and the engine's confidence.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import time
@@ -19,15 +25,34 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ragstream.core.models import Block, BlockKind, FileFingerprint, ParsedDocument
+import xxhash
+
+from ragstream.core.models import Block, BlockKind, FileFingerprint, PageBox, ParsedDocument
 from ragstream.core.telemetry import span
+from ragstream.operators.ocr import (
+    IMAGE_TYPES,
+    OCR_FORMAT,
+    OcrCache,
+    OcrEngine,
+    OcrError,
+    OcrOptions,
+    OcrPage,
+    engine_for,
+    ocr_page,
+    open_pages,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from docling.document_converter import DocumentConverter
     from docling_core.types.doc import DoclingDocument, NodeItem, TableItem
 
 FILE_TYPES = {".md": "md", ".markdown": "md", ".txt": "txt", ".html": "html", ".htm": "html"}
 FILE_TYPES |= {".docx": "docx", ".pptx": "pptx", ".pdf": "pdf"}
+FILE_TYPES |= IMAGE_TYPES  # read by OCR
+# a PDF page with fewer non-blank characters than this in its text layer has no usable text
+MIN_PAGE_CHARS = 20
 _BULLET = re.compile(r"^\s*[•◦▪‣∙·●○■□➢►–*-]\s+")
 _PAGE_NUMBER = re.compile(r"([Pp]age\s*)?([\d\s\-–./]{1,9}|[ivxlc]{1,6})(\s*of\s*\d+)?")
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st"})
@@ -58,6 +83,7 @@ class PdfLine:
     top: float
     right: float
     bottom: float
+    confidence: float | None = None  # set for a line read by OCR (0..1)
 
     @property
     def height(self) -> float:
@@ -70,26 +96,36 @@ def parse_file(
     source: str,
     fingerprint: FileFingerprint,
     timeout_s: float | None = None,
+    ocr: OcrOptions | None = None,
+    ocr_cache: OcrCache | None = None,
 ) -> ParsedDocument:
-    """Read and parse one file; raise `ParseError` for anything that cannot be indexed."""
+    """Read and parse one file; raise `ParseError` for anything that cannot be indexed.
+
+    `ocr` (default: `OcrOptions()`, auto) says which pages OCR reads; `ocr_cache` keeps what
+    it read by the file's content hash and each page's pixels, so it is never read twice.
+    """
     file_type = FILE_TYPES.get(path.suffix.lower())
+    options = ocr or OcrOptions()
     title: str | None = None
+    pages: int | None = None
+    ocr_pages: tuple[int, ...] = ()
     with span("ingest.parse.file", doc_id=doc_id, file_type=file_type) as current:
-        if file_type is None:
+        if file_type is None or (file_type in IMAGE_TYPES.values() and options.mode == "off"):
             raise ParseError("parse", f"unsupported file type {path.suffix or '(none)'!r}")
         data = _read(path)
         current.set_attribute("bytes", len(data))
         started = time.monotonic()
+        digest = fingerprint.digest or xxhash.xxh3_128_hexdigest(data)
+        ocr_run = _OcrRun(options, ocr_cache, digest, started, timeout_s)
         if file_type == "txt":
             blocks = text_to_blocks(decode_text(data))
+        elif file_type in IMAGE_TYPES.values():
+            blocks, pages, ocr_pages = ocr_run.image(data)
+        elif file_type == "pdf" and options.mode != "off":
+            blocks, pages, ocr_pages, title = _parse_pdf(path, data, ocr_run)
+            current.set_attribute("ocr_pages", len(ocr_pages))
         else:
-            if file_type == "md":  # docling gets clean UTF-8, whatever the file's encoding
-                data = decode_text(data).encode()
-            elif file_type == "html":  # bytes kept: BeautifulSoup honours <meta charset>
-                decode_text(data)
-            doc = _convert(f"{path.stem}.{file_type}", data, timeout_s)
-            blocks = pdf_to_blocks(doc) if file_type == "pdf" else doc_to_blocks(doc)
-            title = next((t.text.strip() for t in doc.texts if t.label == "title"), None)
+            blocks, title = _parse_docling(path, file_type, data, timeout_s)
         elapsed = time.monotonic() - started
         if timeout_s is not None and elapsed > timeout_s:
             # Declarative backends (md, html, office) cannot be interrupted mid-parse; the
@@ -98,8 +134,9 @@ def parse_file(
                 "parse", f"parse timed out (limit {timeout_s:g}s): took {elapsed:.2f}s"
             )
         if not blocks:
-            hint = " (image-only PDF? OCR is not available offline)" if file_type == "pdf" else ""
-            raise ParseError("parse", f"no text content{hint}")
+            raise ParseError(
+                "parse", f"no text content{_empty_hint(file_type, options, ocr_pages)}"
+            )
         current.set_attribute("blocks", len(blocks))
     heading = next((b.text for b in blocks if b.kind == "heading"), None)
     return ParsedDocument(
@@ -110,7 +147,33 @@ def parse_file(
         title=title or heading or path.stem,
         fingerprint=fingerprint,
         blocks=tuple(blocks),
+        pages=pages,
+        ocr_pages=ocr_pages,
     )
+
+
+def _parse_docling(
+    path: Path, file_type: str, data: bytes, timeout_s: float | None
+) -> tuple[list[Block], str | None]:
+    """Markdown, HTML, Office and (OCR off) PDF through docling: blocks and the title."""
+    if file_type == "md":  # docling gets clean UTF-8, whatever the file's encoding
+        data = decode_text(data).encode()
+    elif file_type == "html":  # bytes kept: BeautifulSoup honours <meta charset>
+        decode_text(data)
+    doc = _convert(f"{path.stem}.{file_type}", data, timeout_s)
+    blocks = pdf_to_blocks(doc) if file_type == "pdf" else doc_to_blocks(doc)
+    return blocks, next((t.text.strip() for t in doc.texts if t.label == "title"), None)
+
+
+def _empty_hint(file_type: str, options: OcrOptions, ocr_pages: tuple[int, ...]) -> str:
+    if ocr_pages:
+        n = len(ocr_pages)
+        return f" (OCR found no text on {'the page' if n == 1 else f'any of {n} pages'})"
+    if file_type == "pdf":
+        if options.mode == "off":
+            return " (image-only PDF? OCR is off: parse.ocr=off)"
+        return " (no text layer and no page image to OCR)"
+    return ""
 
 
 def _read(path: Path) -> bytes:
@@ -308,6 +371,11 @@ def table_rows(table: TableItem) -> list[str]:
 
 def pdf_to_blocks(doc: DoclingDocument) -> list[Block]:
     """The native PDF pipeline yields one text item per line; rebuild the paragraphs."""
+    return lines_to_paragraphs(pdf_lines(doc))
+
+
+def pdf_lines(doc: DoclingDocument) -> list[PdfLine]:
+    """The text lines of docling's native PDF pipeline, in its order, in PDF points."""
     from docling_core.types.doc import TextItem
 
     lines = []
@@ -316,16 +384,20 @@ def pdf_to_blocks(doc: DoclingDocument) -> list[Block]:
             prov = item.prov[0]
             box = prov.bbox.to_bottom_left_origin(doc.pages[prov.page_no].size.height)
             lines.append(PdfLine(item.text, prov.page_no, box.l, box.t, box.r, box.b))
-    return lines_to_paragraphs(lines)
+    return lines
 
 
-def lines_to_paragraphs(lines: list[PdfLine]) -> list[Block]:
+def lines_to_paragraphs(
+    lines: list[PdfLine], page_sizes: Mapping[int, tuple[float, float]] | None = None
+) -> list[Block]:
     """Group PDF lines (in the parser's order) into paragraph blocks, one page at a time.
 
     A new paragraph starts on a new page, on a vertical step clearly larger than the typical
     line pitch, on a jump back up (next column, table cell, figure label), on a bullet, on a
     first-line indent, or after a short line that ends a sentence or stands alone (a heading).
-    Running headers/footers and bare page numbers are dropped.
+    Running headers/footers and bare page numbers are dropped. A paragraph of OCR lines (a
+    `confidence` set) is an `origin="ocr"` block with their mean confidence and, when its
+    page's (width, height) is in `page_sizes`, their box on the page.
     """
     lines = _drop_page_furniture([ln for ln in lines if ln.text.strip()])
     pitches = [
@@ -345,8 +417,229 @@ def lines_to_paragraphs(lines: list[PdfLine]) -> list[Block]:
         text = _join_lines([ln.text for ln in para])
         kind: BlockKind = "list_item" if _BULLET.match(text) else "paragraph"
         if text := _BULLET.sub("", text):
-            blocks.append(Block(kind=kind, text=text, page=para[0].page))
+            page = para[0].page
+            size = page_sizes.get(page) if page_sizes else None
+            blocks.append(Block(kind=kind, text=text, page=page, **_ocr_provenance(para, size)))
     return blocks
+
+
+def _ocr_provenance(
+    para: list[PdfLine], size: tuple[float, float] | None
+) -> dict[str, str | float | PageBox | None]:
+    """origin, confidence and box of a paragraph read by OCR; nothing for text-layer lines."""
+    read = [ln for ln in para if ln.confidence is not None]
+    if not read:
+        return {}
+    chars = sum(max(len(ln.text), 1) for ln in read)
+    confidence = sum((ln.confidence or 0.0) * max(len(ln.text), 1) for ln in read) / chars
+    box: PageBox | None = None
+    if size and size[0] > 0 and size[1] > 0:
+        width, height = size
+        left, right = min(ln.left for ln in read), max(ln.right for ln in read)
+        top, bottom = max(ln.top for ln in read), min(ln.bottom for ln in read)
+        box = (
+            round(max(0.0, left / width), 4),
+            round(max(0.0, 1 - top / height), 4),
+            round(min(1.0, right / width), 4),
+            round(min(1.0, 1 - bottom / height), 4),
+        )
+    return {"origin": "ocr", "confidence": round(confidence, 4), "bbox": box}
+
+
+def ocr_lines(page: OcrPage, page_no: int, scale: float = 1.0) -> list[PdfLine]:
+    """OCR lines (pixels, top-left origin) as PDF lines (bottom-left origin) in the units
+    of `scale` per pixel: 1 for an image file, 72/dpi to match a PDF page's points."""
+    height = page.height
+    return [
+        PdfLine(
+            ln.text,
+            page_no,
+            ln.left * scale,
+            (height - ln.top) * scale,
+            ln.right * scale,
+            (height - ln.bottom) * scale,
+            confidence=ln.confidence,
+        )
+        for ln in page.lines
+    ]
+
+
+# --- OCR of image files and PDF pages ------------------------------------------------------
+
+
+@dataclass
+class _OcrRun:
+    """OCR for one file: its options, the cache, and the parse's deadline."""
+
+    options: OcrOptions
+    cache: OcrCache | None
+    digest: str  # xxh3-128 of the file's bytes
+    started: float
+    timeout_s: float | None
+    read: int = 0  # pages read so far (for the timeout's message)
+
+    @property
+    def engine(self) -> OcrEngine:
+        try:
+            return engine_for(self.options.engine, self.options.languages)
+        except OcrError as err:
+            raise ParseError("parse", err.reason) from None
+
+    def _file_key(self, pdf: bool) -> str:
+        """The file's bytes and the engine; for a PDF also what decides which pages are
+        read and how they are rendered (an image file is read whole, as it is)."""
+        o = self.options
+        how = f"pdf:{o.mode}:{o.dpi}" if pdf else "image"
+        return f"file:{self.digest}:{self.engine.identity}:{how}:{OCR_FORMAT}"
+
+    def cached(self, pdf: bool) -> tuple[int, dict[int, OcrPage]] | None:
+        """(page count, OCR'd pages) of this very file under these settings, if cached."""
+        if self.cache is None or (raw := self.cache.get(self._file_key(pdf))) is None:
+            return None
+        data = json.loads(raw)
+        pages = {int(no): OcrPage.from_json(json.dumps(p)) for no, p in data["ocr"].items()}
+        if any(p is None for p in pages.values()):
+            return None
+        return int(data["pages"]), {no: p for no, p in pages.items() if p is not None}
+
+    def store(self, pdf: bool, total: int, pages: dict[int, OcrPage]) -> None:
+        if self.cache is not None:
+            ocr = {str(no): json.loads(page.to_json()) for no, page in pages.items()}
+            value = json.dumps({"pages": total, "ocr": ocr}, separators=(",", ":"))
+            self.cache.put(self._file_key(pdf), value)
+
+    def check_time(self, todo: int) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.timeout_s is not None and elapsed > self.timeout_s:
+            raise ParseError(
+                "parse",
+                f"parse timed out (limit {self.timeout_s:g}s): OCR read {self.read} of "
+                f"{todo} pages in {elapsed:.1f}s",
+            )
+
+    def image(self, data: bytes) -> tuple[list[Block], int, tuple[int, ...]]:
+        """An image file: every page (a TIFF's frames) read by OCR."""
+        cached = self.cached(pdf=False)
+        if cached is None:
+            engine, pages = self.engine, {}
+            try:
+                frames = open_pages(data, self.options.max_page_pixels, self.options.max_pages)
+                for no, (image, dpi) in enumerate(frames, 1):
+                    self.check_time(no)
+                    pages[no] = ocr_page(image, engine, None, dpi)
+                    self.read += 1
+            except OcrError as err:
+                raise ParseError("parse", err.reason) from None
+            self.store(False, len(pages), pages)
+            cached = len(pages), pages
+        total, pages = cached
+        lines = [ln for no, page in sorted(pages.items()) for ln in ocr_lines(page, no)]
+        sizes = {no: (float(p.width), float(p.height)) for no, p in pages.items()}
+        return lines_to_paragraphs(lines, sizes), total, tuple(sorted(pages))
+
+    def pdf_pages(self, data: bytes, todo: list[int]) -> dict[int, OcrPage]:
+        """Render these pages at `dpi` (pypdfium2) and read them, page cache first."""
+        import pypdfium2 as pdfium
+        from docling.utils.locks import pypdfium2_lock
+
+        engine, scale, out = self.engine, self.options.dpi / 72, {}
+        with pypdfium2_lock:
+            pdf = pdfium.PdfDocument(data)
+        try:
+            for no in todo:
+                self.check_time(len(todo))
+                with pypdfium2_lock:
+                    page = pdf[no - 1]
+                    width, height = page.get_size()
+                    pixels = round(width * scale) * round(height * scale)
+                    if pixels > self.options.max_page_pixels:
+                        page.close()
+                        raise ParseError(
+                            "parse",
+                            f"page {no} is {width:.0f} × {height:.0f} pt: {pixels} pixels at "
+                            f"{self.options.dpi} dpi, more than parse.ocr_max_page_pixels "
+                            f"({self.options.max_page_pixels})",
+                        )
+                    image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
+                    page.close()
+                out[no] = ocr_page(image, engine, self.cache, self.options.dpi)
+                self.read += 1
+        finally:
+            with pypdfium2_lock:
+                pdf.close()
+        return out
+
+
+def _pdf_plan(data: bytes, options: OcrOptions) -> tuple[int, list[int]]:
+    """(page count, the pages OCR reads): under `auto` those whose text layer holds fewer
+    than MIN_PAGE_CHARS characters and that show an image; under `force` all of them."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+    from docling.utils.locks import pypdfium2_lock
+
+    with pypdfium2_lock:
+        try:
+            pdf = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError as err:
+            if "password" in str(err).lower():
+                raise ParseError(
+                    "parse", "password-protected PDF: it cannot be read without its password"
+                ) from None
+            raise ParseError("parse", f"corrupt or unreadable PDF: {_first_line(err)}") from None
+        try:
+            total, todo = len(pdf), []
+            for index in range(total):
+                page = pdf[index]
+                if options.mode == "force" or _needs_ocr(page, pdfium_c.FPDF_PAGEOBJ_IMAGE):
+                    todo.append(index + 1)
+                page.close()
+        finally:
+            pdf.close()
+    if len(todo) > options.max_pages:
+        raise ParseError(
+            "parse",
+            f"{len(todo)} pages to OCR, more than parse.ocr_max_pages ({options.max_pages})",
+        )
+    return total, todo
+
+
+def _needs_ocr(page: object, image_type: int) -> bool:
+    """No usable text layer, and something to read: an image on the page."""
+    if not any(True for _ in page.get_objects(filter=[image_type], max_depth=3)):  # type: ignore[attr-defined]
+        return False
+    textpage = page.get_textpage()  # type: ignore[attr-defined]
+    try:
+        text = textpage.get_text_range()
+    finally:
+        textpage.close()
+    return sum(not c.isspace() for c in text) < MIN_PAGE_CHARS
+
+
+def _parse_pdf(
+    path: Path, data: bytes, run: _OcrRun
+) -> tuple[list[Block], int, tuple[int, ...], str | None]:
+    """A PDF with OCR on: the text layer (docling) where a page has one, OCR elsewhere."""
+    cached = run.cached(pdf=True)
+    if cached is not None:
+        total, read = cached
+        todo = sorted(read)
+    else:
+        total, todo = _pdf_plan(data, run.options)
+    lines: list[PdfLine] = []
+    title = None
+    if len(todo) < total:  # some pages have a text layer: docling reads those
+        doc = _convert(f"{path.stem}.pdf", data, run.timeout_s)
+        lines = [ln for ln in pdf_lines(doc) if ln.page not in todo]
+        title = next((t.text.strip() for t in doc.texts if t.label == "title"), None)
+    if cached is None:
+        read = run.pdf_pages(data, todo) if todo else {}
+        run.store(True, total, read)
+    scale = 72 / run.options.dpi
+    for no, page in sorted(read.items()):
+        lines.extend(ocr_lines(page, no, scale))
+    sizes = {no: (p.width * scale, p.height * scale) for no, p in read.items()}
+    lines.sort(key=lambda ln: ln.page)  # stable: each page keeps its reading order
+    return lines_to_paragraphs(lines, sizes), total, tuple(todo), title
 
 
 def _drop(a: PdfLine, b: PdfLine) -> float:
