@@ -177,5 +177,5 @@ def test_engines_built_from_one_set_of_models_share_them(tmp_path: Path) -> None
     assert own.answer_judge is not models.answer_judge
     assert own.support_judge is not models.support_judge
     # the order in which an answer's stages run, and so its refusals apply
-    stages = [stage.__name__ for stage in first._stages()]
-    assert stages == ["_rank", "_answerable", "_generate", "_cite", "_names"]
+    stages = [stage.__name__ for stage in first.stages()]
+    assert stages == ["rank", "answerable", "generate", "cite", "names"]

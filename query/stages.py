@@ -1,0 +1,279 @@
+"""The stages of one answer: what each computes into the answer in the making (`AnswerRun`),
+then the refusal rules of query/refusal.py it applies.
+
+A stage is a function `(parts, run) -> Refusal | None`: `parts` is what it reads of the engine
+(`EngineParts`: settings, stores, models, generator), `run` the answer so far. `QueryEngine`
+(query/engine.py) lists them in order and runs them until one refuses:
+
+- `rank`: retrieve → fuse → rerank; refused by `wordless` and the sufficiency `gate`.
+- `answerable`: the answer judge's reading and the decision; refused by `not_answerable`.
+- `generate`: assemble → generate → verify; refused by `declined_answer`.
+- `cite`: the verified text, its citations and the sources' file versions; refused by
+  `no_answer` and `low_grounding`.
+- `names`: the question's proper names in the cited documents; refused by `unnamed`.
+
+`read` replaces `answerable` when the chunks are given (the gold-context evaluation): the
+judge's reading for the generator, its verdict not applied. The asynchronous path splits
+`generate` into `assembled`, the awaited completion and `after_text`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from opentelemetry.trace import Span
+
+from ragstream.core.answers import Answer, Answerability, QueryRequest, Refusal, SourceChunk
+from ragstream.core.answers import Verification as Verified
+from ragstream.core.settings import Settings
+from ragstream.operators.answer_judge import AnswerJudge
+from ragstream.operators.embed import Embedder
+from ragstream.operators.judge import SupportJudge
+from ragstream.query import refusal, shapes
+from ragstream.query.answerable import Asked, Limits, answering, judge, unmentioned_in
+from ragstream.query.answerable import ranking_signals as ranking
+from ragstream.query.assemble import Context, assemble
+from ragstream.query.decision import LEAD_TAIL, Decision, leg_leads
+from ragstream.query.freshness import with_versions
+from ragstream.query.gate import DEFAULT_DENSE_FLOOR
+from ragstream.query.generate import Generator
+from ragstream.query.rerank import Reranked, Reranker, rerank, rerank_depth
+from ragstream.query.retrieve import FixedSide, LiveSide, Retriever
+from ragstream.query.transforms import QueryTransformer, retrieve_transformed
+from ragstream.query.verify import verify
+
+
+@dataclass
+class AnswerRun:
+    """One answer in the making: the request, and what the stages so far computed."""
+
+    request: QueryRequest
+    answer: Answer
+    root: Span  # the answer's root span
+    tenants: tuple[str, ...] | None = None
+    on_text: Callable[[str], None] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    ranked: list[Reranked] = field(default_factory=list)
+    leads: dict[str, float] = field(default_factory=dict)  # each leg's lead (rank stage)
+    evidence: list[str] = field(default_factory=list)  # sentences read as answering
+    sources: list[SourceChunk] = field(default_factory=list)  # what the generator was shown
+    checked: Verified | None = None
+
+
+class EngineParts(Protocol):
+    """What the stages read of the engine that runs them."""
+
+    settings: Settings
+    retriever: Retriever
+    reranker: Reranker | None
+    support_judge: SupportJudge | None
+    answer_judge: AnswerJudge | None
+    decision: Decision | None
+    generator: Generator
+    transformer: QueryTransformer | None
+
+    @property
+    def sentence_embedder(self) -> Embedder: ...
+
+    def side(self) -> LiveSide: ...
+
+
+# one stage of an answer: it computes into the run, then returns its rules' refusal or None
+Stage = Callable[[EngineParts, AnswerRun], Refusal | None]
+
+
+def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
+    """retrieve → fuse → rerank under the caller's filters and tenants; also how far each
+    leg's best candidate leads its pool (an answerability signal)."""
+    q, request = parts.settings.query, run.request
+    result = retrieve_transformed(
+        Retriever(FixedSide(parts.side()), parts.retriever.lexical),
+        request.query,
+        parts.transformer,
+        n=request.n,
+        flt=shapes.search_filter(request.filters, run.tenants),
+        fusion=request.fusion,
+        k=request.rrf_k,
+    )
+    run.timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
+    depth = rerank_depth(parts.reranker, q.rerank_depth, request.k)
+    head = list(result.candidates[:depth])  # at least k; all of them without a reranker
+    with timed(run.timings, "rerank"):
+        ranked = rerank(request.query, head, parts.reranker, request.k)
+    record_ranked(parts, run, ranked)
+    run.leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
+    dense_floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
+    return refusal.wordless(request.query) or refusal.gate(
+        ranked, rerank_floor=q.rerank_floor, dense_floor=dense_floor
+    )
+
+
+def record_ranked(parts: EngineParts, run: AnswerRun, ranked: list[Reranked]) -> None:
+    """Record the ranked candidates, and the slug of the embedder whose collection ranked
+    them: read from the candidates, not the live side, so a promote or rollback meanwhile
+    never labels an answer with the model that did not rank it."""
+    run.ranked = ranked
+    run.answer.candidates = [shapes.candidate_view(r) for r in ranked]
+    slugs = (r.candidate.chunk.embedder for r in ranked if r.candidate.chunk.embedder)
+    run.answer.embedder = next(slugs, parts.side().embedder.version.slug)
+
+
+def answerable(parts: EngineParts, run: AnswerRun) -> Refusal | None:
+    """The answer judge reads the best sentences of the chunks that passed the gate, and the
+    decision combines its reading with the index's signals (query/answerable.py)."""
+    with timed(run.timings, "answerable"):
+        verdict, read, dense = _judged(parts, run)
+    run.answer.answerability, run.answer.answered = verdict, verdict.score
+    limits, calibrated = Limits.from_settings(parts.settings.query), parts.decision is not None
+    return refusal.not_answerable(verdict, limits, dense=dense, read=read, calibrated=calibrated)
+
+
+def read(parts: EngineParts, run: AnswerRun) -> None:
+    """The answer judge's reading of the chunks, for the generator; no verdict applied."""
+    _judged(parts, run)
+
+
+def _judged(parts: EngineParts, run: AnswerRun) -> tuple[Answerability, int, float]:
+    """The answerability verdict on the ranked chunks (query/answerable.py `judge`), how many
+    sentences the answer judge read, and the best dense cosine; `run.evidence` becomes the
+    sentences it read as answering (`answering`)."""
+    q, chunks = parts.settings.query, [r.candidate.chunk for r in run.ranked]
+    dense = max((r.candidate.scores.get("dense", 0.0) for r in run.ranked), default=0.0)
+    signals = {**ranking(run.ranked), **run.leads}
+    asked = Asked(run.request.query, chunks, parts.retriever.lexical.doc_freqs, dense, signals)
+    verdict, evidence = judge(asked, Limits.from_settings(q), parts.answer_judge, parts.decision)
+    run.evidence = answering(chunks, evidence, q.answerable.sentence_floor)
+    return verdict, len(evidence), dense
+
+
+def generate(parts: EngineParts, run: AnswerRun) -> Refusal | None:
+    """assemble → generate → verify; the generator is handed the sentences the answer judge
+    read as answering."""
+    context = assembled(parts, run)
+    with timed(run.timings, "generate"):
+        text = _text(parts.generator, run.request.query, context, run.on_text)
+    return checked(parts, run, context, text)
+
+
+def _text(
+    generator: Generator, question: str, context: Context, on_text: Callable[[str], None] | None
+) -> str:
+    if on_text is None:
+        return generator.generate(question, context)
+    pieces = []
+    for piece in generator.stream(question, context):
+        pieces.append(piece)
+        on_text(piece)
+    return "".join(pieces)
+
+
+def assembled(parts: EngineParts, run: AnswerRun) -> Context:
+    """The sources in the prompt (token budget, stable ids, delimiters), with the sentences
+    the answer judge read as answering."""
+    q, side = parts.settings.query, parts.side()
+    with timed(run.timings, "assemble"):
+        context = assemble(
+            run.ranked,
+            budget_tokens=q.budget_tokens,
+            count_tokens=side.embedder.count_tokens,
+            order=q.order,
+            expand_parent=q.expand_parent,
+            parent_lookup=side.vectors.live_chunks,
+            query=run.request.query,
+        )
+    context.evidence, run.sources = list(run.evidence), context.sources
+    return context
+
+
+def after_text(parts: EngineParts, run: AnswerRun, context: Context, text: str) -> Refusal | None:
+    """Every stage after the generator wrote `text`: verify, cite, names."""
+    return checked(parts, run, context, text) or until_refused(parts, run, (cite, names))
+
+
+def checked(parts: EngineParts, run: AnswerRun, context: Context, text: str) -> Refusal | None:
+    """The text verified against the sources it was written from; declined, the answer shows
+    no text and the sources the generator was shown, as any answer does."""
+    q = parts.settings.query
+    with timed(run.timings, "verify"):
+        run.checked = verify(
+            text,
+            context.sources,
+            parts.sentence_embedder,
+            cross_encoder=getattr(parts.reranker, "model", None),
+            judge=parts.support_judge,
+            contradiction_floor=q.contradiction_floor,
+        )
+    refused = refusal.declined_answer(text)
+    if refused is not None:
+        run.answer.sources = run.sources
+        withhold(run.answer, "generator_declined", 1.0)
+    return refused
+
+
+def cite(parts: EngineParts, run: AnswerRun) -> Refusal | None:
+    """The verified text and claims, the sources stamped with their file versions, and the
+    citations of the sources the claims cite."""
+    answer, result, q = run.answer, run.checked, parts.settings.query
+    assert result is not None  # the generate stage ran
+    for name in ("text", "claims", "grounding", "invented_cids", "injection_flags"):
+        setattr(answer, name, getattr(result, name))
+    stored = parts.side().vectors.get([s.point_id for s in run.sources]) if run.sources else []
+    answer.sources = with_versions(run.sources, stored)
+    answer.citations = shapes.citations(result.claims, answer.sources)
+    judged = answer.answerability is not None and parts.answer_judge is not None
+    scores = [s.score for s in answer.sources]
+    return refusal.no_answer(result.claims, judged=judged, scores=scores) or (
+        refusal.low_grounding(
+            result.grounding, min_grounding=q.min_grounding, on_low=q.on_low_grounding
+        )
+    )
+
+
+def names(parts: EngineParts, run: AnswerRun) -> Refusal | None:
+    """The question's proper names in the documents the answer cites. Refused, the answer's
+    text, claims and citations are withheld (the sources stay, as shown)."""
+    answer, q = run.answer, parts.settings.query
+    dense = answer.answerability.signals.get("dense_best", 0.0) if answer.answerability else 0.0
+    asked = refusal.names_to_check(
+        answer.query,
+        named_floor=q.answerable.named_floor,
+        dense_best=dense,
+        answerable_dense=q.answerable.dense,
+    )
+    documents = parts.side().vectors.live_chunks
+    missing = unmentioned_in(asked, shapes.cited(answer), documents) if asked else []
+    refused = refusal.unnamed(
+        asked, missing, named_floor=q.answerable.named_floor, answered=answer.answered
+    )
+    if refused is not None:
+        withhold(answer, "names_unmentioned", float(len(missing)))
+    return refused
+
+
+def until_refused(parts: EngineParts, run: AnswerRun, stages: Sequence[Stage]) -> Refusal | None:
+    """The stages in order, until one refuses: that refusal, or None."""
+    for stage in stages:
+        if (refused := stage(parts, run)) is not None:
+            return refused
+    return None
+
+
+def withhold(answer: Answer, signal: str, value: float) -> None:
+    """Withhold a refused answer's text, claims and citations, and record in its verdict
+    (when it has one) the signal that refused it."""
+    if answer.answerability is not None:
+        answer.answerability.signals[signal] = value
+        answer.answerability.answerable = False
+    answer.text, answer.claims, answer.citations = "", [], []
+
+
+@contextmanager
+def timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Record how long the block took, in ms, as `timings[name]` (not when it raises)."""
+    start = time.perf_counter()
+    yield
+    timings[name] = round((time.perf_counter() - start) * 1000, 3)
