@@ -192,13 +192,15 @@ COVERAGE_WEIGHT = 3.0
 @dataclass(frozen=True)
 class Evidence:
     """One sentence the answer judge read: which chunk, where in its text, how surely it
-    holds the answer (P), and its place in the answer (`order`, higher first)."""
+    holds the answer (P), its place in the answer (`order`, higher first), and the
+    IDF-weighted share of the question's terms it contains (`covered`)."""
 
     chunk: int  # index into the chunks judged
     start: int
     end: int
     answers: float  # P(the sentence holds the answer to the question)
     order: float = 0.0
+    covered: float = 1.0
 
 
 def evidence_order(answers: float, chunk: int, covered: float) -> float:
@@ -253,17 +255,11 @@ def read_evidence(
     read = scorer.holds(
         [(question, passage(chunks[i].title, chunks[i].text[a:b])) for i, a, b in spots]
     )
-    found = [
-        Evidence(i, a, b, float(p), evidence_order(float(p), i, _covered(weights, chunks, i, a, b)))
-        for (i, a, b), p in zip(spots, read, strict=True)
-    ]
+    found = []
+    for (i, a, b), p in zip(spots, read, strict=True):
+        covered = coverage(weights, set(tokenize(chunks[i].text[a:b])))
+        found.append(Evidence(i, a, b, float(p), evidence_order(float(p), i, covered), covered))
     return sorted(found, key=lambda e: -e.order)
-
-
-def _covered(
-    weights: Mapping[str, float], chunks: Sequence[IndexedChunk], i: int, a: int, b: int
-) -> float:
-    return coverage(weights, set(tokenize(chunks[i].text[a:b])))
 
 
 @dataclass(frozen=True)
@@ -348,8 +344,22 @@ def answering(
     chunks: Sequence[IndexedChunk], evidence: Sequence[Evidence], floor: float
 ) -> list[str]:
     """The sentences of the evidence read as holding the answer with P >= `floor`, in
-    answer order: what the extractive answer is made of."""
-    return [chunks[e.chunk].text[e.start : e.end] for e in evidence if e.answers >= floor]
+    answer order: what the extractive answer is made of. Empty when the one that would lead
+    shares none of the question's terms: a sentence about none of what is asked does not
+    hold its answer, however the judge reads it (a page footer read against "What is the
+    currency of Japan?"); the sentences after the lead support it and need not share any.
+
+    >>> chunk = IndexedChunk.model_construct(text="Ducks swim. Yen is Japan's currency.")
+    >>> lead = Evidence(0, 0, 11, answers=0.6, covered=0.0)
+    >>> answering([chunk], [lead, Evidence(0, 12, 36, answers=0.5, covered=1.0)], 0.01)
+    []
+    >>> answering([chunk], [Evidence(0, 12, 36, answers=0.5, covered=1.0), lead], 0.01)
+    ["Yen is Japan's currency.", 'Ducks swim.']
+    """
+    held = [e for e in evidence if e.answers >= floor]
+    if not held or held[0].covered <= 0.0:
+        return []
+    return [chunks[e.chunk].text[e.start : e.end] for e in held]
 
 
 def unmentioned_in(
