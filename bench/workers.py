@@ -156,8 +156,9 @@ def partitions(folder: Path, work: Path, counts: Sequence[int]) -> dict[int, flo
     n cores), the server code path (qdrant-client + the sparse BM25 leg). qdrant-client's local
     mode is the only Qdrant installable here and holds one process, so each process writes
     its own local store (a server would take all of them; the store is ~2 % of ingest time,
-    README). Rate: chunks embedded by all ÷ the slowest process's flow seconds (its model
-    load included, interpreter start-up not); returns {n: chunks/s}."""
+    docs/benchmarks.md "Workers and partitions"). Rate: chunks embedded by all ÷ the slowest
+    process's flow seconds (its model load included, interpreter start-up not); returns
+    {n: chunks/s}."""
     rates: dict[int, float] = {}
     for n in counts:
         started = time.perf_counter()

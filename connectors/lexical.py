@@ -92,7 +92,7 @@ def section_contexts(
 
     Why: a chunk of one or two sentences is a poor BM25 document — the query's words are
     spread over the whole passage, and BM25 on the section around it ranks better on SciFact
-    train (figures: README "Retrieval quality"). So BM25 scores each chunk on its section,
+    train (figures: docs/notes/retrieval-scifact.md). So BM25 scores each chunk on its section,
     with the chunk's own words counted twice so the chunk that holds the words still ranks
     first within its section; the dense leg stays chunk-precise, and nothing here is
     embedded, so an edit re-embeds as before and only re-indexes its neighbours' BM25 text.

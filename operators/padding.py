@@ -3,7 +3,7 @@
 A batch padded to its longest member makes every short text pay for the longest one. Over
 real candidates the lengths vary widely (SciFact question + chunk pairs: mean 104 tokens,
 one in ten at the 160-token cap), so sorting by length and padding each batch only to its
-own width saves most of the work (figures: README, "A reranker tuned for your corpus").
+own width saves most of the work (figures: docs/notes/tuning-scifact.md).
 """
 
 from __future__ import annotations

@@ -114,8 +114,8 @@ class OnnxReranker:
         # chosen by `ragstream tune` on its held-out queries (0: the score alone)
         self.prior_weight = float(self._model.meta.get("prior_weight", 0.0))
         self.depth = int(self._model.meta.get("rerank_depth") or DEFAULT_RERANK_DEPTH)
-        # length-sorted batches of 8: the fastest size on a 2-core CPU (figures: README,
-        # "A reranker tuned for your corpus")
+        # length-sorted batches of 8: the fastest size on a 2-core CPU (figures:
+        # docs/notes/tuning-scifact.md)
         self.batch_size = batch_size
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
