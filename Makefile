@@ -57,7 +57,7 @@ $(BROWSER):
 	touch $@
 
 test: install lint $(BROWSER) $(OCR)  ## the whole suite: lint, the browser check, every test (CI runs this)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=30
 
 # The inner loop: everything but the tests marked slow (model loads, CLI/bytewax
 # subprocesses, whole-folder syncs), doctests included; no lint. `make test` is the suite.
