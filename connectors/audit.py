@@ -292,6 +292,8 @@ def _record(view: DocView, state: FileState, reason: str) -> FileRecord:
         fingerprint=next(iter(held)) if len(held) == 1 else None,
         indexed_at=max(stamped) if stamped else None,
         reason=reason,
+        pages=max((p.pages for p in points if p.pages is not None), default=None),
+        ocr_pages=max((p.ocr_pages for p in points), default=0),
     )
 
 

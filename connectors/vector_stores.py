@@ -33,8 +33,19 @@ KEYWORD_FIELDS = ("doc_id", "status", "content_hash", "tenant", "file_type", "do
 FLOAT_FIELDS = ("deleted_at",)
 # What `set_positions` refreshes on a kept vector: where the chunk now sits, and the doc-level
 # fields that can change without its text changing (title, the file version it belongs to)
-POSITION_FIELDS = ("ordinal", "section_path", "page", "char_start", "char_end")
-DOC_FIELDS = ("title", "file_size", "file_mtime_ns", "file_digest", "indexed_at", "vector_origin")
+# (and an OCR'd chunk's reading: where its text came from, its box, the engine's confidence)
+POSITION_FIELDS: tuple[str, ...] = ("ordinal", "section_path", "page", "char_start", "char_end")
+POSITION_FIELDS += ("origin", "bbox", "ocr_confidence")
+DOC_FIELDS: tuple[str, ...] = (
+    "title",
+    "file_size",
+    "file_mtime_ns",
+    "file_digest",
+    "indexed_at",
+    "vector_origin",
+    "pages",
+    "ocr_pages",
+)
 DF_CAP = 1000  # `term_doc_freqs` counts a term's points up to this many
 SPARSE = "bm25"  # the named sparse vector of the BM25 leg
 BATCH = 256  # points per write call: one engine round trip per batch, bounded memory

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragstream.core.models import FileFingerprint, IndexedChunk
+from ragstream.core.models import FileFingerprint, IndexedChunk, PageBox, TextOrigin
 
 Fusion = Literal["rrf", "dbsf"]
 # RRF's k, chosen on SciFact train (k=5..100 swept: smaller is slightly better; k=10 is all
@@ -81,6 +81,12 @@ class ChunkView(BaseModel):
     # set on an answer's sources and citations: True when the file on disk changed (or was
     # deleted) since that version, None when it could not be checked from this process
     possibly_stale: bool | None = None
+    # where the text came from: the file's own text, or OCR of a page image ("ocr": then
+    # `bbox` is the box of its lines on `page`, as fractions of the page from its top-left
+    # corner, and `ocr_confidence` the engine's mean confidence, 0..1)
+    source: TextOrigin = "text"
+    bbox: PageBox | None = None
+    ocr_confidence: float | None = None
 
     @staticmethod
     def fields_of(chunk: IndexedChunk) -> dict[str, Any]:
@@ -97,6 +103,9 @@ class ChunkView(BaseModel):
             "text": chunk.text,
             "file_version": chunk.fingerprint,
             "indexed_at": chunk.indexed_at or None,
+            "source": chunk.origin,
+            "bbox": chunk.bbox,
+            "ocr_confidence": chunk.ocr_confidence,
         }
 
 
@@ -123,6 +132,10 @@ class Citation(BaseModel):
         indexed_at: When that version was indexed (Unix seconds).
         possibly_stale: True when the file changed or vanished since that version (one
             `stat` per citation at answer time); None when this process cannot see the folder.
+        source: "ocr" when the cited text was read by OCR from a page image, else "text".
+        bbox: OCR text: the box of the cited lines on `page`, as (left, top, right, bottom)
+            fractions of the page's width and height from its top-left corner.
+        ocr_confidence: OCR text: the engine's mean confidence over it, 0..1.
     """
 
     cid: str
@@ -136,6 +149,9 @@ class Citation(BaseModel):
     file_version: FileFingerprint | None = None  # the version quoted (size, mtime, digest)
     indexed_at: float | None = None
     possibly_stale: bool | None = None  # the file changed or vanished since that version
+    source: TextOrigin = "text"
+    bbox: PageBox | None = None
+    ocr_confidence: float | None = None
 
 
 class Claim(BaseModel):
@@ -150,6 +166,9 @@ class Claim(BaseModel):
     # P(the support span entails the claim) from the trained judge; None when it did not run
     entailment: float | None = None
     contradicted: bool = False  # the claim says the opposite of its span (polarity rule or judge)
+    # its best support is OCR text read with a mean confidence below
+    # `query.ocr_min_confidence`: that support's score was scaled down (query/verify.py)
+    weak_evidence: bool = False
 
 
 class Verification(BaseModel):

@@ -90,6 +90,9 @@ class Chunk(Frozen):
     page: int | None = None
     char_start: int
     char_end: int
+    origin: TextOrigin = "text"  # "ocr" when any of its text was read by OCR
+    bbox: PageBox | None = None  # OCR text: the box of its lines on `page`
+    confidence: float | None = None  # OCR text: mean engine confidence, 0..1
 
 
 class EmbedderVersion(Frozen):
@@ -144,6 +147,11 @@ class IndexedChunk(Frozen):
     # from a point with the same content hash ("reused"), or left as it was ("kept": the
     # chunk was unchanged or only moved); empty before it was recorded
     vector_origin: VectorOrigin = ""
+    origin: TextOrigin = "text"  # "ocr": (some of) its text was read by OCR from a page image
+    bbox: PageBox | None = None  # OCR text: the box of its lines on `page`
+    ocr_confidence: float | None = None  # OCR text: the engine's mean confidence, 0..1
+    pages: int | None = None  # the file's page count (paged formats and images)
+    ocr_pages: int = 0  # how many of the file's pages were read by OCR
 
     @property
     def fingerprint(self) -> FileFingerprint:
@@ -465,6 +473,8 @@ class FileRecord(Frozen):
     fingerprint: FileFingerprint | None = None  # of the version the index holds
     indexed_at: float | None = None
     reason: str = ""  # why it is not (fully) indexed: dead letter, exclusion, redaction, drift
+    pages: int | None = None  # paged formats and images: the indexed version's page count
+    ocr_pages: int = 0  # how many of those pages were read by OCR
 
 
 class ChunkRecord(Frozen):
@@ -481,6 +491,8 @@ class ChunkRecord(Frozen):
     vector_origin: VectorOrigin = ""
     in_bm25: bool  # the lexical leg holds it live too (false: `verify` reports leg_mismatch)
     indexed_at: float = 0.0
+    origin: TextOrigin = "text"  # "ocr": read by OCR from a page image
+    ocr_confidence: float | None = None  # OCR text: the engine's mean confidence, 0..1
 
 
 class FileDetail(Frozen):

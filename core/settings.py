@@ -141,9 +141,8 @@ class ParseSettings(BaseModel):
         ocr_max_page_pixels: A page (an image, a TIFF frame, a rendered PDF page) with more
             pixels is a dead letter, checked before a pixel is decoded (decompression bombs).
         ocr_max_pages: A file with more pages to OCR is a dead letter, before any is read.
-        ocr_min_confidence: OCR text whose mean confidence is below this is weak evidence:
-            it is indexed and cited, but a claim it alone supports is not counted as
-            supported (query/verify.py).
+
+    How low-confidence OCR text counts as evidence is `query.ocr_min_confidence`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -153,7 +152,6 @@ class ParseSettings(BaseModel):
     ocr_dpi: int = Field(default=200, ge=72, le=600)
     ocr_max_page_pixels: int = Field(default=40_000_000, ge=1)
     ocr_max_pages: int = Field(default=200, ge=1)
-    ocr_min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
 
 
 class AnswerableSettings(BaseModel):
@@ -217,6 +215,11 @@ class QuerySettings(BaseModel):
     # P(contradicts) >= `contradiction_floor` and > P(supports)
     judge: str = "bundled"
     contradiction_floor: float = Field(default=0.5, ge=0.0, le=1.0)
+    # OCR text read with a mean confidence below this is weaker evidence: still indexed,
+    # retrieved and cited, but a claim's support score from it is scaled by
+    # confidence / ocr_min_confidence (a verbatim copy of text read at 0.3 scores at most
+    # 0.5), and the claim is marked `weak_evidence` (docs/ocr.md). 0 = off
+    ocr_min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
     budget_tokens: int = Field(default=1500, ge=64)
     order: Literal["score", "document"] = "score"
     expand_parent: bool = False

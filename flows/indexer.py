@@ -285,6 +285,11 @@ class Indexer:
             file_digest=doc.fingerprint.digest,
             indexed_at=at,
             tenant=self.tenants.get(doc.source, ""),
+            origin=chunk.origin,
+            bbox=chunk.bbox,
+            ocr_confidence=chunk.confidence,
+            pages=doc.pages,
+            ocr_pages=len(doc.ocr_pages),
         )
 
     def _write(

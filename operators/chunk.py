@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import xxhash
 
@@ -242,6 +243,28 @@ def chunk_document(doc: ParsedDocument, cfg: ChunkerConfig, count: TokenCounter)
                 page=pieces[0].block.page,
                 char_start=pieces[0].start,
                 char_end=last.start + len(last.text),
+                **_ocr_provenance(pieces),
             )
         )
     return chunks
+
+
+def _ocr_provenance(pieces: Sequence[_Piece]) -> dict[str, Any]:
+    """origin "ocr" when any piece was read by OCR, with the character-weighted mean of the
+    engine's confidence and the union of the OCR boxes on the chunk's first page."""
+    read = [p for p in pieces if p.block.origin == "ocr"]
+    if not read:
+        return {}
+    chars = sum(max(len(p.text), 1) for p in read)
+    confidence = sum((p.block.confidence or 0.0) * max(len(p.text), 1) for p in read) / chars
+    page = pieces[0].block.page
+    boxes = [p.block.bbox for p in read if p.block.bbox is not None and p.block.page == page]
+    bbox = None
+    if boxes:
+        bbox = (
+            min(b[0] for b in boxes),
+            min(b[1] for b in boxes),
+            max(b[2] for b in boxes),
+            max(b[3] for b in boxes),
+        )
+    return {"origin": "ocr", "confidence": round(confidence, 4), "bbox": bbox}

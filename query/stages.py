@@ -206,6 +206,7 @@ def checked(parts: EngineParts, run: AnswerRun, context: Context, text: str) -> 
             cross_encoder=getattr(parts.reranker, "model", None),
             judge=parts.support_judge,
             contradiction_floor=q.contradiction_floor,
+            ocr_min_confidence=q.ocr_min_confidence,
         )
     refused = refusal.declined_answer(text)
     if refused is not None:

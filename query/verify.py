@@ -308,6 +308,7 @@ def verify(
     judge: SupportScorer | None = None,
     contradiction_floor: float = 0.5,
     polarity_rule: bool = True,
+    ocr_min_confidence: float = 0.0,
 ) -> Verification:
     """Check every claim of `answer` against the chunks it cites.
 
@@ -320,23 +321,23 @@ def verify(
     document: paraphrases score above it, unsupported same-domain claims and unrelated text
     below. Figures: docs/measurements.md, "Claim support floor (query/verify.py)".
 
-    Overlap cannot see a claim that negates its source ("X does not reduce Y" cited to "X
-    reduces Y" shares every word), so with the trained `judge` a claim whose support span
-    the judge reads as contradicting it (P(contradicts) >= `contradiction_floor` and above
-    P(supports)) is `contradicted` and not supported. The judge vetoes; it does not have to
-    confirm: on held-out SciFact claims it reads faithful paraphrases as supporting far less
-    reliably than it reads negations as contradicting (bench/negation.py), and requiring
-    its confirmation would refuse most correct LLM answers. `Claim.entailment` carries
-    P(supports) for the caller either way. Before the judge, and without it, the polarity
-    rule (`query.polarity`, off with `polarity_rule=False` for ablations) marks a claim
-    that copies its span with the meaning flipped as `contradicted`: the judge misses some
-    of those.
+    Overlap cannot see a claim that negates its source ("X does not reduce Y" cited to "X reduces Y"
+    shares every word), so with the trained `judge` a claim whose support span the judge reads as
+    contradicting it (P(contradicts) >= `contradiction_floor` and above P(supports)) is
+    `contradicted` and not supported. The judge vetoes; it does not have to confirm: on held-out
+    SciFact claims it reads faithful paraphrases as supporting far less reliably than it reads
+    negations as contradicting (bench/negation.py), and requiring its confirmation would refuse most
+    correct LLM answers. `Claim.entailment` carries P(supports) for the caller either way. Before
+    the judge, and without it, the polarity rule (`query.polarity`, off with `polarity_rule=False`
+    for ablations) marks a claim that copies its span with the meaning flipped as `contradicted`
+    (the judge misses some). OCR text read below `ocr_min_confidence` counts less (`ocr_weight`).
     """
     with span("query.verify", sources=len(sources)) as sp:
         by_cid = {s.cid: s for s in sources}
         text, invented = strip_invented(answer, set(by_cid))
         raw = split_claims(text)
-        claims = _scored_claims(raw, by_cid, embedder, cross_encoder, min_support)
+        floors = min_support, ocr_min_confidence
+        claims = _scored_claims(raw, by_cid, embedder, cross_encoder, *floors)
         if polarity_rule:
             claims = _polarity_checked(claims, by_cid)
         if judge is not None:
@@ -365,6 +366,7 @@ def _scored_claims(
     embedder: Embedder,
     cross_encoder: object | None,
     min_support: float,
+    ocr_min_confidence: float = 0.0,
 ) -> list[Claim]:
     """Each claim with its best support among the chunks it cites: the score (see `verify`),
     the chunk, and the chunk's best-matching sentence as the support span."""
@@ -397,6 +399,7 @@ def _scored_claims(
                     np.ravel(predict([(by_cid[cid].text[span_[0] : span_[1]], claim_text)]))[0]
                 )
                 score = (score + _sigmoid(logit)) / 2
+            score *= ocr_weight(by_cid[cid], ocr_min_confidence)
             if best[1] is None or score > best[0]:
                 best = (min(1.0, score), cid, span_)
         claims.append(
@@ -407,6 +410,17 @@ def _scored_claims(
                 score=round(best[0], 4),
                 support_cid=best[1],
                 support_span=best[2],
+                weak_evidence=best[1] is not None
+                and ocr_weight(by_cid[best[1]], ocr_min_confidence) < 1.0,
             )
         )
     return claims
+
+
+def ocr_weight(source: SourceChunk, floor: float) -> float:
+    """1 for text read from a file's text or read by OCR with at least `floor` confidence;
+    below it, confidence / floor: how much a support score from it counts."""
+    confidence = source.ocr_confidence
+    if source.source != "ocr" or confidence is None or floor <= 0 or confidence >= floor:
+        return 1.0
+    return max(0.0, confidence) / floor

@@ -151,8 +151,10 @@ function showSource(source, claim) {
   if (!source) return;
   const version = source.file_version || {};
   const when = source.indexed_at ? new Date(source.indexed_at * 1000).toLocaleString() : "-";
+  const where = el("div", { class: "meta", text: `${source.cid} · ${source.path}` });
+  if (source.source === "ocr") where.prepend(ocrBadge(source.ocr_confidence, source.bbox), " ");
   panel.append(
-    el("div", { class: "meta", text: `${source.cid} · ${source.path}` }),
+    where,
     el("div", {
       class: "meta",
       text: `${(source.section_path || []).join(" › ") || "(no section)"}`
@@ -174,6 +176,20 @@ function showSource(source, claim) {
     pre.textContent = text;
   }
   panel.append(pre);
+}
+
+// Text read by OCR from a page image: a badge with the engine's confidence and, when known,
+// where on the page the cited lines are (percent of the page from its top-left corner).
+function ocrBadge(confidence, bbox) {
+  const conf = confidence === null || confidence === undefined ? "?" : confidence.toFixed(2);
+  const pct = (v) => Math.round(v * 100) + "%";
+  const region = bbox ? `; region ${pct(bbox[0])}–${pct(bbox[2])} across, `
+    + `${pct(bbox[1])}–${pct(bbox[3])} down the page` : "";
+  return el("span", {
+    class: "badge ocr",
+    text: "OCR",
+    title: `read by OCR from a page image (confidence ${conf}${region})`,
+  });
 }
 
 function renderWhy(answer) {
@@ -261,6 +277,8 @@ async function loadFile(docId) {
   const fp = r.fingerprint;
   $("#file-meta").textContent = [
     r.state, r.path, r.embedder || "no embedder",
+    r.pages ? `${r.pages} page${r.pages === 1 ? "" : "s"}`
+      + (r.ocr_pages ? ` (${r.ocr_pages} read by OCR)` : "") : "",
     fp ? `version ${fp.size} B, xxh3 ${fp.digest || "-"}` : "no version",
     r.indexed_at ? "indexed " + new Date(r.indexed_at * 1000).toLocaleString() : "",
     r.reason,
@@ -276,7 +294,8 @@ async function loadFile(docId) {
       el("td", { class: "origin " + (c.vector_origin || "unknown"), text: c.vector_origin || "-" }),
       el("td", { text: c.in_bm25 ? "yes" : "missing" }),
       el("td", { text: c.section_path.join(" › ") }),
-      el("td", { text: c.page === null ? "-" : String(c.page) }),
+      el("td", {}, c.page === null ? "-" : String(c.page),
+        ...(c.origin === "ocr" ? [" ", ocrBadge(c.ocr_confidence, null)] : [])),
       el("td", { text: `${c.char_start}–${c.char_end}` }),
       el("td", { class: "chunk-text", text: c.text })));
   }

@@ -117,6 +117,8 @@ def file_detail(
             vector_origin=c.vector_origin,
             in_bm25=c.point_id in in_bm25,
             indexed_at=c.indexed_at,
+            origin=c.origin,
+            ocr_confidence=c.ocr_confidence,
         )
         for c in sorted(vectors.live_chunks(doc_id), key=lambda c: (c.ordinal, c.point_id))
     ]
