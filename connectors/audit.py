@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -186,9 +186,11 @@ def inventory(
     lexical: LexicalIndex,
     sample: int | None = None,
     seed: int | None = None,
+    pause: Callable[[], None] = lambda: None,
 ) -> Inventory:
     """Every document's view (full: one scan of each store), or `sample` random documents
-    looked up one at a time (cheap: for the schedule in `watch`)."""
+    looked up one at a time (cheap: for the schedule in `watch`). `pause` is called between
+    pages (or documents): a server hands one that waits while queries run."""
     views: dict[str, DocView] = {}
     files = 0
     for did, disk in _disk_files(settings):
@@ -202,6 +204,7 @@ def inventory(
             for chunk in page:
                 views.setdefault(chunk.doc_id, DocView(chunk.doc_id)).points.append(chunk)
                 chunks += 1
+            pause()
         for did, ids in lexical.live_doc_ids().items():
             views.setdefault(did, DocView(did)).lexical = ids
     else:
@@ -213,6 +216,7 @@ def inventory(
             view.points = vectors.live_chunks(did)
             view.lexical = lexical.live_ids(did)
             chunks += len(view.points)
+            pause()
         for did in dead:
             views.setdefault(did, DocView(did))
     for did, view in views.items():

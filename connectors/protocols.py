@@ -72,6 +72,9 @@ class VectorStore(Protocol):
     def live_pages(self, size: int = ...) -> Iterator[list[IndexedChunk]]:
         """Every live point, a page at a time (a blue/green backfill reads the old side so)."""
 
+    def live_doc_points(self) -> dict[str, set[str]]:
+        """doc_id -> the ids of its live points (the audit's cheap view of what is held)."""
+
     def vectors_for_hashes(self, hashes: Iterable[str]) -> dict[str, list[float]]:
         """Content hash -> vector from any point (live or tombstoned) of this collection."""
 

@@ -93,11 +93,7 @@ class SparseLexicalIndex:
         return 0  # the vector store's GC removes the points, sparse vectors and all
 
     def live_doc_ids(self) -> dict[str, set[str]]:
-        out: dict[str, set[str]] = {}
-        for page in self._vectors().live_pages():
-            for chunk in page:
-                out.setdefault(chunk.doc_id, set()).add(chunk.point_id)
-        return out
+        return self._vectors().live_doc_points()  # the points are this leg's documents
 
     def live_ids(self, doc_id: str) -> set[str]:
         return {c.point_id for c in self._vectors().live_chunks(doc_id)}

@@ -88,8 +88,11 @@ def chunk_payload(chunk: IndexedChunk, keep_lexical: bool = False) -> dict[str, 
     return payload
 
 
+_CHUNK_FIELDS = frozenset(IndexedChunk.model_fields)  # read once: pydantic builds it per access
+
+
 def payload_chunk(point_id: str, payload: dict[str, Any]) -> IndexedChunk:
-    fields = {k: v for k, v in payload.items() if k in IndexedChunk.model_fields}
+    fields = {k: v for k, v in payload.items() if k in _CHUNK_FIELDS}
     return IndexedChunk.model_validate({**fields, "point_id": point_id})
 
 
@@ -327,6 +330,13 @@ class BaseQdrantStore(ABC):
                 page = []
         if page:
             yield page
+
+    def live_doc_points(self) -> dict[str, set[str]]:
+        """doc_id -> the ids of its live points (one field of the payload read, no vectors)."""
+        out: dict[str, set[str]] = {}
+        for r in self._scroll_all([LIVE], ["doc_id"], False):
+            out.setdefault(str(r.payload["doc_id"]), set()).add(r.id)
+        return out
 
     def vectors_for_hashes(self, hashes: Iterable[str]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}

@@ -1,11 +1,12 @@
 """What every route depends on: the serving state (the engine once the index is open, the
 reindex commands, the live feed, the lock its reads share with the index's writers, the
-bounded thread pool of its CPU work), the caller's tenants decided from the API key (never
-from the body), and the admin guard."""
+bounded thread pool of its CPU work and the background lane of long audits), the caller's
+tenants decided from the API key (never from the body), and the admin guard."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from ragstream.service.feed import OutcomeFeed
 from ragstream.service.reindex import Maintainer
 
 Tenants = tuple[str, ...] | None
+# the longest a background page waits for requests' work (`Serving.yield_to_requests`)
+YIELD_S = 0.25
 T = TypeVar("T")
 
 
@@ -43,6 +46,8 @@ class Serving:
     feed: OutcomeFeed | None = None  # sync outcomes, when this process syncs (`watch --serve`)
     draining: bool = False
     _cpu: anyio.CapacityLimiter | None = field(default=None, repr=False)
+    _background: anyio.CapacityLimiter | None = field(default=None, repr=False)
+    _busy: int = 0  # calls on the CPU pool now (requests' work, not the background lane's)
 
     def ready_engine(self) -> QueryEngine:
         if self.engine is None or self.draining:
@@ -64,7 +69,31 @@ class Serving:
             with self.lock.read():
                 return fn(*args)
 
-        return await anyio.to_thread.run_sync(locked, limiter=self._cpu)
+        self._busy += 1  # on the event loop: no lock needed
+        try:
+            return await anyio.to_thread.run_sync(locked, limiter=self._cpu)
+        finally:
+            self._busy -= 1
+
+    async def background(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args, pause=self.yield_to_requests)` in the background lane: one at a time,
+        beside the CPU pool (a long audit never takes a request's thread), reading the stores
+        under the read lock; `fn` calls `pause` between the pages it reads."""
+        if self._background is None:
+            self._background = anyio.CapacityLimiter(1)
+
+        def locked() -> T:
+            with self.lock.read():
+                return fn(*args, pause=self.yield_to_requests)
+
+        return await anyio.to_thread.run_sync(locked, limiter=self._background)
+
+    def yield_to_requests(self, most_s: float = YIELD_S) -> None:
+        """Wait while requests' work runs on the CPU pool, at most `most_s`: background work
+        takes the CPU only between them, and still moves on under a steady load."""
+        deadline = time.monotonic() + most_s
+        while self._busy > 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def ready_maintainer(self) -> Maintainer:
         if self.maintainer is None:

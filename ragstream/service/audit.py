@@ -50,10 +50,12 @@ def verify_stores(
     lexical: LexicalIndex,
     sample: int | None = None,
     seed: int | None = None,
+    pause: Callable[[], None] = lambda: None,
 ) -> VerifyReport:
-    """Audit open stores; the report is kept for `status` and exported as metrics."""
+    """Audit open stores; the report is kept for `status` and exported as metrics. `pause`
+    runs between the pages it reads (`inventory`)."""
     with span("verify", sample=sample or 0) as sp:
-        inv = inventory(settings, vectors, lexical, sample, seed)
+        inv = inventory(settings, vectors, lexical, sample, seed, pause)
         report, _ = audit(inv, vectors.embedder.slug)
         for kind, count in report.counts().items():
             sp.set_attribute(f"drift.{kind}", count)

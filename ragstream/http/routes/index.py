@@ -75,11 +75,12 @@ async def file(doc_id: str, caller: TenantsDep, serving: ServingDep) -> FileDeta
 async def verify(
     serving: ServingDep, sample: Annotated[int | None, Query(ge=1)] = None
 ) -> VerifyReport:
-    """Audit disk ↔ vectors ↔ BM25 (admin): each drift class with counts and examples.
-    Repair is `ragstream verify --repair` (or a restarted `watch`: its catch-up scan)."""
+    """Audit disk ↔ vectors ↔ BM25 (admin): each drift class with counts and examples. It
+    runs in the background lane, yielding to queries between pages. Repair is
+    `ragstream verify --repair` (or a restarted `watch`: its catch-up scan)."""
     r = serving.ready_engine().retriever
     s = audited(serving.settings)
-    return await serving.offload(verify_stores, s, r.vectors, r.lexical, sample)
+    return await serving.background(verify_stores, s, r.vectors, r.lexical, sample)
 
 
 @router.get("/v1/log", dependencies=ADMIN)

@@ -228,6 +228,15 @@ def test_batches_and_pages(store: VectorStore, monkeypatch: pytest.MonkeyPatch) 
     assert len(store.vectors_for_hashes(c.content_hash for c in chunks)) == len(chunks)
     assert len(store.live_chunks("src:c/z.txt")) == 1  # chunks[7]
     assert sum(len(v) for v in store.live_doc_fingerprints().values()) == 2
+    paged: dict[str, set[str]] = {}  # the audit's cheap view agrees with the full pages
+    for page in store.live_pages():
+        for c in page:
+            paged.setdefault(c.doc_id, set()).add(c.point_id)
+    assert store.live_doc_points() == paged
+    expected: dict[str, set[str]] = {}
+    for c in chunks[7:]:  # the live ones
+        expected.setdefault(c.doc_id, set()).add(c.point_id)
+    assert paged == expected
 
 
 def test_bad_input_is_rejected(store: VectorStore) -> None:
