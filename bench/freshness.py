@@ -7,14 +7,16 @@ do) and starts a real `ragstream watch --serve` subprocess on the copy. Then, on
 
 - edit:   append a paragraph carrying unique marker words to a random existing file;
 - new:    create a file (an abstract not in the index + a marker paragraph);
-- delete: remove a random existing file (never one edited before).
+- delete: remove a random existing file (never one edited before);
+- scan:   drop a one-page scan into the folder (a PNG of an A4 page at 150 dpi with a typed
+          marker paragraph, renamed in whole), which the watcher reads by OCR.
 
 After each save it polls the HTTP endpoint the watcher recorded (through `ragstream.Client`)
 until the change is visible, and reports p50/p95/max of save → visible.
 
 What "visible" means (the cleanest signal the query API gives): a `generate=False` query
 filtered to the one doc_id (filters inside both stores, so nothing else competes):
-- edit/new: the query is the marker words, and one returned chunk is ranked by BOTH legs,
+- edit/new/scan: the query is the marker words, and one returned chunk is ranked by BOTH legs,
   i.e. the lexical leg matched the markers (only the new text has them) and the same point
   is live in the vector store. That is "answerable from the new text by hybrid retrieval";
   generation/verification time is not included (see bench/query.py for that).
@@ -53,6 +55,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._stdout import print_json, stdout_to_stderr
@@ -194,6 +198,31 @@ def paragraph(markers: list[str]) -> str:
     )
 
 
+def scan_page(text: str, dpi: int = 150, points: float = 11.0) -> Image.Image:
+    """An A4 page at `dpi` with `text` typed on it (DejaVu Sans, one-inch margins)."""
+    page = Image.new("L", (round(8.27 * dpi), round(11.69 * dpi)), 255)
+    font = ImageFont.truetype(
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", round(points * dpi / 72)
+    )
+    draw, lines, line = ImageDraw.Draw(page), [], ""
+    for word in text.split():
+        if font.getlength(f"{line} {word}") > page.width - 2 * dpi:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    for row, typed in enumerate([*lines, line]):
+        draw.text((dpi, dpi + row * round(points * 1.45 * dpi / 72)), typed, fill=0, font=font)
+    return page
+
+
+def drop_scan(page: Image.Image, path: Path) -> Callable[[], object]:
+    """Save the page beside the folder, then rename it in: the watcher sees it whole."""
+    staged = path.parent.parent / f".{path.name}"
+    page.save(staged, dpi=(150, 150))
+    return lambda: os.replace(staged, path)
+
+
 def summary(kind: str, trials: list[Trial], watcher: Watcher) -> str:
     seen = [t.seconds for t in trials if t.seconds is not None]
     flow = [s for t in trials if (s := t.outcome_s(watcher)) is not None]
@@ -237,7 +266,7 @@ def run_trials(
     n_edit = args.warmup + args.edits
     picked = [folder / f"{d['_id']}.md" for d in rng.sample(docs, n_edit + args.edits)]
     poll_s, gap_s = args.poll_ms / 1000, args.gap_ms / 1000
-    results: dict[str, list[Trial]] = {"edit": [], "new": [], "delete": []}
+    results: dict[str, list[Trial]] = {"edit": [], "new": [], "delete": [], "scan": []}
 
     def doc_id(path: Path) -> str:
         return f"{FOLDER}:{path.name}"
@@ -260,6 +289,14 @@ def run_trials(
         path = folder / f"new_{i}.md"
         save = write(path, f"# {d['title']}\n\n{d['text']}\n\n{paragraph(markers)}\n")
         results["new"].append(
+            measure(client, doc_id(path), " ".join(markers), both_legs, save, poll_s)
+        )
+        time.sleep(gap_s)
+    for i in range(args.edits if args.scans is None else args.scans):
+        markers = words(rng)
+        path = folder / f"scan_{i}.png"
+        save = drop_scan(scan_page(paragraph(markers)), path)
+        results["scan"].append(
             measure(client, doc_id(path), " ".join(markers), both_legs, save, poll_s)
         )
         time.sleep(gap_s)
@@ -296,6 +333,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--docs", type=int, default=2200, help="abstracts indexed (2200: ~10k chunks)")
     ap.add_argument("--edits", type=int, default=100, help="trials per kind (edit, new, delete)")
+    ap.add_argument("--scans", type=int, default=None, help="scan trials (default: --edits)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed edits first (lazy imports)")
     ap.add_argument("--debounce-ms", type=int, default=None, help="default: the setting")
     ap.add_argument("--poll-ms", type=float, default=20.0)
@@ -336,7 +374,7 @@ def main() -> None:
     )
     for kind, trials in results.items():
         print(summary(kind, trials, watcher))
-    print("targets: p50 < 0.5 s, p95 < 1 s")
+    print("targets: p50 < 0.5 s, p95 < 1 s; scan p95 < 3 s")
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def test_freshness_json(scifact_dir: Path, tmp_path: Path) -> None:
     assert "built index:" in stderr
     assert (doc["docs"], doc["vectors"], doc["lexical"]) == (3, "edge", "sparse")
     assert doc["chunks"] > 0 and doc["query_p50_ms"] > 0
-    for kind in ("edit", "new", "delete"):
+    for kind in ("edit", "new", "delete", "scan"):
         assert doc[f"{kind}_n"] == 1
         assert doc[f"{kind}_timeouts"] == 0, doc
         assert 0 < doc[f"{kind}_p50_s"] <= doc[f"{kind}_p95_s"] <= doc[f"{kind}_max_s"]
