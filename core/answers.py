@@ -14,7 +14,7 @@ from ragstream.core.models import FileFingerprint, IndexedChunk, PageBox, TextOr
 
 Fusion = Literal["rrf", "dbsf"]
 # RRF's k, chosen on SciFact train (k=5..100 swept: smaller is slightly better; k=10 is all
-# but as good as the best and less extreme). Figures: README "Retrieval quality".
+# but as good as the best and less extreme). Figures: docs/notes/retrieval-scifact.md.
 DEFAULT_RRF_K = 10
 
 

@@ -70,7 +70,7 @@ NON_SETTING_ENV = frozenset(
 SECRET_SETTINGS = frozenset({"generator.api_key", "server.api_keys", "server.admin_api_keys"})
 
 
-NAMED_FLOOR = 0.5  # query.answerable.named_floor's default (README)
+NAMED_FLOOR = 0.5  # query.answerable.named_floor's default (docs/notes/answerability-scifact.md)
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pptx", ".pdf")
 # read by OCR (`parse.ocr`); left out of the default `include` when it is "off"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif")
@@ -162,7 +162,8 @@ class AnswerableSettings(BaseModel):
     # the coverage rule: an answer needs the best chunk to cover at least `floor` of the
     # question's IDF-weighted terms, or a best dense cosine of at least `dense`. 0 = off (the
     # default: the score is reported, nothing is refused). 0.5 / 0.5 is the pair chosen on
-    # SciFact train (bench/answerability.py); see the README for why it is not on by default
+    # SciFact train (bench/answerability.py); docs/notes/answerability-scifact.md says why it is
+    # not on by default
     floor: float = Field(default=0.0, ge=0.0, le=1.0)
     dense: float = Field(default=0.5, ge=0.0, le=1.01)
     # the trained answer judge (operators/answer_judge.py): "bundled", a model directory, or
@@ -282,8 +283,8 @@ class SyncSettings(BaseModel):
     ingest_batch_docs: int = 256
     gc_retention_s: float = 7 * 24 * 3600.0
     # scale-out ingest (server mode): N sync replicas against one Qdrant server, each owning
-    # the documents whose `partition_of(doc_id, N)` is its index (README "Ingest that scales
-    # out"); 1 = one replica owns everything
+    # the documents whose `partition_of(doc_id, N)` is its index (docs/guide/
+    # deploy-and-scale-out.md); 1 = one replica owns everything
     partition_index: int = Field(default=0, ge=0)
     partition_count: int = Field(default=1, ge=1)
     # the mass-delete guard: a catch-up scan that would delete more than this share of a
@@ -480,7 +481,7 @@ class Settings(BaseSettings):
         """The BM25 leg in effect. With "auto", the one this data dir was built with: its
         marker, else a separate index it already has, else (an index older than the marker,
         which could only have been built with tantivy) tantivy if it has vectors; a new data
-        dir gets "sparse" (README "BM25 as sparse vectors")."""
+        dir gets "sparse" (docs/architecture.md "The lexical leg inside the vector store")."""
         if self.store.lexical_backend != "auto":
             return self.store.lexical_backend
         try:

@@ -37,7 +37,7 @@ class EmbedTrainConfig:
 
     batch_size: int = 32  # triples per step: 32 queries see 64 passages (MNRL needs width)
     epochs: int = 1
-    learning_rate: float = 8e-5  # the best held-out MRR@10 of 2e-5, 5e-5 and 8e-5 (README)
+    learning_rate: float = 8e-5  # best held-out MRR@10 of 2e-5, 5e-5, 8e-5 (docs/guide/tune.md)
     warmup_share: float = 0.1
     weight_decay: float = 0.01
     scale: float = 20.0  # cosine temperature (sentence-transformers' MNRL default)

@@ -55,7 +55,7 @@ RERANKER_CONFIG = TrainConfig(
 )
 # `tune --reranker-size`: base is the default; small keeps 2 of MiniLM's 6 layers and reads
 # 128 tokens, for CPUs where base re-scoring 50 candidates is over budget: faster, for less
-# of base's gain (figures: README, "A reranker tuned for your corpus").
+# of base's gain (figures: docs/notes/tuning-scifact.md).
 RERANKER_SIZES = {
     "base": RERANKER_CONFIG,
     "small": replace(RERANKER_CONFIG, keep_layers=(0, 3), max_length=128),
