@@ -209,3 +209,11 @@ def test_bad_pdfs(tmp_path: Path, scan: Image.Image) -> None:
     refused(tmp_path / "blank.pdf", r"^no text content \(no text layer and no page image to OCR\)$")
     save_pdf([Image.new("L", (1240, 1754), 255)], tmp_path / "white.pdf")
     refused(tmp_path / "white.pdf", r"^no text content \(OCR found no text on the page\)$")
+
+
+def test_a_thousand_page_scan_is_refused_before_any_page_is_read(tmp_path: Path) -> None:
+    page = render_page(["A short scanned page."], dpi=36)  # 298 x 421 pixels
+    path = save_pdf([page] * 1000, tmp_path / "archive.pdf")
+    before, started = ocr_runs(), time.monotonic()
+    refused(path, r"^1000 pages to OCR, more than parse\.ocr_max_pages \(200\)$")
+    assert ocr_runs() == before and time.monotonic() - started < 30
