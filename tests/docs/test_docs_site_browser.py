@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -15,11 +14,12 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import WebDriverWait
 from test_docs_site import html_of, nav_pages
+
+from tests.harness.browser import headless_chromium
 
 pytestmark = pytest.mark.slow
 LOCAL_SCHEMES = ("data:", "blob:", "about:", "chrome:", "chrome-extension:")
@@ -45,24 +45,8 @@ def site_url(built_site: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    driver_path = shutil.which("chromedriver")
-    assert driver_path, "chromium-driver is not installed (make test installs it)"
-    options = webdriver.ChromeOptions()
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,1000",
-        # the network is cut: only the server under test resolves
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
+    with headless_chromium(network_log=True) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def requested_urls(browser: webdriver.Chrome) -> list[str]:

@@ -5,13 +5,11 @@ asset fetched from a CDN would fail to load and the page would not render."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import WebDriverWait
@@ -19,6 +17,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from ragstream.api import serving
 from ragstream.core.settings import Settings
 from ragstream.http import Serving
+from tests.harness.browser import headless_chromium
 
 # where the screenshot goes: a temp dir, or the README's images with SCREENSHOT_DIR=docs/img
 SCREENSHOT_DIR = "SCREENSHOT_DIR"
@@ -26,23 +25,8 @@ SCREENSHOT_DIR = "SCREENSHOT_DIR"
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    driver_path = shutil.which("chromedriver")
-    assert driver_path, "chromium-driver is not installed (make test installs it)"
-    options = webdriver.ChromeOptions()
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,1000",
-        # the network is cut: only the server under test resolves
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.mark.slow
