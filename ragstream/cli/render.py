@@ -192,10 +192,18 @@ def _print_drift(report: VerifyReport, title: str) -> None:
 
 
 def print_files(records: list[FileRecord]) -> None:
-    table = Table("state", "file", "chunks", "embedder", "indexed at", "reason")
+    table = Table("state", "file", "chunks", "pages", "embedder", "indexed at", "reason")
     for r in records:
+        pages = "-" if r.pages is None else str(r.pages)
+        pages += f" ({r.ocr_pages} OCR)" if r.ocr_pages else ""
         table.add_row(
-            r.state, escape(r.doc_id), str(r.chunks), r.embedder, at(r.indexed_at), escape(r.reason)
+            r.state,
+            escape(r.doc_id),
+            str(r.chunks),
+            pages,
+            r.embedder,
+            at(r.indexed_at),
+            escape(r.reason),
         )
     out.print(table)
     counts = {s: sum(r.state == s for r in records) for s in FILE_STATES}
