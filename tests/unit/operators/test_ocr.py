@@ -217,3 +217,12 @@ def test_a_thousand_page_scan_is_refused_before_any_page_is_read(tmp_path: Path)
     before, started = ocr_runs(), time.monotonic()
     refused(path, r"^1000 pages to OCR, more than parse\.ocr_max_pages \(200\)$")
     assert ocr_runs() == before and time.monotonic() - started < 30
+
+
+def test_rapidocr_engine_reads_from_its_wheel(tmp_path: Path) -> None:
+    """The second engine (parse.ocr_engine=rapidocr): its models come from the wheel."""
+    line = render_page(["Valve 17 was replaced in September."], dpi=150, size_in=(5.0, 1.2))
+    save_png(line, tmp_path / "line.png")
+    doc = parse(tmp_path / "line.png", OcrOptions(engine="rapidocr"))
+    assert "September" in text_of(doc) and doc.blocks[0].origin == "ocr"
+    assert doc.blocks[0].confidence is not None and doc.blocks[0].confidence > 0.8
