@@ -14,10 +14,12 @@ where they came from (`origin="ocr"`), their box on the page and the engine's co
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from io import BytesIO
@@ -53,6 +55,8 @@ FILE_TYPES |= {".docx": "docx", ".pptx": "pptx", ".pdf": "pdf"}
 FILE_TYPES |= IMAGE_TYPES  # read by OCR
 # a PDF page with fewer non-blank characters than this in its text layer has no usable text
 MIN_PAGE_CHARS = 20
+# pages of one PDF read at once: the cores this process may use, at most 4
+OCR_THREADS = min(len(os.sched_getaffinity(0)), 4)
 _BULLET = re.compile(r"^\s*[•◦▪‣∙·●○■□➢►–*-]\s+")
 _PAGE_NUMBER = re.compile(r"([Pp]age\s*)?([\d\s\-–./]{1,9}|[ivxlc]{1,6})(\s*of\s*\d+)?")
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st"})
@@ -538,22 +542,24 @@ class _OcrRun:
         return lines_to_paragraphs(lines, sizes), total, tuple(sorted(pages))
 
     def pdf_pages(self, data: bytes, todo: list[int]) -> dict[int, OcrPage]:
-        """Render these pages at `dpi` (pypdfium2) and read them, page cache first."""
+        """Render these pages at `dpi` (pypdfium2, one at a time: pdfium is not thread-safe)
+        and read them, page cache first, on up to OCR_THREADS pages at once (the engine
+        releases the GIL), so a multi-page scan uses every core."""
         import pypdfium2 as pdfium
         from docling.utils.locks import pypdfium2_lock
 
-        engine, scale, out = self.engine, self.options.dpi / 72, {}
+        engine, scale = self.engine, self.options.dpi / 72
         with pypdfium2_lock:
             pdf = pdfium.PdfDocument(data)
-        try:
-            for no in todo:
-                self.check_time(len(todo))
-                with pypdfium2_lock:
-                    page = pdf[no - 1]
+
+        def read(no: int) -> OcrPage:
+            self.check_time(len(todo))
+            with pypdfium2_lock:
+                page = pdf[no - 1]
+                try:
                     width, height = page.get_size()
                     pixels = round(width * scale) * round(height * scale)
                     if pixels > self.options.max_page_pixels:
-                        page.close()
                         raise ParseError(
                             "parse",
                             f"page {no} is {width:.0f} × {height:.0f} pt: {pixels} pixels at "
@@ -561,13 +567,21 @@ class _OcrRun:
                             f"({self.options.max_page_pixels})",
                         )
                     image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
+                finally:
                     page.close()
-                out[no] = ocr_page(image, engine, self.cache, self.options.dpi)
-                self.read += 1
+            result = ocr_page(image, engine, self.cache, self.options.dpi)
+            self.read += 1
+            return result
+
+        threads = min(OCR_THREADS, len(todo))
+        try:
+            if threads <= 1:
+                return {no: read(no) for no in todo}
+            with ThreadPoolExecutor(threads, thread_name_prefix="ocr") as pool:
+                return dict(zip(todo, pool.map(read, todo), strict=True))
         finally:
             with pypdfium2_lock:
                 pdf.close()
-        return out
 
 
 def _pdf_plan(data: bytes, options: OcrOptions) -> tuple[int, list[int]]:
