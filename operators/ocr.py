@@ -23,6 +23,7 @@ unchanged scan is never read twice.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -142,8 +143,6 @@ class OcrOptions:
 def tessdata_dir() -> Path | None:
     """Where Tesseract's language data is: `$TESSDATA_PREFIX`, what the `tesseract` binary
     reports, or a standard system folder; None when none holds any `.traineddata`."""
-    import os
-
     env = os.environ.get("TESSDATA_PREFIX")
     candidates = [Path(env), Path(env) / "tessdata"] if env else []
     binary = shutil.which("tesseract")
