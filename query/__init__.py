@@ -3,7 +3,7 @@
 - `answerable`: answerability evidence: do the retrieved chunks hold what is asked?
 - `assemble`: reranked chunks to a token-bounded, spotlighted prompt with citation ids.
 - `decision`: the calibrated answerability decision over the judge's and index's signals.
-- `engine`: the pipeline: retrieve, rerank, gate, answerability, generate, verify.
+- `engine`: the pipeline: the stages in order, the sync and async paths, one side per answer.
 - `freshness`: which file version an answer quotes, and whether the file changed since.
 - `fuse`: rank fusion of the retrieval legs (RRF, DBSF).
 - `gate`: the sufficiency gate: refuse before generating when the evidence is too weak.
@@ -14,6 +14,7 @@
 - `rerank`: cross-encoder reranking of the fused candidates to the k best.
 - `retrieve`: hybrid retrieval: dense and BM25 legs under one filter, then fusion.
 - `shapes`: conversions between the engine's values and the query contract's types.
+- `stages`: what each stage of an answer computes, and the refusal rules it applies.
 - `transforms`: query transforms an LLM writes (keywords, HyDE, decomposition).
 - `verify`: citation verification: is every answer sentence backed by a chunk it cites?
 """
