@@ -10,6 +10,8 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -194,3 +196,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if llm:
         config.hook.pytest_deselected(items=llm)
         items[:] = [item for item in items if item.get_closest_marker("llm") is None]
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documentation site, built once per session the way `make docs` builds it:
+    `mkdocs build --strict` (a broken link or anchor, a page missing from the nav, a
+    docstring that does not render: the build fails), into a temporary folder, not `site/`."""
+    site = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    env = {k: v for k, v in env.items() if not k.startswith("RAGSTREAM_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stderr[-4000:]}"
+    return site
