@@ -30,7 +30,7 @@ import subprocess
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -104,8 +104,19 @@ class OcrPage:
     @property
     def confidence(self) -> float | None:
         """Mean line confidence weighted by characters; None for a page without text."""
-        chars = sum(len(ln.text) for ln in self.lines)
-        return sum(ln.confidence * len(ln.text) for ln in self.lines) / chars if chars else None
+        return mean_confidence((ln.text, ln.confidence) for ln in self.lines)
+
+
+def mean_confidence(lines: Iterable[tuple[str, float]]) -> float | None:
+    """The mean of (text, confidence) lines' confidences weighted by their characters; None
+    when they hold no character.
+
+    >>> mean_confidence([("Valve 17", 0.9), ("ok", 0.4)])
+    0.8
+    """
+    read = [(len(text), confidence) for text, confidence in lines]
+    chars = sum(n for n, _ in read)
+    return round(sum(n * c for n, c in read) / chars, 4) if chars else None
 
 
 class OcrEngine(Protocol):

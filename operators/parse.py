@@ -40,6 +40,7 @@ from ragstream.operators.ocr import (
     OcrOptions,
     OcrPage,
     engine_for,
+    mean_confidence,
     ocr_page,
     open_pages,
 )
@@ -432,10 +433,9 @@ def _ocr_provenance(
 ) -> dict[str, str | float | PageBox | None]:
     """origin, confidence and box of a paragraph read by OCR; nothing for text-layer lines."""
     read = [ln for ln in para if ln.confidence is not None]
-    if not read:
+    confidence = mean_confidence((ln.text, ln.confidence or 0.0) for ln in read)
+    if confidence is None:
         return {}
-    chars = sum(max(len(ln.text), 1) for ln in read)
-    confidence = sum((ln.confidence or 0.0) * max(len(ln.text), 1) for ln in read) / chars
     box: PageBox | None = None
     if size and size[0] > 0 and size[1] > 0:
         width, height = size
@@ -447,7 +447,7 @@ def _ocr_provenance(
             round(min(1.0, right / width), 4),
             round(min(1.0, 1 - bottom / height), 4),
         )
-    return {"origin": "ocr", "confidence": round(confidence, 4), "bbox": box}
+    return {"origin": "ocr", "confidence": confidence, "bbox": box}
 
 
 def ocr_lines(page: OcrPage, page_no: int, scale: float = 1.0) -> list[PdfLine]:
