@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragstream.connectors.fs import PathFilter, file_digest, fingerprint_of, walk_source
-from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.protocols import LexicalIndex, ParserKeys, VectorStore, parsed_elsewise
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import point_id, source_of
@@ -87,9 +87,15 @@ def same_version(held: set[FileFingerprint], disk: FileFingerprint, digest: str 
 
 
 def classify(
-    view: DocView, live_embedder: str, chunker: str, digest: str | None
+    view: DocView,
+    live_embedder: str,
+    chunker: str,
+    digest: str | None,
+    parser: ParserKeys | None = None,
 ) -> dict[DriftKind, str]:
-    """The drift classes of one document, each with a one-line detail (empty: no drift)."""
+    """The drift classes of one document, each with a one-line detail (empty: no drift).
+    With `parser` (the current settings' parser keys), a file read under OCR settings that
+    would read it otherwise now is stale, or a retry due if it is dead-lettered."""
     out: dict[DriftKind, str] = {}
     disk = view.disk
     present = disk is not None and disk.fingerprint is not None and disk.excluded is None
@@ -100,19 +106,16 @@ def classify(
     if present and disk is not None and disk.fingerprint is not None:
         fp = disk.fingerprint
         if view.dead is not None:
-            dead_fp = view.dead.fingerprint
+            dead, dead_fp = view.dead, view.dead.fingerprint
             if dead_fp is None or (dead_fp.size, dead_fp.mtime_ns) != (fp.size, fp.mtime_ns):
-                out["retry_due"] = f"dead letter ({view.dead.reason}) but the file changed since"
+                out["retry_due"] = f"dead letter ({dead.reason}) but the file changed since"
+            elif parsed_elsewise(dead.parser, dead.path, parser):
+                out["retry_due"] = f"dead letter ({dead.reason}) read under other OCR settings"
             # else the dead letter is the record: the last good version (if any) stays live
         elif not live_ids:
             out["missing"] = "indexable file with no live chunk"
         else:
-            held = {p.fingerprint for p in view.points}
-            cut_by = {p.chunker for p in view.points if p.chunker}
-            if not same_version(held, fp, digest):
-                out["stale"] = f"disk {fp.size} B @{fp.mtime_ns}; index holds {_versions(held)}"
-            elif chunker and cut_by - {chunker}:
-                out["stale"] = "chunks cut by another chunker configuration"
+            out |= _stale(view.points, fp, digest, chunker, parser)
     elif view.dead is not None:
         out["retry_due"] = f"dead letter ({view.dead.reason}) but the file is gone"
     if live_ids != view.lexical:
@@ -125,6 +128,25 @@ def classify(
     if dups:
         out["duplicate"] = f"{len(dups)} point(s) not derived from (doc, hash, occurrence)"
     return out
+
+
+def _stale(
+    points: Sequence[IndexedChunk],
+    fp: FileFingerprint,
+    digest: str | None,
+    chunker: str,
+    parser: ParserKeys | None,
+) -> dict[DriftKind, str]:
+    """A present file's live points that do not hold what a sync would write now: another
+    version of the file, another chunker configuration, other OCR settings."""
+    held = {p.fingerprint for p in points}
+    if not same_version(held, fp, digest):
+        return {"stale": f"disk {fp.size} B @{fp.mtime_ns}; index holds {_versions(held)}"}
+    if chunker and {p.chunker for p in points if p.chunker} - {chunker}:
+        return {"stale": "chunks cut by another chunker configuration"}
+    if any(parsed_elsewise(p.parser, p.path, parser) for p in points):
+        return {"stale": "file parsed under other OCR settings"}
+    return {}
 
 
 def needs_digest(view: DocView) -> bool:
@@ -234,13 +256,13 @@ def _digest(view: DocView) -> str | None:
 
 
 def audit(
-    inv: Inventory, live_embedder: str, chunker: str = ""
+    inv: Inventory, live_embedder: str, chunker: str = "", parser: ParserKeys | None = None
 ) -> tuple[VerifyReport, dict[str, dict[DriftKind, str]]]:
     """The report over an inventory, and each drifted doc's classes (the ledger reuses them)."""
     started = time.monotonic()
     found: dict[str, dict[DriftKind, str]] = {}
     for did, view in sorted(inv.views.items()):
-        drift = classify(view, live_embedder, chunker, _digest(view))
+        drift = classify(view, live_embedder, chunker, _digest(view), parser)
         if drift:
             found[did] = drift
     classes: dict[DriftKind, DriftClass] = {}

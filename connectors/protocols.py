@@ -7,7 +7,7 @@ tombstones older than a retention window, never a live point.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -16,6 +16,15 @@ from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
 
 # what a point cut by another chunker config reports as its file fingerprint: matches no file
 STALE_FINGERPRINT = (-1, -1)
+# a file's path -> every parser key under which it reads now as it did then
+# (`operators.parse.parser_keys` of the current settings)
+ParserKeys = Callable[[str], Collection[str]]
+
+
+def parsed_elsewise(held: str, path: str, parser: ParserKeys | None) -> bool:
+    """Whether a file recorded under parser key `held` would read otherwise now. An empty
+    key (recorded before keys were) and no `parser` (not checked) are never stale."""
+    return bool(parser is not None and held and held not in parser(path))
 
 
 class SearchFilter(BaseModel):
@@ -63,11 +72,15 @@ class VectorStore(Protocol):
     def live_chunks(self, doc_id: str) -> list[IndexedChunk]:
         """Every live point of one document (the diff's view of 'what the index holds')."""
 
-    def live_doc_fingerprints(self, chunker: str = "") -> dict[str, set[tuple[int, int]]]:
+    def live_doc_fingerprints(
+        self, chunker: str = "", parser: ParserKeys | None = None
+    ) -> dict[str, set[tuple[int, int]]]:
         """doc_id -> set of (file_size, file_mtime_ns) over its live points (catch-up scan).
 
         With `chunker`, a point cut by another chunker config counts as `STALE_FINGERPRINT`,
-        which no file matches, so a settings change re-reads the documents it affects."""
+        which no file matches, so a settings change re-reads the documents it affects; with
+        `parser`, so does a point whose file was parsed under a key no longer among its
+        `parser(path)` (an OCR setting changed)."""
 
     def live_pages(self, size: int = ...) -> Iterator[list[IndexedChunk]]:
         """Every live point, a page at a time (a blue/green backfill reads the old side so)."""

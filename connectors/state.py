@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ragstream.connectors.protocols import STALE_FINGERPRINT, ParserKeys, parsed_elsewise
 from ragstream.core.models import DeadLetter, Redaction, ReindexRecord, VerifyReport
 from ragstream.core.settings import SourceConfig
 
@@ -78,10 +79,16 @@ class DeadLetterBook(DocBook[DeadLetter]):
     def __init__(self, state_dir: Path) -> None:
         super().__init__(state_dir / "dead_letters.json", DeadLetter)
 
-    def fingerprints(self) -> dict[str, set[tuple[int, int]]]:
-        """What the catch-up scan treats as 'already seen' for dead-lettered files."""
+    def fingerprints(self, parser: ParserKeys | None = None) -> dict[str, set[tuple[int, int]]]:
+        """What the catch-up scan treats as 'already seen' for dead-lettered files; with
+        `parser`, one read under a parser key it would no longer get is `STALE_FINGERPRINT`
+        (retried: e.g. an image-only PDF dead-lettered while OCR was off)."""
         return {
-            d.doc_id: {(d.fingerprint.size, d.fingerprint.mtime_ns)}
+            d.doc_id: {
+                STALE_FINGERPRINT
+                if parsed_elsewise(d.parser, d.path, parser)
+                else (d.fingerprint.size, d.fingerprint.mtime_ns)
+            }
             for d in self.all()
             if d.fingerprint is not None
         }

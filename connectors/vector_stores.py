@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from ragstream.connectors.lexical import tokenize
-from ragstream.connectors.protocols import STALE_FINGERPRINT, Hit, SearchFilter
+from ragstream.connectors.protocols import (
+    STALE_FINGERPRINT,
+    Hit,
+    ParserKeys,
+    SearchFilter,
+    parsed_elsewise,
+)
 from ragstream.connectors.sparse import Sparse, bm25_vector, query_vector
 from ragstream.core.errors import DataDirBusyError
 from ragstream.core.ids import doc_prefixes, prefix_key
@@ -32,8 +38,9 @@ VECTOR = "dense"  # the one named dense vector of every collection (room for a s
 KEYWORD_FIELDS = ("doc_id", "status", "content_hash", "tenant", "file_type", "doc_prefixes")
 FLOAT_FIELDS = ("deleted_at",)
 # What `set_positions` refreshes on a kept vector: where the chunk now sits, and the doc-level
-# fields that can change without its text changing (title, the file version it belongs to)
-# (and an OCR'd chunk's reading: where its text came from, its box, the engine's confidence)
+# fields that can change without its text changing (title, the file version it belongs to,
+# the parser key it was read under) (and an OCR'd chunk's reading: where its text came from,
+# its box, the engine's confidence)
 POSITION_FIELDS: tuple[str, ...] = ("ordinal", "section_path", "page", "char_start", "char_end")
 POSITION_FIELDS += ("origin", "bbox", "ocr_confidence")
 DOC_FIELDS: tuple[str, ...] = (
@@ -45,6 +52,7 @@ DOC_FIELDS: tuple[str, ...] = (
     "vector_origin",
     "pages",
     "ocr_pages",
+    "parser",
 )
 DF_CAP = 1000  # `term_doc_freqs` counts a term's points up to this many
 SPARSE = "bm25"  # the named sparse vector of the BM25 leg
@@ -309,13 +317,16 @@ class BaseQdrantStore(ABC):
         chunks = [payload_chunk(r.id, r.payload) for r in recs]
         return sorted(chunks, key=lambda c: (c.ordinal, c.point_id))
 
-    def live_doc_fingerprints(self, chunker: str = "") -> dict[str, set[tuple[int, int]]]:
+    def live_doc_fingerprints(
+        self, chunker: str = "", parser: ParserKeys | None = None
+    ) -> dict[str, set[tuple[int, int]]]:
         out: dict[str, set[tuple[int, int]]] = {}
-        fields = ["doc_id", "file_size", "file_mtime_ns", "chunker"]
+        fields = ["doc_id", "file_size", "file_mtime_ns", "chunker", "parser", "path"]
         for r in self._scroll_all([LIVE], fields, False):
             p = r.payload
             held = p.get("chunker") or ""
             stale = bool(chunker and held and held != chunker)
+            stale = stale or parsed_elsewise(p.get("parser") or "", p["path"], parser)
             fp = STALE_FINGERPRINT if stale else (int(p["file_size"]), int(p["file_mtime_ns"]))
             out.setdefault(p["doc_id"], set()).add(fp)
         return out

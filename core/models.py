@@ -74,6 +74,7 @@ class ParsedDocument(Frozen):
     blocks: tuple[Block, ...]
     pages: int | None = None  # paged formats (PDF, TIFF, images): how many pages it has
     ocr_pages: tuple[int, ...] = ()  # the pages whose text came from OCR
+    parser: str = ""  # the parser key: what its reading depended on besides the bytes
 
 
 class Chunk(Frozen):
@@ -132,6 +133,7 @@ class IndexedChunk(Frozen):
     char_start: int
     char_end: int
     chunker: str = ""  # ChunkerConfig.key that cut it (empty: indexed before it was recorded)
+    parser: str = ""  # its file's parser key (operators.parse.parser_key; empty: not recorded)
     # BM25 only (never in a vector payload): its section neighbours' text, see
     # connectors.lexical.section_contexts
     lexical_context: str = ""
@@ -169,6 +171,7 @@ class DeadLetter(Frozen):
     reason: str
     at: float
     fingerprint: FileFingerprint | None = None
+    parser: str = ""  # the parser key it was read under (empty: not recorded)
 
 
 class Redaction(Frozen):

@@ -43,7 +43,7 @@ from ragstream.operators.chunk import ChunkerConfig, chunk_document, embedding_t
 from ragstream.operators.diff import DocDiff, diff_document
 from ragstream.operators.embed import Embedder
 from ragstream.operators.ocr import OcrCache, OcrOptions
-from ragstream.operators.parse import ParseError, parse_file
+from ragstream.operators.parse import ParseError, parse_file, parser_key
 from ragstream.operators.secrets import redact_document
 
 if TYPE_CHECKING:
@@ -133,8 +133,7 @@ class DocReader:
         doc, kinds = redact_document(doc)
         return ParsedWork(event, doc=doc, redactions=kinds)
 
-    @staticmethod
-    def _letter(event: FileEvent, stage: str, reason: str) -> DeadLetter:
+    def _letter(self, event: FileEvent, stage: str, reason: str) -> DeadLetter:
         return DeadLetter.model_validate(
             dict(
                 doc_id=event.doc_id,
@@ -143,6 +142,7 @@ class DocReader:
                 reason=reason,
                 at=time.time(),
                 fingerprint=event.fingerprint,
+                parser=parser_key(event.path, self.ocr),
             )
         )
 
@@ -278,6 +278,7 @@ class Indexer:
             char_start=chunk.char_start,
             char_end=chunk.char_end,
             chunker=chunker_key,
+            parser=doc.parser,
             lexical_context=lexical_context,
             embedder="",  # stamped by each store with its own embedder
             file_size=doc.fingerprint.size,
@@ -376,9 +377,11 @@ class Indexer:
         }
         outcome = _doc_outcome(plan, doc, diff, len(fresh), at)
         # a retitled doc (e.g. its first heading edited) refreshes its kept chunks too: the
-        # title is on every point and in the BM25 text
-        retitled = any(c.title != doc.title for c in plan.stored)
-        refresh = [*diff.move, *(diff.keep if retitled else ())]
+        # title is on every point and in the BM25 text; so does a doc re-read under another
+        # parser key (an OCR setting changed): its kept points take the new key (else the
+        # catch-up scan finds them stale again) and the new reading's box and confidence
+        refresh_kept = any(c.title != doc.title or c.parser != doc.parser for c in plan.stored)
+        refresh = [*diff.move, *(diff.keep if refresh_kept else ())]
         new_ctx = dict(
             zip((c.point_id for c in plan.chunks), section_contexts(plan.chunks), strict=True)
         )

@@ -6,14 +6,14 @@ is a context manager that always closes the stores, even on Ctrl-C.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.ocr_cache import OcrPageCache
-from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.protocols import LexicalIndex, ParserKeys, VectorStore
 from ragstream.connectors.state import DeadLetterBook, RedactionBook, SyncState
 from ragstream.core.rwlock import IndexLock
 from ragstream.core.settings import Settings
@@ -23,6 +23,7 @@ from ragstream.flows.situate import SituateStep, open_situate, situate_model
 from ragstream.operators.chunk import ChunkerConfig
 from ragstream.operators.embed import Embedder
 from ragstream.operators.ocr import OcrOptions
+from ragstream.operators.parse import parser_keys
 from ragstream.operators.situate import situate_identity
 
 if TYPE_CHECKING:
@@ -74,6 +75,17 @@ def ocr_options(settings: Settings) -> OcrOptions:
         max_page_pixels=p.ocr_max_page_pixels,
         max_pages=p.ocr_max_pages,
     )
+
+
+def parser_keys_of(settings: Settings) -> ParserKeys:
+    """A file's path -> the parser keys under which it reads now as it did then: what the
+    catch-up scan and the audit hold each indexed or dead-lettered file's key against."""
+    options = ocr_options(settings)
+
+    def keys(path: str) -> Collection[str]:
+        return parser_keys(path, options)
+
+    return keys
 
 
 def ocr_cache(settings: Settings) -> OcrPageCache:

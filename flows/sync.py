@@ -65,7 +65,14 @@ from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure
 from ragstream.flows.indexer import DocReader, Indexer, ParsedWork
 from ragstream.flows.reindex import BackgroundBackfill
-from ragstream.flows.runtime import Runtime, chunker_for, ocr_cache, ocr_options, open_runtime
+from ragstream.flows.runtime import (
+    Runtime,
+    chunker_for,
+    ocr_cache,
+    ocr_options,
+    open_runtime,
+    parser_keys_of,
+)
 
 OutcomeHandler = Callable[[DocOutcome], None]
 
@@ -180,9 +187,11 @@ def known_docs(rt: Runtime, force: frozenset[str] = frozenset()) -> KnownDocs:
     A doc in `force` (`verify --repair`: its legs disagree, a point is retagged or copied)
     is known under a fingerprint no file has, so the scan re-reads it like a changed file."""
     with rt.lock:  # the writer, a backfill or a served query may be on another thread
-        # a doc cut by another chunker config (settings changed) is re-read and re-cut
-        known = dict(rt.vectors.live_doc_fingerprints(rt.chunker.key))
-        for did, fps in rt.dead_letters.fingerprints().items():
+        # a doc cut by another chunker config, or parsed under other OCR settings (settings
+        # changed), is re-read: re-cut, or re-parsed (its unchanged chunks are kept)
+        parser = parser_keys_of(rt.settings)
+        known = dict(rt.vectors.live_doc_fingerprints(rt.chunker.key, parser))
+        for did, fps in rt.dead_letters.fingerprints(parser).items():
             known.setdefault(did, fps)
         for did in force & known.keys():
             known[did] = {STALE_FINGERPRINT}

@@ -64,6 +64,7 @@ _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi",
 _SOFT_HYPHENS = ("\x02", "\xad")  # PDF fonts emit either at a hyphenation point
 _KINDS: dict[str, BlockKind] = {"code": "code", "caption": "caption", "list_item": "list_item"}
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+PLAIN_PARSER = "plain"  # the parser key of every format that OCR never reads
 
 
 class ParseError(Exception):
@@ -93,6 +94,33 @@ class PdfLine:
     @property
     def height(self) -> float:
         return max(self.top - self.bottom, 1.0)
+
+
+def parser_key(path: str | Path, options: OcrOptions, ocr_read: bool = True) -> str:
+    """What reading the file at `path` depends on besides its bytes: the parser key that its
+    points and dead letters carry, so that a change re-reads it (`flows.sync`).
+
+    A format OCR never reads has the constant `PLAIN_PARSER`, so an OCR setting leaves it
+    alone. An image depends on the engine and the languages (`off`: it is not read); a PDF
+    on `parse.ocr`, and when OCR read a page (`ocr_read`) also on the engine, the languages
+    and the resolution pages are rendered at.
+    """
+    suffix = Path(path).suffix.lower()
+    o = options
+    engine = f"{o.engine}:{o.languages}"
+    if suffix in IMAGE_TYPES:
+        return "image:off" if o.mode == "off" else f"image:{engine}"
+    if FILE_TYPES.get(suffix) != "pdf":
+        return PLAIN_PARSER
+    if o.mode == "off" or (o.mode == "auto" and not ocr_read):
+        return f"pdf:{o.mode}"  # under auto, which pages OCR reads depends on no engine
+    return f"pdf:{o.mode}:{engine}:{o.dpi}dpi"
+
+
+def parser_keys(path: str | Path, options: OcrOptions) -> frozenset[str]:
+    """Every parser key under which the file at `path` reads now as it did then: a PDF of
+    which `auto` read no page by OCR reads the same whatever the engine."""
+    return frozenset({parser_key(path, options), parser_key(path, options, ocr_read=False)})
 
 
 def parse_file(
@@ -154,6 +182,7 @@ def parse_file(
         blocks=tuple(blocks),
         pages=pages,
         ocr_pages=ocr_pages,
+        parser=parser_key(path, options, ocr_read=bool(ocr_pages)),
     )
 
 

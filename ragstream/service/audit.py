@@ -26,6 +26,7 @@ from ragstream.core.errors import InvalidRequestError, NotFoundError
 from ragstream.core.models import FILE_STATES, ChunkRecord, FileDetail, FileRecord, VerifyReport
 from ragstream.core.settings import Settings, load_settings
 from ragstream.core.telemetry import record_drift, span
+from ragstream.flows.runtime import parser_keys_of
 
 if TYPE_CHECKING:
     from ragstream.flows.runtime import Runtime
@@ -56,7 +57,7 @@ def verify_stores(
     runs between the pages it reads (`inventory`)."""
     with span("verify", sample=sample or 0) as sp:
         inv = inventory(settings, vectors, lexical, sample, seed, pause)
-        report, _ = audit(inv, vectors.embedder.slug)
+        report, _ = audit(inv, vectors.embedder.slug, parser=parser_keys_of(settings))
         for kind, count in report.counts().items():
             sp.set_attribute(f"drift.{kind}", count)
     VerifyBook(settings.state_dir).save(report)
@@ -81,7 +82,7 @@ def files_of_stores(
         mine = [s for s in settings.sources if s.name in own]
         settings = settings.model_copy(update={"sources": mine})
     inv = inventory(settings, vectors, lexical)
-    _, drift = audit(inv, vectors.embedder.slug)
+    _, drift = audit(inv, vectors.embedder.slug, parser=parser_keys_of(settings))
     records = ledger(inv, drift, chosen or None)
     return records if own is None else [r for r in records if r.source in own]
 

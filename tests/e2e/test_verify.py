@@ -21,6 +21,8 @@ import pytest
 from conftest import StorePairing
 from ragstream import api
 from ragstream.connectors.audit import DiskFile, DocView, classify, duplicates
+from ragstream.connectors.protocols import STALE_FINGERPRINT
+from ragstream.connectors.state import DeadLetterBook
 from ragstream.connectors.vector_stores import HasIds
 from ragstream.core.ids import point_id
 from ragstream.core.models import DeadLetter, FileFingerprint, IndexedChunk
@@ -108,6 +110,36 @@ def test_each_drift_class_alone(case: str, expected: set[str]) -> None:
         assert v.disk is not None
         v.disk = DiskFile("s", Path("/x"), v.disk.fingerprint, "excluded by pattern '*.md'")
     assert set(classify(v, SLUG, "", None)) == expected
+
+
+def test_a_file_read_under_other_ocr_settings_is_stale_or_a_retry(tmp_path: Path) -> None:
+    """With the current settings' parser keys, a doc whose points were parsed under another
+    key is stale and a dead letter read under another is due a retry; the catch-up scan's
+    view of the dead letter (`fingerprints`) agrees. Unrecorded keys never drift."""
+
+    def parser(path: str) -> set[str]:
+        return {"pdf:auto", "pdf:auto:tesseract:eng:200dpi"}
+
+    pts = [chunk("s:a.pdf", t, parser="pdf:off") for t in ("one", "two")]
+    assert set(classify(view("s:a.pdf", points=pts), SLUG, "", None, parser)) == {"stale"}
+    assert classify(view("s:a.pdf", points=pts), SLUG, "", None) == {}  # not checked
+    now = [p.model_copy(update={"parser": "pdf:auto"}) for p in pts]
+    assert classify(view("s:a.pdf", points=now), SLUG, "", None, parser) == {}
+    legacy = [p.model_copy(update={"parser": ""}) for p in pts]
+    assert classify(view("s:a.pdf", points=legacy), SLUG, "", None, parser) == {}
+    fp = FileFingerprint(size=10, mtime_ns=5)
+    dead = DeadLetter(
+        doc_id="s:a.pdf", path="/x.pdf", stage="parse", reason="no text content", at=1.0,
+        fingerprint=fp, parser="pdf:off",
+    )  # fmt: skip
+    drift = classify(view("s:a.pdf", points=[], dead=dead), SLUG, "", None, parser)
+    assert drift == {"retry_due": "dead letter (no text content) read under other OCR settings"}
+    book = DeadLetterBook(tmp_path)
+    book.put(dead)
+    assert book.fingerprints() == {"s:a.pdf": {(10, 5)}}
+    assert book.fingerprints(parser) == {"s:a.pdf": {STALE_FINGERPRINT}}
+    book.put(dead.model_copy(update={"parser": "pdf:auto"}))
+    assert book.fingerprints(parser) == {"s:a.pdf": {(10, 5)}}
 
 
 def test_duplicates_are_exactly_the_points_beyond_the_derived_ids() -> None:

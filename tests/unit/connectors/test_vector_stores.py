@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragstream.connectors import vector_stores
-from ragstream.connectors.protocols import SearchFilter, VectorStore
+from ragstream.connectors.protocols import STALE_FINGERPRINT, SearchFilter, VectorStore
 from ragstream.connectors.vector_stores import (
     HasIds,
     StoreBusyError,
@@ -218,6 +218,34 @@ def test_fingerprints_positions_and_live_chunks(store: VectorStore) -> None:
     assert store.search(vectors[2], 1, ALL)[0].chunk.point_id == x[2].point_id  # vector kept
 
 
+def test_a_point_parsed_under_another_parser_key_reads_stale(store: VectorStore) -> None:
+    """The catch-up scan's view of OCR settings: a point whose parser key is not among the
+    keys its path reads under now reports STALE_FINGERPRINT; an unrecorded key never does;
+    `set_positions` carries the new key, after which the doc is current again."""
+    chunks, _ = make_corpus()
+    x = [c for c in chunks if c.doc_id == "src:a/x.md"]
+    y = [c for c in chunks if c.doc_id == "src:a/b/y.md"]
+    store.upsert([c.model_copy(update={"parser": "pdf:auto"}) for c in x], make_corpus()[1][:3])
+    store.set_positions([stamped(y[0], parser="image:tesseract:eng")])
+    keys = {"/data/src:a/x.md": {"pdf:auto", "pdf:auto:tesseract:eng:200dpi"}}
+
+    def parser(path: str) -> set[str]:
+        return keys.get(path, {"image:rapidocr:eng"})
+
+    fresh = {"src:a/x.md": {(100, 5)}, "src:a/b/y.md": {(100, 5)}, "src:c/z.txt": {(100, 5)}}
+    fresh["other:a/w.md"] = {(100, 5)}
+    assert store.live_doc_fingerprints() == fresh  # not checked without `parser`
+    got = store.live_doc_fingerprints("", parser)
+    assert got["src:a/x.md"] == {(100, 5)}  # its key is still one of its path's
+    assert got["src:a/b/y.md"] == {(100, 5), STALE_FINGERPRINT}  # y[0] read by tesseract
+    assert got["src:c/z.txt"] == {(100, 5)}  # no key recorded: never stale
+    keys["/data/src:a/x.md"] = {"pdf:force:tesseract:eng:200dpi"}
+    assert store.live_doc_fingerprints("", parser)["src:a/x.md"] == {STALE_FINGERPRINT}
+    store.set_positions([stamped(c, parser="image:rapidocr:eng") for c in y])
+    assert store.live_doc_fingerprints("", parser)["src:a/b/y.md"] == {(100, 5)}
+    assert {c.parser for c in store.live_chunks("src:a/b/y.md")} == {"image:rapidocr:eng"}
+
+
 def test_batches_and_pages(store: VectorStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vector_stores, "BATCH", 3)
     monkeypatch.setattr(vector_stores, "PAGE", 2)
@@ -297,9 +325,11 @@ def run_script(kind: str, base: Path) -> list[Any]:
     s.tombstone([c.point_id for c in chunks[::3]], 10.0)
     s.tombstone([chunks[1].point_id], 30.0)
     s.set_fingerprint([chunks[4].point_id], FileFingerprint(size=9, mtime_ns=9), 9.0)
+    s.set_positions([chunks[5].model_copy(update={"parser": "image:tesseract:eng"})])
     for i, flt in enumerate([ALL, SearchFilter(tenants=("t2",)), SearchFilter(path_prefix="src:")]):
         out.append([(h.chunk, round(h.score, 4)) for h in s.search(vectors[i], 5, flt)])
     out += [s.count("live"), s.count("deleted"), s.live_doc_fingerprints(), s.gc(20.0)]
+    out.append(s.live_doc_fingerprints("", lambda path: {"plain"}))
     out += [s.live_chunks(d) for d, *_ in DOCS]
     out.append(s.get([c.point_id for c in chunks]))
     hashed = s.vectors_for_hashes(c.content_hash for c in chunks)

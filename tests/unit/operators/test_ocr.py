@@ -18,7 +18,7 @@ from PIL import Image, ImageDraw
 from ragstream.connectors.ocr_cache import OcrPageCache
 from ragstream.core.models import FileFingerprint, ParsedDocument
 from ragstream.operators.ocr import OcrOptions, ocr_runs
-from ragstream.operators.parse import ParseError, parse_file
+from ragstream.operators.parse import PLAIN_PARSER, ParseError, parse_file, parser_key, parser_keys
 from tests.harness.scans import REPORT, bomb_png, locked_pdf, render_page, save_pdf, save_png
 
 TEXT_PDF = "pdf/docling__2305.03393v1-pg9.pdf"  # one page with a real text layer
@@ -110,16 +110,45 @@ def test_mixed_pdf_is_ocr_d_on_its_image_page_only(
     doc = parse(tmp_path / "mixed.pdf")
     assert ocr_runs() - before == 1
     assert doc.pages == 2 and doc.ocr_pages == (2,)
+    assert doc.parser == "pdf:auto:tesseract:eng:200dpi"
     assert {b.origin for b in doc.blocks if b.page == 1} == {"text"}
     assert {b.origin for b in doc.blocks if b.page == 2} == {"ocr"}
     assert "due in September" in " ".join(b.text for b in doc.blocks if b.page == 2)
     text_only = parse(shared_docs / TEXT_PDF)  # the text page reads as it does alone
     assert [b.text for b in doc.blocks if b.page == 1] == [b.text for b in text_only.blocks]
+    assert text_only.parser == "pdf:auto"  # no page read by OCR: no engine in its key
     # force re-reads the text page too
     before = ocr_runs()
     forced = parse(tmp_path / "mixed.pdf", OcrOptions(mode="force"))
     assert ocr_runs() - before == 2 and forced.ocr_pages == (1, 2)
     assert {b.origin for b in forced.blocks} == {"ocr"}
+
+
+def test_parser_key_names_what_a_reading_depends_on() -> None:
+    """Formats OCR never reads share one key whatever the OCR settings; an image's key holds
+    the engine and languages; a PDF's the mode, and when OCR read a page also the engine,
+    the languages and the render resolution."""
+    auto, rapid, off = OcrOptions(), OcrOptions(engine="rapidocr"), OcrOptions(mode="off")
+    force, deu, dpi300 = (
+        OcrOptions(mode="force"),
+        OcrOptions(languages="eng+deu"),
+        OcrOptions(dpi=300),
+    )
+    every = (auto, rapid, off, force, deu, dpi300)
+    plain = {parser_key(p, o) for p in ("a.md", "b.docx", "c.html", "d.txt", "e") for o in every}
+    assert plain == {PLAIN_PARSER}
+    assert parser_key("a.PNG", auto) == "image:tesseract:eng"
+    assert len({parser_key("a.jpg", o) for o in (auto, rapid, deu, off)}) == 4
+    assert parser_key("a.png", force) == parser_key("a.png", dpi300) == parser_key("a.png", auto)
+    assert parser_key("s.pdf", auto) == "pdf:auto:tesseract:eng:200dpi"
+    assert parser_key("s.pdf", auto, ocr_read=False) == "pdf:auto"
+    assert parser_key("s.pdf", force, ocr_read=False) == "pdf:force:tesseract:eng:200dpi"
+    assert parser_key("s.pdf", off) == "pdf:off"
+    # a PDF of which auto read no page by OCR reads the same under any engine; a scan does not
+    assert all("pdf:auto" in parser_keys("t.pdf", o) for o in (auto, rapid, deu, dpi300))
+    assert "pdf:auto" not in parser_keys("t.pdf", force)
+    for other in (rapid, deu, dpi300, force, off):
+        assert parser_key("s.pdf", auto) not in parser_keys("s.pdf", other)
 
 
 def test_ocr_off_is_the_old_behaviour(tmp_path: Path, scan: Image.Image) -> None:
