@@ -2,8 +2,9 @@
 image-only PDF becomes searchable and answerable, cited to the scan's page 1 as OCR text; a
 mixed PDF is OCR'd on its image page only; the ledger shows OCR'd files indexed with their
 page count; bad scans are dead letters with one-line reasons while the rest indexes; an
-unchanged scan is never OCR'd again (re-sync, touch, restart, chunker change); and with
-`parse.ocr=off` everything is as it was before OCR existed. Real Tesseract, real models.
+unchanged scan is never OCR'd again (re-sync, touch, restart, chunker change); with
+`parse.ocr=off` everything is as it was before OCR existed; and an OCR setting change re-reads
+the scans it concerns, untouched, and nothing else. Real Tesseract, real models.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from PIL import Image
 
 from ragstream import api
 from ragstream.core.answers import Answer, QueryFilters, QueryRequest
+from ragstream.core.models import DocOutcome, SyncReport
 from ragstream.core.settings import Settings
+from ragstream.flows.sync import run_sync
 from ragstream.operators.ocr import ocr_runs
 from ragstream.query.engine import QueryEngine
 from ragstream.service import audit
@@ -129,3 +132,56 @@ def test_ocr_off_is_the_behaviour_before_ocr(tmp_path: Path, shared_docs: Path) 
     assert "not a supported file type" in ledger["report.png"].reason
     mixed = ledger["mixed.pdf"]
     assert mixed.state == "indexed" and mixed.pages is None and mixed.ocr_pages == 0
+
+
+def test_an_ocr_setting_change_re_reads_the_scans_it_concerns(tmp_path: Path) -> None:
+    """No file is touched: indexed with OCR off, then auto (the scans become answerable),
+    then force (the scanned PDF is re-read, nothing re-embedded), then another engine (both
+    scans re-read). The markdown file is read once, and every second pass does nothing."""
+    root, data = tmp_path / "scans", tmp_path / "data"
+    root.mkdir()
+    scan = render_page(REPORT, dpi=150)
+    save_png(scan, root / "report.png")
+    save_pdf([scan], root / "report.pdf")
+    (root / "notes.md").write_text("# Notes\n\nThe canteen opens at eight every weekday.\n")
+
+    def sync(**parse: str) -> tuple[SyncReport, set[str]]:
+        outcomes: list[DocOutcome] = []
+        settings = Settings(data_dir=data, parse=parse).with_paths([root])
+        report = run_sync(settings, on_outcome=outcomes.append)
+        return report, {o.doc_id.removeprefix("scans:") for o in outcomes}
+
+    report, read = sync(ocr="off")
+    assert read == {"notes.md", "report.pdf"}  # the PNG is excluded
+    assert [Path(d.path).name for d in report.dead_letters] == ["report.pdf"]
+
+    before = ocr_runs()
+    report, read = sync(ocr="auto")
+    assert read == {"report.png", "report.pdf"} and not report.dead_letters, report
+    assert ocr_runs() - before == 2 and report.chunks_embedded > 0
+    auto = Settings(data_dir=data).with_paths([root])
+    with QueryEngine.open(auto) as engine:
+        answer = ask(engine, "When is the next inspection due?", "pdf")
+        assert answer.refusal is None and "September" in answer.text, answer.text
+        assert answer.citations[0].doc_id == "scans:report.pdf"
+        assert answer.citations[0].source == "ocr"
+    assert sync(ocr="auto")[1] == set()
+
+    forced = Settings(data_dir=data, parse={"ocr": "force"}).with_paths([root])
+    ledger = {Path(r.path).name: r for r in audit.files([], settings=forced)}
+    assert (ledger["report.pdf"].state, ledger["report.pdf"].reason) == (
+        "stale",
+        "file parsed under other OCR settings",
+    )
+    assert ledger["report.png"].state == ledger["notes.md"].state == "indexed"
+    before = ocr_runs()
+    report, read = sync(ocr="force")
+    assert read == {"report.pdf"}  # force reads an image-only PDF's pages as auto did ...
+    assert report.chunks_embedded == 0 and ocr_runs() == before  # ... from the page cache
+    assert sync(ocr="force")[1] == set()  # its kept points took the new key
+
+    report, read = sync(ocr="auto", ocr_engine="rapidocr")
+    assert read == {"report.png", "report.pdf"} and ocr_runs() - before == 2
+    assert sync(ocr="auto", ocr_engine="rapidocr")[1] == set()
+    rapid = Settings(data_dir=data, parse={"ocr_engine": "rapidocr"}).with_paths([root])
+    assert {r.state for r in audit.files([], settings=rapid)} == {"indexed"}
