@@ -159,13 +159,7 @@ def parse_file(
             current.set_attribute("ocr_pages", len(ocr_pages))
         else:
             blocks, title = _parse_docling(path, file_type, data, timeout_s)
-        elapsed = time.monotonic() - started
-        if timeout_s is not None and elapsed > timeout_s:
-            # Declarative backends (md, html, office) cannot be interrupted mid-parse; the
-            # limit is still enforced afterwards so that it means the same for every format.
-            raise ParseError(
-                "parse", f"parse timed out (limit {timeout_s:g}s): took {elapsed:.2f}s"
-            )
+        _check_took(started, timeout_s)
         if not blocks:
             raise ParseError(
                 "parse", f"no text content{_empty_hint(file_type, options, ocr_pages)}"
@@ -184,6 +178,14 @@ def parse_file(
         ocr_pages=ocr_pages,
         parser=parser_key(path, options, ocr_read=bool(ocr_pages)),
     )
+
+
+def _check_took(started: float, timeout_s: float | None) -> None:
+    """Declarative backends (md, html, office) cannot be interrupted mid-parse; the limit is
+    still enforced afterwards so that it means the same for every format."""
+    elapsed = time.monotonic() - started
+    if timeout_s is not None and elapsed > timeout_s:
+        raise ParseError("parse", f"parse timed out (limit {timeout_s:g}s): took {elapsed:.2f}s")
 
 
 def _parse_docling(
