@@ -1,6 +1,7 @@
 """Scans built in the test itself: typed lines rendered to a page image (PIL), saved as an
-image file or as an image-only PDF, and the bad inputs OCR must survive (a decompression
-bomb, a password-protected PDF). Nothing here is a fixture file: every byte is made here.
+image file or as an image-only PDF, degraded the way a bad scan or fax is (blur, a low
+resolution, noise, faint ink), and the bad inputs OCR must survive (a decompression bomb, a
+password-protected PDF). Nothing here is a fixture file: every byte is made here.
 """
 
 from __future__ import annotations
@@ -8,9 +9,11 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
-from PIL import Image, ImageDraw, ImageFont
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 FONTS = Path("/usr/share/fonts/truetype")
 SANS = FONTS / "dejavu" / "DejaVuSans.ttf"
@@ -45,6 +48,35 @@ def render_page(
         y += round(points * 1.8 * dpi / 72)
     page.info["dpi"] = (dpi, dpi)
     return page
+
+
+@dataclass(frozen=True)
+class Degradation:
+    """How badly a page is scanned: a Gaussian blur of `blur` pixels at the page's own
+    resolution, then a resample to `scale` of it (the scan's resolution), ink at `contrast`
+    of full black, and Gaussian noise of sigma `noise` grey levels."""
+
+    name: str
+    scale: float = 1.0
+    blur: float = 0.0
+    noise: float = 0.0
+    contrast: float = 1.0
+
+
+def degrade(page: Image.Image, how: Degradation, seed: int = 0) -> Image.Image:
+    """`page` scanned as badly as `how` says; its recorded resolution scales with it."""
+    dpi = page.info.get("dpi", (150, 150))[0]
+    if how.blur:
+        page = page.filter(ImageFilter.GaussianBlur(how.blur))
+    if how.scale != 1.0:
+        size = (round(page.width * how.scale), round(page.height * how.scale))
+        page = page.resize(size, Image.Resampling.BOX)
+    pixels = 255 - (255 - np.asarray(page, dtype=np.float32)) * how.contrast
+    if how.noise:
+        pixels += np.random.default_rng(seed).normal(0, how.noise, pixels.shape)
+    out = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+    out.info["dpi"] = (round(dpi * how.scale), round(dpi * how.scale))
+    return out
 
 
 def save_png(page: Image.Image, path: Path) -> Path:
