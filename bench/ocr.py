@@ -23,8 +23,19 @@ the real flow and asked the 22 questions of `bench/data/ocr_questions.tsv`. A qu
 counts as answered and cited when the answer holds the expected words and its first
 citation is that scan, page 1, `source: "ocr"`.
 
+Degraded scans (`--degraded tesseract`). The same four documents, all as 150-dpi PNGs,
+scanned worse and worse (`degraded_levels`: 75, 60, 54 and 50 dpi with a light blur, then a
+150-dpi page blurred 2.2, 2.6 and 3 pixels; faint ink and a little noise throughout), each
+level synced into the same folder with the distractors and asked the same 22 questions once
+per `query.ocr_min_confidence` of `--degraded-floors` (0 = the weak-evidence rule off). Per
+level: the scans' mean OCR confidence and CER; per floor: questions answered, answered with
+the gold value (and cited from the scan), answers with a claim marked `weak_evidence`,
+refusals, the refusals of questions answered with the gold value with the rule off (what
+the rule costs), and answers without the gold value not marked weak (what it lets through).
+
     nice -n 10 .venv/bin/python bench/ocr.py [--pages 2] [--engines tesseract,rapidocr]
-        [--e2e-engines tesseract] [--out bench/out/ocr.json]
+        [--e2e-engines tesseract] [--degraded tesseract] [--degraded-floors 0.6,0]
+        [--out bench/out/ocr.json]
 
 The figures and the command that produced them are in docs/ocr.md.
 """
@@ -49,6 +60,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.harness.scans import Degradation, save_png
+from tests.harness.scans import degrade as scan_badly
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = Path(os.environ.get("RAGSTREAM_SHARED_DATA", REPO.parent / "shared" / "data")) / "docs"
 DATA = REPO / "bench" / "data"
@@ -57,6 +71,8 @@ FONTS = {
     "serif": Path("/usr/share/fonts/truetype/liberation/LiberationSerif-Regular.ttf"),
 }
 DPIS = (150, 300)
+DEGRADED_SCALES = (0.5, 0.4, 0.36, 0.33)  # of 150 dpi: 75, 60, 54 and 50 dpi scans
+DEGRADED_BLURS = (2.2, 2.6, 3.0)  # Gaussian blur radius in pixels of a 150-dpi page
 CONDITIONS = ("clean", "noise", "skew", "jpeg")
 POINTS = 11.0
 A4 = (8.27, 11.69)
@@ -300,17 +316,13 @@ def build_folder(root: Path) -> dict[str, str]:
     return names
 
 
-def run_e2e(engine: str, work: Path) -> dict[str, Any]:
-    from ragstream import api
+def ask_questions(settings: Any, root: Path, names: dict[str, str]) -> list[dict[str, Any]]:
+    """The scan questions through the query engine: per question whether it was answered
+    with the expected words, cited from its scan (page 1, OCR), leaned on weak evidence (and
+    the lowest OCR confidence of the text its claims lean on), or refused (by which check)."""
     from ragstream.core.answers import QueryRequest
-    from ragstream.core.settings import Settings
     from ragstream.query.engine import QueryEngine
 
-    root = work / f"e2e-{engine}"
-    names = build_folder(root)
-    settings = Settings(data_dir=work / f"e2e-{engine}-data", parse={"ocr_engine": engine})
-    settings = settings.with_paths([root])
-    report = api.sync([root], settings=settings)
     rows = []
     lines = (DATA / "ocr_questions.tsv").read_text(encoding="utf-8").splitlines()[1:]
     with QueryEngine.open(settings) as eng:
@@ -325,10 +337,28 @@ def run_e2e(engine: str, work: Path) -> dict[str, Any]:
                 and first.page == 1
                 and first.source == "ocr"
             )
+            refusal = answer.refusal
+            read = {c.cid: c.ocr_confidence for c in answer.citations if c.source == "ocr"}
+            leaned = [read[c.support_cid] for c in answer.claims if read.get(c.support_cid or "")]
             rows.append({"question": question, "expected": expected, "answered": answered,
                          "cited": cited, "weak": any(c.weak_evidence for c in answer.claims),
-                         "refusal": answer.refusal.reason if answer.refusal else None,
+                         "confidence": min(leaned, default=None),
+                         "refusal": refusal.reason if refusal else None,
+                         "check": refusal.check if refusal else None,
                          "text": answer.text[:200]})  # fmt: skip
+    return rows
+
+
+def run_e2e(engine: str, work: Path) -> dict[str, Any]:
+    from ragstream import api
+    from ragstream.core.settings import Settings
+
+    root = work / f"e2e-{engine}"
+    names = build_folder(root)
+    settings = Settings(data_dir=work / f"e2e-{engine}-data", parse={"ocr_engine": engine})
+    settings = settings.with_paths([root])
+    report = api.sync([root], settings=settings)
+    rows = ask_questions(settings, root, names)
     good = sum(r["answered"] and r["cited"] for r in rows)
     return {
         "engine": engine,
@@ -339,6 +369,118 @@ def run_e2e(engine: str, work: Path) -> dict[str, Any]:
         "weak_evidence": sum(r["weak"] for r in rows),
         "rows": rows,
     }
+
+
+# --- degraded scans: where Tesseract's confidence falls, and what the weak-evidence rule does
+
+
+def degraded_levels() -> list[Degradation]:
+    """A graded series from clean to unreadable: a lower scan resolution, then a heavier
+    blur; every degraded level also has faint ink (60 % black) and a little noise (sigma 4:
+    stronger noise on a low-resolution page makes Tesseract find no text at all, a cliff
+    rather than a grade)."""
+    faint = {"noise": 4.0, "contrast": 0.6}
+    return [
+        Degradation("clean 150 dpi"),
+        *(Degradation(f"{round(150 * s)} dpi, blur 1", s, 1.0, **faint) for s in DEGRADED_SCALES),
+        *(Degradation(f"150 dpi, blur {b:g}", 1.0, b, **faint) for b in DEGRADED_BLURS),
+    ]
+
+
+def read_scans(root: Path, names: dict[str, str], settings: Any) -> tuple[float, float]:
+    """(mean OCR confidence, mean CER) of the folder's scans, read through the data dir's OCR
+    cache (what the sync just read: no page is read again); a scan OCR finds nothing in
+    counts 0 and 1."""
+    from ragstream.core.models import FileFingerprint
+    from ragstream.flows.runtime import ocr_cache, ocr_options
+    from ragstream.operators.ocr import mean_confidence
+    from ragstream.operators.parse import ParseError, parse_file
+
+    confidences, cers = [], []
+    for scan in scans():
+        path = root / names[scan.stem]
+        fp = FileFingerprint(size=path.stat().st_size, mtime_ns=0)
+        try:
+            doc = parse_file(path, "b:x", "b", fp, None, ocr_options(settings), ocr_cache(settings))
+            read = " ".join(b.text for b in doc.blocks)
+            lines = [(b.text, b.confidence or 0.0) for b in doc.blocks]
+            confidence = mean_confidence(lines) or 0.0
+        except ParseError:
+            read, confidence = "", 0.0
+        confidences.append(confidence)
+        cers.append(error_rates(" ".join(scan.lines), read)[0])
+    return float(np.mean(confidences)), float(np.mean(cers))
+
+
+def save_degraded(root: Path, how: Degradation) -> dict[str, str]:
+    """The four scans at 150 dpi (the fourth in the serif font) scanned as `how` says, as PNGs
+    over the last level's; stem -> file name."""
+    names = {}
+    for n, scan in enumerate(scans()):
+        font = FONTS["serif" if n == 3 else "sans"]
+        page = render([*scan.lines[:1], "", *scan.lines[1:]], 150, font)
+        page.info["dpi"] = (150, 150)
+        names[scan.stem] = f"{scan.stem}.png"
+        save_png(scan_badly(page, how, seed=n), root / names[scan.stem])
+    return names
+
+
+def run_degraded(engine: str, work: Path, floors: list[float]) -> dict[str, Any]:
+    """Each level: its scans replace the last level's in one folder with the distractors
+    (only the scans are re-read), synced, then the questions asked once per
+    `query.ocr_min_confidence` in `floors` (0 = the rule off)."""
+    from ragstream import api
+    from ragstream.core.settings import Settings
+
+    root = work / f"degraded-{engine}"
+    root.mkdir(parents=True)
+    for rel in DISTRACTORS:
+        shutil.copy(DOCS / rel, root / Path(rel).name)
+    levels = []
+    for how in degraded_levels():
+        names = save_degraded(root, how)
+        data = work / f"degraded-{engine}-data"
+        settings = Settings(data_dir=data, parse={"ocr_engine": engine}).with_paths([root])
+        report = api.sync([root], settings=settings)
+        confidence, cer = read_scans(root, names, settings)
+        runs = {}
+        for floor in floors:
+            asked = settings.model_copy(
+                update={"query": settings.query.model_copy(update={"ocr_min_confidence": floor})}
+            )
+            runs[str(floor)] = ask_questions(asked, root, names)
+        levels.append({"level": how.name, "confidence": confidence, "cer": cer,
+                       "dead_letters": len(report.dead_letters), "runs": runs})  # fmt: skip
+        print(f"{how.name}: confidence {confidence:.2f}, CER {cer:.3f}", file=sys.stderr)
+    return {"engine": engine, "floors": floors, "levels": levels}
+
+
+def degraded_table(result: dict[str, Any]) -> str:
+    """Per level and floor: answered, with the gold value, cited, weak, refused, and what the
+    rule cost (answered with the gold value with the rule off, refused with it on) and let
+    through (answered without the gold value and not marked weak)."""
+    floors = result["floors"]
+    off = next((str(f) for f in floors if f == 0), None)
+    out = ["| level | mean confidence | CER | ocr_min_confidence | answered | with the gold "
+           "value | and cited | weak evidence | refused | refused, answered with the rule "
+           "off | wrong and not weak |", "|" + "---|" * 11]  # fmt: skip
+    for level in result["levels"]:
+        for floor in floors:
+            rows = level["runs"][str(floor)]
+            base = level["runs"][off] if off is not None else rows
+            answered = [r for r in rows if r["refusal"] is None]
+            cost = sum(
+                r["refusal"] is not None and b["answered"] for r, b in zip(rows, base, strict=True)
+            )
+            wrong = sum(not r["answered"] and not r["weak"] for r in answered)
+            out.append(
+                f"| {level['level']} | {level['confidence']:.2f} | {100 * level['cer']:.1f} % "
+                f"| {floor:g} | {len(answered)} | {sum(r['answered'] for r in rows)} | "
+                f"{sum(r['answered'] and r['cited'] for r in rows)} | "
+                f"{sum(r['weak'] for r in answered)} | {len(rows) - len(answered)} | {cost} "
+                f"| {wrong} |"
+            )
+    return "\n".join(out)
 
 
 # --- driver --------------------------------------------------------------------------------
@@ -374,40 +516,34 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=2, help="pages per (font, dpi)")
     parser.add_argument("--engines", default="tesseract,rapidocr")
     parser.add_argument("--e2e-engines", default="tesseract", help="'' to skip")
+    parser.add_argument(
+        "--degraded", default="", help="engines of the degraded-scan row ('tesseract'); '' skips"
+    )
+    parser.add_argument(
+        "--degraded-floors", default="0.6,0", help="query.ocr_min_confidence values to compare"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "ocr.json")
     parser.add_argument("--engine-worker", help=argparse.SUPPRESS)
     parser.add_argument("--e2e-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--degraded-worker", help=argparse.SUPPRESS)
     parser.add_argument("--manifest", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.engine_worker:
-        print(json.dumps(run_engine(args.engine_worker, args.manifest)))
-        return
-    if args.e2e_worker:
-        print(json.dumps(run_e2e(args.e2e_worker, args.work)))
-        return
-    with tempfile.TemporaryDirectory(prefix="ocr-bench-") as tmp:
-        work = Path(tmp)
-        (work / "set").mkdir()
-        manifest = build_set(work / "set", args.pages)
-        (work / "manifest.json").write_text(json.dumps(manifest))
-        print(f"scan set: {len(manifest)} files, {sum(m['pages'] for m in manifest)} pages",
-              file=sys.stderr)  # fmt: skip
-        results = []
-        for engine in filter(None, args.engines.split(",")):
-            result = child("--engine-worker", engine, "--manifest", str(work / "manifest.json"))
-            results.append(result)
-            print(f"{engine}: load {result['load_s']:.2f} s, peak RSS "
-                  f"{result['rss_mb']:.0f} MB", file=sys.stderr)  # fmt: skip
-        e2e = [child("--e2e-worker", e, "--work", str(work))
-               for e in filter(None, args.e2e_engines.split(","))]  # fmt: skip
-    rows = [row for result in results for row in summarize(result)]
-    print(table(rows))
+    return parser.parse_args()
+
+
+def print_results(
+    rows: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+    e2e: list[dict[str, Any]],
+    degraded: list[dict[str, Any]],
+) -> None:
+    if rows:
+        print(table(rows))
     for result in results:
         print(f"{result['engine']}: model load {result['load_s']:.2f} s, "
               f"peak RSS {result['rss_mb']:.0f} MB")  # fmt: skip
@@ -419,9 +555,48 @@ def main() -> None:
         for r in run["rows"]:
             if not (r["answered"] and r["cited"]):
                 print(f"  missed: {r['question']!r} -> {r['refusal'] or r['text']!r}")
+    for run in degraded:
+        print(f"degraded scans ({run['engine']}), {len(scans())} scans a level:")
+        print(degraded_table(run))
+
+
+def main() -> None:
+    args = arguments()
+    floors = [float(f) for f in args.degraded_floors.split(",")]
+    if args.engine_worker:
+        print(json.dumps(run_engine(args.engine_worker, args.manifest)))
+        return
+    if args.e2e_worker:
+        print(json.dumps(run_e2e(args.e2e_worker, args.work)))
+        return
+    if args.degraded_worker:
+        print(json.dumps(run_degraded(args.degraded_worker, args.work, floors)))
+        return
+    engines = list(filter(None, args.engines.split(",")))
+    with tempfile.TemporaryDirectory(prefix="ocr-bench-") as tmp:
+        work = Path(tmp)
+        (work / "set").mkdir()
+        manifest = build_set(work / "set", args.pages) if engines else []
+        (work / "manifest.json").write_text(json.dumps(manifest))
+        print(f"scan set: {len(manifest)} files, {sum(m['pages'] for m in manifest)} pages",
+              file=sys.stderr)  # fmt: skip
+        results = []
+        for engine in engines:
+            result = child("--engine-worker", engine, "--manifest", str(work / "manifest.json"))
+            results.append(result)
+            print(f"{engine}: load {result['load_s']:.2f} s, peak RSS "
+                  f"{result['rss_mb']:.0f} MB", file=sys.stderr)  # fmt: skip
+        e2e = [child("--e2e-worker", e, "--work", str(work))
+               for e in filter(None, args.e2e_engines.split(","))]  # fmt: skip
+        floor_arg = ["--degraded-floors", args.degraded_floors]
+        degraded = [child("--degraded-worker", e, "--work", str(work), *floor_arg)
+                    for e in filter(None, args.degraded.split(","))]  # fmt: skip
+    rows = [row for result in results for row in summarize(result)]
+    print_results(rows, results, e2e, degraded)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     summary = {"cpus": os.cpu_count(), "loadavg": os.getloadavg(), "pages": args.pages,
-               "summary": rows, "engines": results, "e2e": e2e}  # fmt: skip
+               "summary": rows, "engines": results, "e2e": e2e,
+               "degraded": degraded}  # fmt: skip
     args.out.write_text(json.dumps(summary, indent=1))
     print(f"written: {args.out}")
 
