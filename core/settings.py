@@ -218,9 +218,11 @@ class QuerySettings(BaseModel):
     contradiction_floor: float = Field(default=0.5, ge=0.0, le=1.0)
     # OCR text read with a mean confidence below this is weaker evidence: still indexed,
     # retrieved and cited, but a claim's support score from it is scaled by
-    # confidence / ocr_min_confidence (a verbatim copy of text read at 0.3 scores at most
-    # 0.5), and the claim is marked `weak_evidence` (docs/ocr.md). 0 = off
-    ocr_min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+    # confidence / ocr_min_confidence (a verbatim copy of text read at 0.4 scores at most
+    # 0.5), and the claim is marked `weak_evidence`. 0.8: on degraded scans, answers that
+    # lean on text read below it hold most of the misread values, and a clean scan reads
+    # above it (bench/ocr.py --degraded; docs/ocr.md). 0 = off
+    ocr_min_confidence: float = Field(default=0.8, ge=0.0, le=1.0)
     budget_tokens: int = Field(default=1500, ge=64)
     order: Literal["score", "document"] = "score"
     expand_parent: bool = False

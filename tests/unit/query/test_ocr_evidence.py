@@ -12,6 +12,7 @@ import pytest
 
 from ragstream.core.answers import SourceChunk
 from ragstream.core.models import FileFingerprint, TextOrigin
+from ragstream.core.settings import QuerySettings
 from ragstream.operators.embed import Embedder, load_embedder
 from ragstream.operators.parse import parse_file
 from ragstream.query.verify import ocr_weight, verify
@@ -68,6 +69,7 @@ def test_low_confidence_ocr_is_weaker_evidence(embedder: Embedder) -> None:
 
 # a fax-grade scan: about 54 dpi, blurred, faint ink, a little noise (bench/ocr.py --degraded)
 FAX = Degradation("fax", scale=0.36, blur=1.0, noise=4.0, contrast=0.6)
+FLOOR = QuerySettings().ocr_min_confidence  # the default rule
 
 
 @pytest.mark.parametrize(("how", "weak"), [(Degradation("clean"), False), (FAX, True)])
@@ -75,17 +77,18 @@ def test_an_answer_from_a_badly_scanned_page_is_weak_evidence(
     embedder: Embedder, tmp_path: Path, how: Degradation, weak: bool
 ) -> None:
     """The extractive answer copies the OCR'd sentence that holds "September": from a clean
-    scan it is full evidence; from a fax-grade one Tesseract reads it below 0.6, and the
-    same verbatim claim is supported with its score scaled by confidence / 0.6, weak."""
+    scan it is full evidence; from a fax-grade one Tesseract reads it below the default
+    floor, and the same verbatim claim is supported with its score scaled by
+    confidence / floor, weak."""
     png = save_png(degrade(render_page(REPORT, dpi=150), how), tmp_path / "report.png")
     doc = parse_file(png, "scans:report.png", "scans", FileFingerprint(size=1, mtime_ns=1))
     block = next(b for b in doc.blocks if "September" in b.text)
-    assert block.confidence is not None and (block.confidence < 0.6) == weak, block
+    assert block.confidence is not None and (block.confidence < FLOOR) == weak, block
     sentence = next(s for s in block.text.split(". ") if "September" in s).rstrip(".")
     checked = verify(
         f"{sentence} [S1].", [source("ocr", block.confidence, block.text)], embedder,
-        ocr_min_confidence=0.6,
+        ocr_min_confidence=FLOOR,
     )  # fmt: skip
     (claim,) = checked.claims
     assert claim.supported and claim.weak_evidence == weak, claim
-    assert claim.score <= min(1.0, block.confidence / 0.6) + 1e-3
+    assert claim.score <= min(1.0, block.confidence / FLOOR) + 1e-3
