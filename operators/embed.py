@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xxhash
@@ -25,6 +26,9 @@ import xxhash
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import EmbedderVersion
 from ragstream.operators.padding import padded_batches
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 Matrix = np.ndarray
 
@@ -42,6 +46,9 @@ _PRESET_NAMES = {
     "sentence-transformers/paraphrase-MiniLM-L3-v2": "minilm-l3",
     "tokenlearn-static-model": "static",
 }
+
+# The static model reads at most this many tokens of a text (model2vec's default length)
+STATIC_MAX_TOKENS = 512
 
 
 def embedder_spec(recorded: EmbedderVersion) -> str:
@@ -139,13 +146,17 @@ def weights_fingerprint(files: Sequence[Path]) -> str:
     return digest.hexdigest()
 
 
-def _token_counter(tokenizer_json: str) -> Callable[[Sequence[str]], list[int]]:
+def _plain_tokenizer(tokenizer_json: str) -> Tokenizer:
+    """The tokenizer with no truncation and no padding: every token of a text, as it is."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_str(tokenizer_json)
     tok.no_truncation()
     tok.no_padding()
+    return tok
 
+
+def _token_counter(tok: Tokenizer) -> Callable[[Sequence[str]], list[int]]:
     def count(texts: Sequence[str]) -> list[int]:
         return [len(e.ids) for e in tok.encode_batch(list(texts), add_special_tokens=False)]
 
@@ -201,7 +212,7 @@ def _sentence_transformer(name: str, path: str) -> Embedder:
     )
     max_len = int(model.max_seq_length or 512)
     tokenizer = tokenizer_identity(name, backend)
-    return Embedder(version, max_len, tokenizer, _token_counter(backend), encode)
+    return Embedder(version, max_len, tokenizer, _token_counter(_plain_tokenizer(backend)), encode)
 
 
 def _minilm_l6() -> Embedder:
@@ -256,30 +267,38 @@ def _minilm_l3() -> Embedder:
         fingerprint=weights_fingerprint([onnx_path]),
         dimension=dim,
     )
-    return Embedder(version, 128, version.name, _token_counter(tokenizer_json), encode)
+    counter = _token_counter(_plain_tokenizer(tokenizer_json))
+    return Embedder(version, 128, version.name, counter, encode)
 
 
 def _static() -> Embedder:
-    """The 64-d static (model2vec) model from tokenlearn-static-model."""
+    """The 64-d static (model2vec) model from tokenlearn-static-model, in numpy: a text is the
+    mean of its tokens' rows, each row the int8 embedding its token maps to times the token's
+    weight: what sentence-transformers' `StaticEmbedding.from_model2vec` computes, without
+    importing torch (a process that embeds with it starts in a fraction of a second)."""
     import static_model
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import StaticEmbedding
+    from safetensors.numpy import load_file
 
     root = Path(static_model.__file__).parent / "model"
-    module = StaticEmbedding.from_model2vec(str(root))
-    model = SentenceTransformer(modules=[module], device="cpu")
+    tensors = load_file(str(root / "model.safetensors"))
+    rows = tensors["embeddings"][tensors["mapping"]].astype(np.float32)
+    table = rows * tensors["weights"][:, None].astype(np.float32)
+    tok = _plain_tokenizer((root / "tokenizer.json").read_text())
+    dim = int(table.shape[1])
 
     def encode(texts: list[str], batch_size: int) -> Matrix:
-        return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True))
+        out = np.zeros((len(texts), dim), np.float32)
+        for i, text in enumerate(tok.encode_batch(texts, add_special_tokens=False)):
+            if text.ids:  # a text of no token stays the zero vector
+                out[i] = table[text.ids[:STATIC_MAX_TOKENS]].mean(axis=0)
+        return out
 
-    dim = int(model.get_embedding_dimension() or 64)
     version = EmbedderVersion(
         name="tokenlearn-static-model",
         fingerprint=weights_fingerprint(weight_files(root)),
         dimension=dim,
     )
-    counter = _token_counter((root / "tokenizer.json").read_text())
-    return Embedder(version, 512, version.name, counter, encode)
+    return Embedder(version, STATIC_MAX_TOKENS, version.name, _token_counter(tok), encode)
 
 
 @lru_cache(maxsize=4)

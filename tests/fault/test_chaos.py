@@ -19,11 +19,13 @@ pytestmark = pytest.mark.slow  # a watch subprocess under a storm of file operat
 
 SEED = 11
 OPS = 150
+EMBEDDER = "static"  # what chaos probes does not depend on the embedder; MiniLM's encodes would
 
 
 @pytest.fixture(scope="module")
 def chaos(tmp_path_factory: pytest.TempPathFactory) -> ChaosResult:
-    return chaos_run(tmp_path_factory.mktemp("chaos"), seed=SEED, ops=OPS, n_docs=30)
+    work = tmp_path_factory.mktemp("chaos")
+    return chaos_run(work, seed=SEED, ops=OPS, n_docs=30, embedder=EMBEDDER)
 
 
 def test_the_operation_stream_is_seeded(tmp_path: Path) -> None:

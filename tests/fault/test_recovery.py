@@ -23,6 +23,10 @@ from tests.harness.chaos import Watcher, index_mismatches, read_index, reference
 
 pytestmark = pytest.mark.slow  # a watch subprocess killed and resumed
 
+# the static model2vec embedder: a crash and resume do not depend on the embedder, and each
+# watch process then starts without loading MiniLM
+EMBEDDER = "static"
+
 NOTES = {
     "alpha.md": "# Alpha\n\nApples and pears grow in the northern orchard.\n",
     "beta.md": "# Beta\n\nBananas ripen faster next to apples.\n",
@@ -66,7 +70,7 @@ def test_watch_resumes_from_recovery_and_converges(
     monkeypatch.setenv("BYTEWAX_SNAPSHOT_INTERVAL", "1")  # epochs commit within the test
 
     monkeypatch.setenv("RAGSTREAM_WORKERS", "2")
-    first = Watcher.start(root, data, debounce_ms=100)
+    first = Watcher.start(root, data, debounce_ms=100, embedder=EMBEDDER)
     try:
         _wait_for(first, {f"notes:{n}": "indexed" for n in NOTES})
         deadline = time.monotonic() + 60
@@ -84,7 +88,7 @@ def test_watch_resumes_from_recovery_and_converges(
     (root / "zeta.md").write_text("# Zeta\n\nZucchini flowers open at dawn.\n")
 
     monkeypatch.setenv("RAGSTREAM_WORKERS", "1")  # resuming on another worker count
-    second = Watcher.start(root, data, debounce_ms=100)
+    second = Watcher.start(root, data, debounce_ms=100, embedder=EMBEDDER)
     try:
         _wait_for(
             second,
@@ -110,10 +114,10 @@ def test_watch_resumes_from_recovery_and_converges(
     assert keys["folders"] == {"folders"} and keys["index"] == {"index"}
     assert 0 < len(keys["parse"]) <= PARSE_BUCKETS
 
-    settings = Settings(data_dir=data).with_paths([root])
+    settings = Settings(data_dir=data, embedder=EMBEDDER).with_paths([root])
     actual = read_index(settings)
     assert set(actual.docs) == {f"notes:{p.name}" for p in root.iterdir()}
-    reference = reference_view([root], tmp_path / "fresh")
+    reference = reference_view([root], tmp_path / "fresh", EMBEDDER)
     assert index_mismatches(actual, reference) == []
     alpha = " ".join(str(row[2]) for row in actual.docs["notes:alpha.md"])
     assert "Quinces" in alpha and "Apples" not in alpha

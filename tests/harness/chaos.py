@@ -38,6 +38,11 @@ from ragstream.core.settings import Settings  # noqa: E402
 from ragstream.flows.runtime import open_runtime  # noqa: E402
 from tests.harness.scifact import corpus  # noqa: E402
 
+# The product's default embedder. The fault tests pass "static" (the 64-d model2vec model):
+# what they check (write order, kills, restarts, index == folder) does not depend on the
+# embedder, and encoding is most of their cost with MiniLM; the benches keep the default.
+DEFAULT_EMBEDDER = Settings.model_fields["embedder"].default
+
 # Point fields that must match the reference (`embedder` differs by store; `deleted_at` and
 # `status` are implied: only live points are compared). CONTENT says which points a doc has
 # and where; DOC_PAYLOAD is what every point repeats about its file (title, (size, mtime)).
@@ -414,11 +419,13 @@ def _doc_difference(did: str, have: list[Row], want: list[Row]) -> Mismatch:
     return Mismatch("doc_payload", f"{did}: points at ordinals {ordinals} carry an old {stale}")
 
 
-def reference_view(roots: Sequence[Path], data_dir: Path) -> IndexView:
+def reference_view(
+    roots: Sequence[Path], data_dir: Path, embedder: str = DEFAULT_EMBEDDER
+) -> IndexView:
     """A fresh `sync` of the folders into `data_dir`, read back (the expected index)."""
     from ragstream import api
 
-    settings = Settings(data_dir=data_dir).with_paths(list(roots))
+    settings = Settings(data_dir=data_dir, embedder=embedder).with_paths(list(roots))
     api.sync(list(roots), settings=settings)
     return read_index(settings)
 
@@ -435,8 +442,11 @@ class Watcher:
     seen: int = 0
 
     @classmethod
-    def start(cls, root: Path, data_dir: Path, debounce_ms: int = 150) -> Watcher:
+    def start(
+        cls, root: Path, data_dir: Path, debounce_ms: int = 150, embedder: str = DEFAULT_EMBEDDER
+    ) -> Watcher:
         env = dict(os.environ, RAGSTREAM_SYNC__DEBOUNCE_MS=str(debounce_ms), HF_HUB_OFFLINE="1")
+        env["RAGSTREAM_EMBEDDER"] = embedder
         proc = subprocess.Popen(
             [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir",
              str(data_dir), "--json"],
@@ -520,11 +530,13 @@ def chaos_tree(work: Path, seed: int, n_docs: int = 30) -> Chaos:
     return Chaos(root, rng, pool, outside, max_files=3 * n_docs, min_files=2 * n_docs // 3)
 
 
-def chaos_run(work: Path, seed: int, ops: int, n_docs: int = 30) -> ChaosResult:
+def chaos_run(
+    work: Path, seed: int, ops: int, n_docs: int = 30, embedder: str = DEFAULT_EMBEDDER
+) -> ChaosResult:
     """One run: a fresh tree and data dir, `watch` started, `ops` operations, quiesce, check."""
     chaos = chaos_tree(work, seed, n_docs)
     root = chaos.root
-    watcher = Watcher.start(root, work / "data")
+    watcher = Watcher.start(root, work / "data", embedder=embedder)
     log: list[str] = []
     try:
         watcher.quiesce(root / "_sentinel.md", "ready")
@@ -534,8 +546,8 @@ def chaos_run(work: Path, seed: int, ops: int, n_docs: int = 30) -> ChaosResult:
         quiesce_s = watcher.quiesce(root / "_sentinel.md", f"done-{seed}")
     finally:
         watcher.stop()
-    actual = read_index(Settings(data_dir=work / "data").with_paths([root]))
-    expected = reference_view([root], work / "reference")
+    actual = read_index(Settings(data_dir=work / "data", embedder=embedder).with_paths([root]))
+    expected = reference_view([root], work / "reference", embedder)
     return ChaosResult(
         ops, index_mismatches(actual, expected), quiesce_s, watcher.seen, chaos.counts, log
     )

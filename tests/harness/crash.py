@@ -32,6 +32,7 @@ from ragstream.core.ids import content_hash
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
 from tests.harness.chaos import (
+    DEFAULT_EMBEDDER,
     FIELDS,
     REPO,
     Chaos,
@@ -109,9 +110,12 @@ def _audited(audit: Path, run: str) -> list[str]:
     return texts
 
 
-def run_worker(root: Path, data: Path, audit: Path, run: str, kill: str) -> CrashRun:
+def run_worker(
+    root: Path, data: Path, audit: Path, run: str, kill: str, embedder: str = DEFAULT_EMBEDDER
+) -> CrashRun:
     env = dict(
         os.environ,
+        RAGSTREAM_EMBEDDER=embedder,
         CRASH_AUDIT=str(audit),
         CRASH_RUN=run,
         CRASH_KILL="" if kill.startswith(("timer", "none")) else kill,
@@ -153,6 +157,7 @@ def crash_campaign(
     ops_between: int = 10,
     timer_share: float = 0.3,
     shared_docs: Path | None = None,
+    embedder: str = DEFAULT_EMBEDDER,
 ) -> CrashResult:
     rng = random.Random(seed)
     root, data, audit = work / "corpus", work / "data", work / "audit.jsonl"
@@ -161,7 +166,8 @@ def crash_campaign(
     pool = abstracts()
     build_tree(root, docs, rng, pool, shared_docs)
     chaos = Chaos(root, rng, pool, outside, dir_ops=False)
-    settings = Settings(data_dir=data, store={"lexical_backend": "tantivy"}).with_paths([root])
+    settings = Settings(data_dir=data, embedder=embedder, store={"lexical_backend": "tantivy"})
+    settings = settings.with_paths([root])
     result = CrashResult()
     stored: set[str] = set()  # audited hashes whose vector is durably in the store
     audited: set[str] = set()
@@ -171,7 +177,7 @@ def crash_campaign(
             for _ in range(ops_between):
                 chaos.step()
         run = f"run{i}"
-        outcome = run_worker(root, data, audit, run, kill)
+        outcome = run_worker(root, data, audit, run, kill, embedder)
         result.runs.append(outcome)
         with open_runtime(settings) as rt:
             key = rt.chunker.key
@@ -195,6 +201,6 @@ def crash_campaign(
     at = FIELDS.index("content_hash")
     live_hashes = {str(row[at]) for rows in actual.docs.values() for row in rows}
     result.unaudited = len(live_hashes - audited)
-    expected = reference_view([root], work / "reference")
+    expected = reference_view([root], work / "reference", embedder)
     result.mismatches = index_mismatches(actual, expected)
     return result

@@ -1,7 +1,13 @@
 """The ONNX MiniLM-L3 embedder encodes length-sorted mini-batches and must hand the vectors
-back in the caller's order, equal to encoding each text alone (padding is masked out)."""
+back in the caller's order, equal to encoding each text alone (padding is masked out). The
+static preset, encoded in numpy, equals sentence-transformers' StaticEmbedding."""
 
 from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,3 +36,42 @@ def test_sorted_batches_return_vectors_in_input_order(minilm_l3: Embedder) -> No
     # distinct texts give distinct vectors: a scatter-back bug would repeat or swap rows
     sims = together @ together.T
     assert all(sims[i, j] < 0.999 for i in range(len(texts)) for j in range(i))
+
+
+def test_the_numpy_static_embedder_equals_sentence_transformers_static_embedding() -> None:
+    """The static preset encodes in numpy (no torch import); its vectors are what
+    sentence-transformers' StaticEmbedding gives for the same model2vec model (then
+    normalized, as every embedder's are), long texts (cut at 512 tokens) and texts of no
+    token included."""
+    import static_model
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import StaticEmbedding
+
+    root = Path(static_model.__file__).parent / "model"
+    reference = SentenceTransformer(modules=[StaticEmbedding.from_model2vec(str(root))])
+    words = (Path(__file__).resolve().parents[3] / "README.md").read_text().split()
+    rng = random.Random(3)
+    texts = ["", "x", "Apples grow in the orchard.", "héllo wörld 東京", "a " * 700]
+    texts += [" ".join(rng.choices(words, k=rng.randint(1, 900))) for _ in range(40)]
+    static = load_embedder("static")
+    ours = static.encode_passages(texts, batch_size=8)
+    theirs = reference.encode(texts, batch_size=8, convert_to_numpy=True)
+    theirs /= np.maximum(np.linalg.norm(theirs, axis=1, keepdims=True), 1e-12)  # as stored
+    assert ours.shape == (len(texts), static.version.dimension) == theirs.shape
+    assert np.allclose(ours, theirs, atol=1e-6)
+    assert not ours[2:].any(axis=1).tolist().count(False)  # only the empty text is all zeros
+    assert static.max_seq_length == 512
+
+
+def test_the_static_embedder_loads_and_encodes_without_torch() -> None:
+    code = (
+        "import sys\n"
+        "from ragstream.operators.embed import load_embedder\n"
+        "load_embedder('static').encode_passages(['hello'])\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers')"
+        " if m in sys.modules))\n"
+    )
+    repo = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
