@@ -10,7 +10,6 @@ as three classes, a tuned reranker as one relevance score.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ragstream.core.cpus import usable_cpus
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.operators.padding import padded_batches
 
@@ -43,7 +43,7 @@ class OnnxCrossEncoder:
             self.max_length = int(self.meta.get("max_length", 128))
             tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
             options = ort.SessionOptions()
-            options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+            options.intra_op_num_threads = threads or min(4, usable_cpus())
             options.inter_op_num_threads = 1
             self._session = ort.InferenceSession(
                 str(root / "model.onnx"), options, providers=["CPUExecutionProvider"]

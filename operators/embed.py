@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xxhash
 
+from ragstream.core.cpus import usable_cpus
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import EmbedderVersion
 from ragstream.operators.padding import padded_batches
@@ -243,7 +243,7 @@ def _minilm_l3() -> Embedder:
     tok.enable_truncation(128)
     tok.no_padding()  # each length-sorted mini-batch is padded to its own width below
     options = ort.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count() or 1
+    options.intra_op_num_threads = usable_cpus()
     # onnxruntime's CPU arena keeps its high-water mark for the life of the session (figures:
     # docs/scale.md "Memory"); without it each batch's tensors are freed
     options.enable_cpu_mem_arena = False

@@ -14,7 +14,6 @@ where they came from (`origin="ocr"`), their box on the page and the engine's co
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 import time
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 import xxhash
 
+from ragstream.core.cpus import usable_cpus
 from ragstream.core.models import Block, BlockKind, FileFingerprint, PageBox, ParsedDocument
 from ragstream.core.telemetry import span
 from ragstream.operators.ocr import (
@@ -57,7 +57,7 @@ FILE_TYPES |= IMAGE_TYPES  # read by OCR
 # a PDF page with fewer non-blank characters than this in its text layer has no usable text
 MIN_PAGE_CHARS = 20
 # pages of one PDF read at once: the cores this process may use, at most 4
-OCR_THREADS = min(len(os.sched_getaffinity(0)), 4)
+OCR_THREADS = min(usable_cpus(), 4)
 _BULLET = re.compile(r"^\s*[•◦▪‣∙·●○■□➢►–*-]\s+")
 _PAGE_NUMBER = re.compile(r"([Pp]age\s*)?([\d\s\-–./]{1,9}|[ivxlc]{1,6})(\s*of\s*\d+)?")
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st"})

@@ -33,6 +33,20 @@ from ragstream.core.telemetry import install_exporter
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test` runs two workers), each worker and every process it
+    starts runs on its own share of the CPUs. Model sessions and thread pools size by the
+    affinity mask (`core.cpus`), so two workers do not oversubscribe the cores: unpinned,
+    each sized its pools by the whole machine and the suite took as long as with one.
+    Runs before collection, so before any test module imports torch or onnxruntime."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if worker and count > 1 and len(cpus) >= count:
+        os.sched_setaffinity(0, cpus[int(worker.removeprefix("gw")) % count :: count])
+
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 if not SHARED.exists():  # CI clones the repo elsewhere with shared/ beside it
     SHARED = Path(os.environ.get("RAGSTREAM_SHARED_DATA", "../shared/data")).resolve()

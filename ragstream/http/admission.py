@@ -24,12 +24,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ragstream.core.cpus import usable_cpus
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -49,7 +50,7 @@ def default_max_inflight(llm: bool, cores: int | None = None) -> int:
     >>> default_max_inflight(llm=False, cores=2), default_max_inflight(llm=True, cores=2)
     (2, 16)
     """
-    n = cores or os.cpu_count() or 1
+    n = cores or usable_cpus()
     return 8 * n if llm else n
 
 

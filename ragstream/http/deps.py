@@ -5,7 +5,6 @@ tenants decided from the API key (never from the body), and the admin guard."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -15,6 +14,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 import anyio
 from fastapi import Depends, Request
 
+from ragstream.core.cpus import usable_cpus
 from ragstream.core.errors import AuthError, ForbiddenError, NotReadyError
 from ragstream.core.rwlock import ReadWriteLock
 from ragstream.core.settings import Settings
@@ -57,7 +57,7 @@ class Serving:
 
     @property
     def cpu_threads(self) -> int:
-        return self.settings.server.cpu_threads or os.cpu_count() or 1
+        return self.settings.server.cpu_threads or usable_cpus()
 
     async def offload(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the bounded thread pool of CPU work, reading the stores under the
