@@ -56,16 +56,18 @@ $(BROWSER):
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 	touch $@
 
-# Two pytest-xdist workers (TEST_WORKERS), a test file each at a time, each pinned to its
-# own share of the CPUs (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process.
+# Two pytest-xdist workers (TEST_WORKERS), a test file each at a time (the files holding slow
+# tests first: conftest.py), each pinned to its own share of the CPUs (tests/conftest.py);
+# TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 test: install lint $(BROWSER) $(OCR)  ## the whole suite: lint, the browser check, every test (CI runs this)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=30
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  --durations=30
 
 # The inner loop: everything but the tests marked slow (model loads, CLI/bytewax
 # subprocesses, whole-folder syncs), doctests included; no lint. `make test` is the suite.
 test-fast: install  ## the inner loop: every test not marked slow, doctests included; no lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # The answerability / support judge shipped in operators/judge_model/ (int8 ONNX, ~17 MB):
 # rebuilt from SciFact *train* claims in ../shared/data with a fixed seed (CPU: ~15 min on
