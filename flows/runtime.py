@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ragstream.connectors.lexical import open_lexical_index
@@ -79,9 +80,11 @@ def ocr_options(settings: Settings) -> OcrOptions:
 
 def parser_keys_of(settings: Settings) -> ParserKeys:
     """A file's path -> the parser keys under which it reads now as it did then: what the
-    catch-up scan and the audit hold each indexed or dead-lettered file's key against."""
+    catch-up scan and the audit hold each indexed or dead-lettered file's key against.
+    Remembered per path: every point of a file asks for the same keys."""
     options = ocr_options(settings)
 
+    @lru_cache(maxsize=65536)
     def keys(path: str) -> Collection[str]:
         return parser_keys(path, options)
 
