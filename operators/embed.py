@@ -275,22 +275,25 @@ def _static() -> Embedder:
     """The 64-d static (model2vec) model from tokenlearn-static-model, in numpy: a text is the
     mean of its tokens' rows, each row the int8 embedding its token maps to times the token's
     weight: what sentence-transformers' `StaticEmbedding.from_model2vec` computes, without
-    importing torch (a process that embeds with it starts in a fraction of a second)."""
+    importing torch. Rows are built per text from the int8 table (a few MB), never unfolded
+    into one float row per vocabulary entry (70 MB)."""
     import static_model
     from safetensors.numpy import load_file
 
     root = Path(static_model.__file__).parent / "model"
     tensors = load_file(str(root / "model.safetensors"))
-    rows = tensors["embeddings"][tensors["mapping"]].astype(np.float32)
-    table = rows * tensors["weights"][:, None].astype(np.float32)
+    embeddings, mapping = tensors["embeddings"], tensors["mapping"]
+    weights = tensors["weights"].astype(np.float32)
     tok = _plain_tokenizer((root / "tokenizer.json").read_text())
-    dim = int(table.shape[1])
+    dim = int(embeddings.shape[1])
 
     def encode(texts: list[str], batch_size: int) -> Matrix:
         out = np.zeros((len(texts), dim), np.float32)
         for i, text in enumerate(tok.encode_batch(texts, add_special_tokens=False)):
             if text.ids:  # a text of no token stays the zero vector
-                out[i] = table[text.ids[:STATIC_MAX_TOKENS]].mean(axis=0)
+                ids = np.asarray(text.ids[:STATIC_MAX_TOKENS])
+                rows = embeddings[mapping[ids]].astype(np.float32) * weights[ids, None]
+                out[i] = rows.mean(axis=0)
         return out
 
     version = EmbedderVersion(
