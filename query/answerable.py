@@ -384,28 +384,17 @@ def _judged(
     weights, unseen = _term_weights(asked)
     said = [chunk_terms(c) for c in asked.chunks]
     signals, best = _coverage_signals(asked, weights, said, unseen)
-    dense = asked.dense_best
-    answerable = best >= limits.floor or dense >= limits.dense_floor
     score, used_floor = best, limits.floor
     evidence: list[Evidence] = []
     if scorer is not None:
         evidence = read_evidence(asked.question, asked.chunks, weights, scorer, limits.sentences)
         signals.update(_judge_signals(asked, evidence))
-        surest = max((e.answers for e in evidence), default=0.0)
         if decision is not None:
             used_floor = decision.floor if limits.decision_floor is None else limits.decision_floor
             score = decision.probability(signals)
-            answerable = answerable and decision.answers(signals, used_floor)
         else:
-            answerable = answerable and (
-                surest >= limits.judge_floor or dense >= limits.judge_dense
-            )
-            score, used_floor = surest, limits.judge_floor
-    if (not weights or unseen >= 1.0) and dense < limits.dense_floor:
-        # no term of the question occurs in the documents (or it has none the analyzer
-        # reads) and nothing is close in meaning: it is about something else, or in another
-        # language or script
-        answerable = False
+            score, used_floor = signals["judge_best"], limits.judge_floor
+    answerable = answers_from(signals, limits, decision, judged=scorer is not None)
     verdict = Answerability(
         score=round(score, 4),
         answerable=answerable,
@@ -414,6 +403,47 @@ def _judged(
         judge=str(getattr(scorer, "version", "")) if scorer is not None else "",
     )
     return verdict, evidence
+
+
+def answers_from(
+    signals: Mapping[str, float],
+    limits: Limits,
+    decision: Decision | None,
+    *,
+    judged: bool = True,
+) -> bool:
+    """The answerability verdict from recorded signals: the coverage rule (the best chunk
+    covers `limits.floor` of the question's terms, or its dense cosine reaches
+    `limits.dense_floor`); then, when the answer judge read the chunks (`judged`), the
+    calibrated `decision` at its floor (or `limits.decision_floor`), or without one the floor
+    rule (the judge's best reading reaches `limits.judge_floor`, or the best cosine
+    `limits.judge_dense`); and never a question no term of which the documents hold with
+    nothing close in meaning. What the engine decides, so that a replay of recorded signals
+    decides the same.
+
+    >>> s = {"coverage_best": 0.8, "dense_best": 0.6, "judge_best": 0.7,
+    ...      "question_terms": 2.0, "unseen_term_share": 0.0}
+    >>> answers_from(s, Limits(), None), answers_from({**s, "judge_best": 0.2}, Limits(), None)
+    (True, False)
+    """
+    dense = signals.get("dense_best", 0.0)
+    covered = signals.get("coverage_best", 0.0) >= limits.floor or dense >= limits.dense_floor
+    if not judged:
+        read = True
+    elif decision is not None:
+        floor = decision.floor if limits.decision_floor is None else limits.decision_floor
+        read = decision.answers(signals, floor)
+    else:
+        read = signals.get("judge_best", 0.0) >= limits.judge_floor or dense >= limits.judge_dense
+    return covered and read and not _unknown(signals, limits)
+
+
+def _unknown(signals: Mapping[str, float], limits: Limits) -> bool:
+    """No term of the question occurs in the documents (or it has none the analyzer reads)
+    and nothing is close in meaning: it is about something else, or in another language or
+    script."""
+    unknown = not signals.get("question_terms", 0.0) or signals.get("unseen_term_share", 0.0) >= 1
+    return unknown and signals.get("dense_best", 0.0) < limits.dense_floor
 
 
 def _term_weights(asked: Asked) -> tuple[dict[str, float], float]:

@@ -4,6 +4,7 @@
 - `answer_eval`: answer-level checks: gold context, and abstention.
 - `beir`: BEIR-format datasets: loading, slicing, indexing a corpus as files.
 - `evaluation`: retrieval evaluation and ablation rows (`ragstream eval`), saved reports.
+- `kinds`: every kind of answerable and unanswerable question, read through the engine.
 - `failures`: the failure report: the first stage that broke per failing query.
 - `negate`: negating a statement by rule (the contradictions the support judge learns and
   the verifier is measured on).

@@ -17,6 +17,7 @@ top dense cosine).
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +52,9 @@ class SignalReport(BaseModel):
     # answered share of answerable questions -> refused share of unanswerable ones, for the
     # lowest floor on this score that answers that share (gate refusals stay refused)
     refused_at: dict[str, float]
+    # answered share -> that floor on this score (what `query.answerable.decision_floor` is
+    # set to for the decision's row)
+    floor_at: dict[str, float] = {}
 
 
 class SquadReport(BaseModel):
@@ -88,6 +92,17 @@ def _kind(answers: Sequence[Answer]) -> KindReport:
     )
 
 
+def floor_at(positives: Sequence[float], share: float) -> float:
+    """The highest floor on a score that still answers `share` of `positives`.
+
+    >>> floor_at([0.9, 0.8, 0.7, 0.6], 0.75)
+    0.7
+    """
+    ranked = sorted(positives, reverse=True)
+    need = max(1, round(share * len(ranked) + 1e-9))
+    return ranked[min(need, len(ranked)) - 1]
+
+
 def refused_at(positives: Sequence[float], negatives: Sequence[float], share: float) -> float:
     """The share of `negatives` refused by the highest floor that still answers `share` of
     `positives` (a score of -inf is refused by any floor).
@@ -95,9 +110,7 @@ def refused_at(positives: Sequence[float], negatives: Sequence[float], share: fl
     >>> refused_at([0.9, 0.8, 0.7, 0.6], [0.75, 0.5, 0.1, float("-inf")], 0.75)
     0.75
     """
-    ranked = sorted(positives, reverse=True)
-    need = max(1, round(share * len(ranked) + 1e-9))
-    floor = ranked[min(need, len(ranked)) - 1]
+    floor = floor_at(positives, share)
     return sum(n < floor for n in negatives) / max(1, len(negatives))
 
 
@@ -137,6 +150,7 @@ def signal_reports(
         return SignalReport(
             auc=round(auc(pos, neg), 4),
             refused_at={f"{s:.2f}": round(refused_at(pos, neg, s), 4) for s in ANSWERED_SHARES},
+            floor_at={f"{s:.2f}": _rounded(floor_at(pos, s)) for s in ANSWERED_SHARES},
         )
 
     readers: dict[str, Callable[[Answer], float | None]] = {"decision": _probability}
@@ -147,6 +161,10 @@ def signal_reports(
         if report is not None:
             out[name] = report
     return out
+
+
+def _rounded(value: float) -> float:
+    return round(value, 4) if math.isfinite(value) else -1.0
 
 
 def _probability(a: Answer) -> float | None:
@@ -242,6 +260,19 @@ def markdown_squad(report: SquadReport) -> str:
         for name, s in report.signals.items():
             curve = " / ".join(f"{v:.1%}" for v in s.refused_at.values())
             lines.append(f"| {name} | {s.auc:.3f} | {curve} |")
+        decision = report.signals.get("decision")
+        if decision is not None and decision.floor_at:
+            lines += [
+                "",
+                "The frontier: set `query.answerable.decision_floor` to the floor of the share "
+                "of answerable questions to keep answered.",
+                "",
+                "| answerable answered | unanswerable refused | decision_floor |",
+                "|---|---|---|",
+            ]
+            for share, floor in decision.floor_at.items():
+                caught = decision.refused_at[share]
+                lines.append(f"| {float(share):.0%} | {caught:.1%} | {floor:.4f} |")
     lines.append(
         f"\ngenerator {report.generator}; p50 / p95 {report.p50_ms:.0f} / {report.p95_ms:.0f} ms"
     )

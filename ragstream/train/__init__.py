@@ -7,6 +7,7 @@
 - `embedder`: contrastive fine-tuning of a sentence-transformers embedder.
 - `judge`: builds the shipped support judge (`make judge`).
 - `judge_data`: the support judge's training pairs, from SciFact train claims.
+- `kinds_fit`: the decision's fit over every kind of unanswerable question at once.
 - `tune`: `ragstream tune`: a reranker trained on the index's own retrieval.
 - `tune_embedder`: `ragstream tune --what embedder`: the live embedder fine-tuned.
 """

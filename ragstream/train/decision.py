@@ -42,7 +42,9 @@ import numpy as np
 
 from ragstream.core.answers import QueryRequest, RetrievedChunk
 from ragstream.core.settings import load_settings
+from ragstream.eval import kinds
 from ragstream.eval.beir import doc_key, index_corpus, load_beir
+from ragstream.eval.kinds import Sets, read_kinds
 from ragstream.eval.squad import holds_out, load_squad, paragraph_id, squad_file
 from ragstream.eval.squad_eval import auc as rank_auc
 from ragstream.operators.answer_judge import (
@@ -61,6 +63,7 @@ from ragstream.query.decision import (
 )
 from ragstream.service import ingest
 from ragstream.service.stores import open_engine
+from ragstream.train import kinds_fit
 from ragstream.train.judge_data import is_holdout
 
 # every ELSEWHERE_STRIDE-th question of the articles the index leaves out is asked too: a
@@ -488,7 +491,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     scorer = AnswerJudge(args.judge)
     squad = squad_file(args.dataset)
-    if squad is None:  # BEIR: paired readings of the held-out train claims
+    if (args.dataset / "squad2-half").is_dir():  # the shared data: every kind, train splits
+        decision, kept, refused, fitted_on = _fit_every_kind(args, scorer)
+    elif squad is None:  # BEIR: paired readings of the held-out train claims
         decision, kept, refused, fitted_on = _fit_beir(args, scorer)
     else:
         decision, kept, refused, fitted_on = _fit_squad(args, scorer, squad)
@@ -544,6 +549,62 @@ def _fit_beir(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
         "questions": len(readings),
     }
     return decision, kept, refused, fitted_on
+
+
+def _fit_every_kind(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
+    """The shared data folder: every kind of question of every train split
+    (`eval.kinds.read_kinds`), the signals chosen per kind (`train.kinds_fit.select`), the
+    floor that keeps `keep` of the answerable questions of every data set answered."""
+    readings = read_kinds(Sets(args.dataset, args.data_dir), "train")
+    names, steps = kinds_fit.select(readings, scorer.version)
+    weights = kinds_fit.cell_weights(readings)
+    fitted = kinds_fit.weighted_decision(readings, names, scorer.version, weights)
+    fitted = dataclasses.replace(
+        fitted,
+        floor=kinds_fit.floor_for(readings, fitted, args.keep),
+        embedder=_live_embedder(args.data_dir / "squad-train-data"),
+    )
+    pos = [r.signals for r in readings if r.answerable]
+    neg = [r.signals for r in readings if not r.answerable]
+    decision = _with_coverage_rule(fitted, _readings(pos, fitted), _readings(neg, fitted))
+    kept, refused = labelled_rates(pos, neg, decision)
+    held = kinds_fit.held_out(readings, names, scorer.version)
+    fitted_on: dict[str, object] = {
+        "split": "train splits: squad2-half's held-out train articles (eval.squad.holds_out) "
+        "and squad2-train10, SciFact's train claims, mtrag-un's train conversations",
+        "questions": len(readings),
+        "answerable": len(pos),
+        "selection": [
+            {
+                "signal": s.signal,
+                "leave_one_group_out_auc": round(s.logo, 4),
+                "leave_one_kind_out_auc": round(s.loko, 4),
+            }
+            for s in steps
+        ],
+        "cells": _cell_figures(readings, decision, held),
+    }
+    return decision, kept, refused, fitted_on
+
+
+def _cell_figures(
+    readings: Sequence[kinds.Reading], decision: Decision, held: Sequence[float]
+) -> dict[str, dict[str, float]]:
+    """Per cell: its size, the held-out AUC and refusal at 90 % answered of the decision,
+    and the same of the top dense cosine."""
+    dense = kinds_fit.scores(readings, lambda s: s.get("dense_best", 0.0))
+    out = {}
+    for cell in kinds_fit.cells(readings):
+        pos, neg = kinds_fit.split_cell(readings, dense, cell)
+        out[f"{cell[0]} {cell[1]}"] = {
+            "answerable": len(pos),
+            "unanswerable": len(neg),
+            "auc_held_out": round(kinds_fit.cell_auc(readings, held)[cell], 4),
+            "refused_at_90_held_out": round(kinds_fit.cell_refused(readings, held)[cell], 4),
+            "dense_auc": round(kinds_fit.cell_auc(readings, dense)[cell], 4),
+            "dense_refused_at_90": round(kinds_fit.cell_refused(readings, dense)[cell], 4),
+        }
+    return out
 
 
 def _fit_squad(args: argparse.Namespace, scorer: AnswerJudge, squad: Path) -> Fit:

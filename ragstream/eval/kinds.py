@@ -1,0 +1,374 @@
+"""Every kind of question a user asks, answerable or not, read through the engine.
+
+A decision that refuses what the documents do not answer is fitted and measured on each kind
+of "not answerable" a user meets, side by side with the answerable questions of the same
+index (`KINDS`):
+
+- `answerable`: the question, its gold text in the index;
+- `gold_removed`: the same question with its gold documents taken out of the fused
+  candidates before the cut to k (the natural RAG failure: the index holds the subject, not
+  the answer). A SQuAD question whose answer string still appears in what is left is not
+  counted: another paragraph answers it too;
+- `adversarial`: SQuAD 2.0's questions written to look answerable from their paragraph;
+- `off_topic`: questions about subjects the index never treats (some share a name with it);
+- `conversational`: the last turns of conversations the documents do not answer
+  (mtrag-un's UNANSWERABLE and UNDERSPECIFIED tasks), asked as the engine receives them.
+
+Each question becomes a `Reading`: its kind, data set, group (the unit of the
+leave-one-group-out folds: an article, a conversation, a tenth of the claims) and the
+signals the engine's answerability stage records for it (`None`: the retrieval gate refused).
+The question is retrieved once; with and without its gold documents are two readings of the
+same ranked pool, so a question costs one retrieval and two judge readings.
+
+Which split each data set contributes is the caller's choice: `ragstream.train.decision`
+reads train splits only, `bench/natural_negatives.py` reports the test splits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragstream.core.answers import QueryRequest, RetrievedChunk
+from ragstream.eval.beir import Corpus, doc_key, load_beir
+from ragstream.eval.squad import SquadQuestion, contains_answer
+from ragstream.query import answerable
+from ragstream.query.decision import leg_leads
+from ragstream.query.engine import QueryEngine
+from ragstream.query.gate import DEFAULT_DENSE_FLOOR
+
+KINDS = ("answerable", "gold_removed", "adversarial", "off_topic", "conversational")
+# the kinds whose "no" is natural: the answer is simply not in the index
+NATURAL = ("gold_removed", "off_topic", "conversational")
+POOL = 50  # fused candidates per question: the pool gold documents are taken out of
+K = 8  # chunks the answerability stage reads (the engine's default k)
+FOLDS = 10  # BEIR claims are grouped by id modulo this for the leave-one-group-out folds
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One question asked through the engine, and the signals its answer recorded."""
+
+    qid: str
+    kind: str  # one of KINDS
+    dataset: str
+    group: str  # leave-one-group-out unit
+    signals: dict[str, float] | None  # None: the retrieval gate refused
+
+    @property
+    def answerable(self) -> bool:
+        return self.kind == "answerable"
+
+
+Hidden = Callable[[RetrievedChunk], bool]  # a candidate taken out (a gold document)
+Signals = dict[str, float] | None  # None: the retrieval gate refused
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A question's signals as retrieved, and once its hidden candidates are taken out (with
+    the text of the top k left, to tell whether something else still answers it)."""
+
+    present: Signals
+    absent: Signals = None
+    left: tuple[str, ...] = ()
+
+
+Read = Callable[[str, Hidden | None], Pair]
+
+
+def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL) -> Read:
+    """`read(question, hidden)`: the answerability signals of the question's top `k`
+    candidates, as the engine records them, and (when `hidden` is given) of the top `k`
+    left once the candidates `hidden` names are taken out; None where the dense gate refuses
+    (no reranker: the best cosine of the top k is below the gate's floor)."""
+    lexical, scorer = engine.retriever.lexical, engine.answer_judge
+    limits = answerable.Limits.from_settings(engine.settings.query)
+    floor = engine.settings.query.dense_floor
+    floor = DEFAULT_DENSE_FLOOR if floor is None else floor
+
+    def signals(question: str, ranked: Sequence[RetrievedChunk]) -> Signals:
+        top = ranked[:k]
+        dense = max((r.scores.get("dense", 0.0) for r in top), default=0.0)
+        if not top or dense < floor:
+            return None
+        found = {c.point_id: c for c in engine.side().vectors.get([r.point_id for r in top])}
+        chunks = [found[r.point_id] for r in top if r.point_id in found]
+        leads = leg_leads([r.scores for r in ranked])
+        asked = answerable.Asked(question, chunks, lexical.doc_freqs, dense, leads)
+        verdict, _ = answerable.judge(asked, limits, scorer)
+        return dict(verdict.signals)
+
+    def read(question: str, hidden: Hidden | None = None) -> Pair:
+        request = QueryRequest(query=question, k=pool, generate=False)
+        ranked = engine.retrieve(request).results
+        if hidden is None:
+            return Pair(signals(question, ranked))
+        rest = [r for r in ranked if not hidden(r)]
+        left = tuple(r.text for r in rest[:k])
+        return Pair(signals(question, ranked), signals(question, rest), left)
+
+    return read
+
+
+def squad_readings(
+    read: Read,
+    questions: Iterable[SquadQuestion],
+    dataset: str,
+) -> list[Reading]:
+    """The SQuAD questions: an answerable one read with and without its paragraph (the
+    gold-removed reading is dropped when a gold answer string is still in the top `K` of what
+    is left), an unanswerable one as `adversarial`."""
+    out = []
+    for q in questions:
+        if not q.answerable:
+            out.append(Reading(q.id, "adversarial", dataset, q.article, read(q.text, None).present))
+            continue
+        gold = q.paragraph
+        pair = read(q.text, hiding({gold}))
+        out.append(Reading(q.id, "answerable", dataset, q.article, pair.present))
+        if not answered_elsewhere(q, pair.left):
+            out.append(Reading(q.id, "gold_removed", dataset, q.article, pair.absent))
+    return out
+
+
+def hiding(gold: set[str]) -> Hidden:
+    """Takes out the candidates of the documents `gold` names (file stems)."""
+
+    def hidden(r: RetrievedChunk) -> bool:
+        return doc_key(r.doc_id) in gold
+
+    return hidden
+
+
+def answered_elsewhere(q: SquadQuestion, texts: Sequence[str]) -> bool:
+    """Whether one of `texts` holds a gold answer string of `q` (SQuAD's normalization)."""
+    return any(contains_answer(t, q.answers) for t in texts)
+
+
+def beir_readings(
+    read: Read, dataset_dir: Path, split: str, dataset: str, *, keep: Callable[[str], bool]
+) -> list[Reading]:
+    """A BEIR set's judged queries of `split` that `keep` accepts, each read with its gold
+    documents and without them (grouped by id modulo `FOLDS`)."""
+    _, queries, qrels = load_beir(dataset_dir, split)
+    out = []
+    for qid in sorted(q for q in queries if q in qrels and keep(q)):
+        gold = {d for d, rel in qrels[qid].items() if rel > 0}
+        pair = read(queries[qid], hiding(gold))
+        group = f"{dataset}-{_fold(qid)}"
+        out.append(Reading(qid, "answerable", dataset, group, pair.present))
+        out.append(Reading(qid, "gold_removed", dataset, group, pair.absent))
+    return out
+
+
+def off_topic_readings(
+    read: Read, questions: Sequence[tuple[str, str]], dataset: str
+) -> list[Reading]:
+    """Questions (id, text) about subjects the index never treats, grouped by their id's
+    prefix (the part before the last `-`)."""
+    return [
+        Reading(qid, "off_topic", dataset, qid.rsplit("-", 1)[0], read(text, None).present)
+        for qid, text in questions
+    ]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One mtrag-un task: the last user turn of a conversation and its label."""
+
+    id: str
+    conversation: str
+    question: str
+    answerability: str
+    gold: tuple[str, ...]
+
+
+def load_mtrag(folder: Path, split: str) -> tuple[Corpus, list[Task]]:
+    """mtrag-un's passages (all of them: the corpus is shared by both splits) and the tasks
+    of the conversations of `split` (`split.json`, by conversation)."""
+    corpus: Corpus = {}
+    for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        doc = json.loads(line)
+        corpus[mtrag_key(doc["doc_id"])] = {"title": doc["title"], "text": doc["text"].strip()}
+    chosen = set(json.loads((folder / "split.json").read_text())[split])
+    tasks = []
+    for line in (folder / "conversations.jsonl").read_text(encoding="utf-8").splitlines():
+        t = json.loads(line)
+        if t["conversation_id"] in chosen:
+            tasks.append(
+                Task(
+                    t["task_id"],
+                    t["conversation_id"],
+                    t["question"],
+                    t["answerability"],
+                    tuple(mtrag_key(d) for d in t["gold_doc_ids"]),
+                )
+            )
+    return corpus, tasks
+
+
+def mtrag_key(doc_id: str) -> str:
+    """A passage id as a file stem (`index_corpus` writes `<key>.md`).
+
+    >>> mtrag_key("ibmcld_00089-0-1590"), mtrag_key("a/b:c")
+    ('ibmcld_00089-0-1590', 'a_b_c')
+    """
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in doc_id).lstrip(".")
+
+
+def mtrag_readings(read: Read, tasks: Sequence[Task], dataset: str = "mtrag") -> list[Reading]:
+    """ANSWERABLE tasks read with and without their reference passages; UNANSWERABLE and
+    UNDERSPECIFIED ones as `conversational`; PARTIAL ones are left out (half an answer is
+    neither)."""
+    out = []
+    for t in tasks:
+        if t.answerability == "ANSWERABLE":
+            pair = read(t.question, hiding(set(t.gold)))
+            out.append(Reading(t.id, "answerable", dataset, t.conversation, pair.present))
+            out.append(Reading(t.id, "gold_removed", dataset, t.conversation, pair.absent))
+        elif t.answerability in ("UNANSWERABLE", "UNDERSPECIFIED"):
+            signals = read(t.question, None).present
+            out.append(Reading(t.id, "conversational", dataset, t.conversation, signals))
+    return out
+
+
+def save(readings: Sequence[Reading], path: Path, key: str) -> None:
+    path.write_text(json.dumps({"key": key, "readings": [r.__dict__ for r in readings]}))
+
+
+def load(path: Path, key: str) -> list[Reading] | None:
+    """The readings saved under `key`, or None (none saved, or under another key)."""
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    return [Reading(**r) for r in saved["readings"]] if saved.get("key") == key else None
+
+
+def _fold(qid: str) -> int:
+    return int(qid) % FOLDS if qid.isdigit() else sum(map(ord, qid)) % FOLDS
+
+
+# every ELSEWHERE_STRIDE-th question of the train articles the index leaves out is asked as
+# an off-topic question (of the SQuAD index, and of SciFact's but for the articles that share
+# its subject)
+ELSEWHERE_STRIDE = 6
+MEDICAL_ARTICLES = frozenset({"Immune_system"})
+SQUAD_TRAIN_MORE = "squad2-train10"  # train articles the answer judge never read
+
+
+@dataclass(frozen=True)
+class Sets:
+    """Where the data sets and their indexes are: the shared data folder, and a folder the
+    per-set data dirs are made under (each indexed on first use, incrementally after)."""
+
+    shared: Path
+    out: Path
+    off_topic: tuple[tuple[str, str], ...] = ()  # general questions (id, text), test only
+
+    def data_dir(self, name: str) -> Path:
+        return self.out / name
+
+
+def read_kinds(
+    sets: Sets, split: str, *, only: Sequence[str] = ("squad", "scifact", "mtrag")
+) -> list[Reading]:
+    """Every kind of question of `split` over each data set of `only`, each data set on its
+    own index (`train`: SQuAD 2.0's held-out train articles and `squad2-train10`, SciFact's
+    train claims, mtrag-un's train conversations; `test`: the test side of each). Readings
+    are kept in each data dir under the judge's version and the split: a rerun on the same
+    inputs asks nothing again."""
+    out: list[Reading] = []
+    for name in only:
+        out += _cached(sets, name, split)
+    return out
+
+
+def _cached(sets: Sets, name: str, split: str) -> list[Reading]:
+    from ragstream.operators.answer_judge import bundled_answer_judge
+
+    data_dir = sets.data_dir(_INDEX[name](split))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cache = data_dir / f"kinds-{name}-{split}.json"
+    key = f"{bundled_answer_judge().version} k={K} pool={POOL} off={len(sets.off_topic)}"
+    saved = load(cache, key)
+    if saved is not None:
+        return saved
+    readings = _READERS[name](sets, split, data_dir)
+    save(readings, cache, key)
+    return readings
+
+
+def _engine(data_dir: Path, corpus: Corpus):  # type: ignore[no-untyped-def]
+    """The index of `corpus` in `data_dir` (synced), opened for reading signals."""
+    from ragstream.eval.beir import index_corpus
+    from ragstream.service.stores import open_engine
+
+    settings = index_corpus(corpus, data_dir)
+    query = settings.query.model_copy(update={"log_queries": False})
+    return open_engine(settings.model_copy(update={"query": query}))
+
+
+def _squad(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
+    from ragstream.eval.squad import holds_out, load_squad
+
+    half = load_squad(sets.shared / "squad2-half", split)
+    if split == "train":
+        more = load_squad(sets.shared / SQUAD_TRAIN_MORE)
+        own = [q for q in half.questions if holds_out(q.article)] + more.questions
+        slugs = {q.paragraph.rsplit("-p", 1)[0] for q in own}
+        corpus = {
+            pid: doc
+            for pid, doc in {**half.corpus, **more.corpus}.items()
+            if pid.rsplit("-p", 1)[0] in slugs
+        }
+        elsewhere = [q for q in half.questions if not holds_out(q.article)][::ELSEWHERE_STRIDE]
+        off = [(f"squad-elsewhere-{q.id}", q.text) for q in elsewhere]
+    else:
+        own, corpus, off = half.questions, half.corpus, list(sets.off_topic)
+    with _engine(data_dir, corpus) as (engine, _):
+        read = engine_reader(engine)
+        return squad_readings(read, own, "squad") + off_topic_readings(read, off, "squad")
+
+
+def _scifact(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
+    from ragstream.eval.answer_eval import OFF_TOPIC
+    from ragstream.eval.beir import load_corpus
+    from ragstream.eval.squad import holds_out, load_squad
+
+    if split == "train":
+        half = load_squad(sets.shared / "squad2-half", "train")
+        elsewhere = [q for q in half.questions if not holds_out(q.article)][::ELSEWHERE_STRIDE]
+        off = [
+            (f"squad-elsewhere-{q.id}", q.text)
+            for q in elsewhere
+            if q.article not in MEDICAL_ARTICLES
+        ]
+    else:
+        off = [(f"scifact-offtopic-{i}", q) for i, q in enumerate(OFF_TOPIC, 1)]
+        off += list(sets.off_topic)
+    dataset = sets.shared / "scifact"
+    with _engine(data_dir, load_corpus(dataset)) as (engine, _):
+        read = engine_reader(engine)
+        claims = beir_readings(read, dataset, split, "scifact", keep=lambda _: True)
+        return claims + off_topic_readings(read, off, "scifact")
+
+
+def _mtrag(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
+    corpus, tasks = load_mtrag(sets.shared / "mtrag-un", split)
+    with _engine(data_dir, corpus) as (engine, _):
+        return mtrag_readings(engine_reader(engine), tasks)
+
+
+_INDEX: dict[str, Callable[[str], str]] = {
+    "squad": lambda split: f"squad-{split}-data",
+    "scifact": lambda _: "scifact-data",
+    "mtrag": lambda _: "mtrag-data",
+}
+_READERS: dict[str, Callable[[Sets, str, Path], list[Reading]]] = {
+    "squad": _squad,
+    "scifact": _scifact,
+    "mtrag": _mtrag,
+}
