@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--split", default="test", choices=["train", "test"])
     ap.add_argument("--decision", type=Path, default=BUNDLED_ANSWER_JUDGE)
     ap.add_argument("--off-topic", type=Path, default=OFF_TOPIC)
-    ap.add_argument("--sets", nargs="+", default=["squad", "scifact", "mtrag"])
+    ap.add_argument("--sets", nargs="+", default=["squad", "scifact", "mtrag", "docs"])
     ap.add_argument("--shares", nargs="+", type=float, default=[0.85, 0.90, 0.95])
     args = ap.parse_args()
     off = general_questions(args.off_topic) if args.split == "test" else ()

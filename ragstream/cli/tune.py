@@ -50,8 +50,10 @@ def phase_bars() -> Iterator[Callable[[str], Steps]]:
 def check_tune_options(what: str, reranker_size: str) -> None:
     from ragstream.train.tune import RERANKER_SIZES
 
-    if what not in ("reranker", "embedder", "both"):
-        raise typer.BadParameter("expected reranker, embedder or both", param_hint="--what")
+    if what not in ("reranker", "embedder", "both", "decision"):
+        raise typer.BadParameter(
+            "expected reranker, embedder, both or decision", param_hint="--what"
+        )
     if reranker_size not in RERANKER_SIZES:
         raise typer.BadParameter(
             f"expected one of {', '.join(RERANKER_SIZES)}", param_hint="--reranker-size"
@@ -59,12 +61,15 @@ def check_tune_options(what: str, reranker_size: str) -> None:
 
 
 def tune(
-    dataset_dir: Annotated[Path, typer.Argument(help="a BEIR-format dataset folder")],
+    dataset_dir: Annotated[
+        Path,
+        typer.Argument(help="a BEIR-format dataset folder (or, for --what decision, SQuAD 2.0)"),
+    ],
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="data dir the corpus is indexed into (reused)")
     ],
     split: Annotated[str, typer.Option(help="the split trained on: qrels/<split>.tsv")] = "train",
-    what: Annotated[str, typer.Option(help="reranker | embedder | both")] = "reranker",
+    what: Annotated[str, typer.Option(help="reranker | embedder | both | decision")] = "reranker",
     self_supervised: Annotated[
         bool,
         typer.Option("--self-supervised", help="train on pairs made from the corpus (no qrels)"),
@@ -86,13 +91,19 @@ def tune(
     hybrid candidates (offline, CPU, fixed seed) into DATA_DIR/models/. Nothing changes until
     you switch them on: the reranker with `query.reranker` (compare with `ragstream eval`,
     rows `+rerank(tuned)`), the embedder with `reindex start --embedder DIR` then `reindex
-    promote --eval-dataset` (the eval gate). Reads only SPLIT."""
+    promote --eval-dataset` (the eval gate). `--what decision` refits the answerability
+    decision on this index (its questions with and without their gold documents), kept only
+    when it beats the shipped one on a held-out fifth; switch it on with
+    `query.answerable.judge`. Reads only SPLIT."""
     from ragstream.train.tune import RERANKER_SIZES, MineConfig, mine_index, tune_reranker
     from ragstream.train.tune_embedder import tune_embedder
 
     check_tune_options(what, reranker_size)
     if split == "test" and not self_supervised:
         err.print("warning: tuning on the test split makes its eval figures meaningless")
+    if what == "decision":
+        _tune_decision(dataset_dir, data_dir, split, as_json)
+        return
     reports: dict[str, BaseModel] = {}
     with phase_bars() as bars:
         mined = mine_index(
@@ -114,6 +125,25 @@ def tune(
         print(json.dumps(dumped.get(what, {"what": what, **dumped})))
         return
     _summary(reports)
+
+
+def _tune_decision(dataset_dir: Path, data_dir: Path, split: str, as_json: bool) -> None:
+    from ragstream.train.tune_decision import tune_decision
+
+    try:
+        report = tune_decision(dataset_dir, data_dir, split, progress=err.print)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="DATASET_DIR") from exc
+    if as_json:
+        print(report.model_dump_json())
+        return
+    verdict = "kept" if report.kept else "NOT better on the held-out questions: nothing written"
+    out.print(f"decision over {report.features}: {verdict}")
+    for cell, tuned in report.held_refused_tuned.items():
+        shipped = report.held_refused_shipped[cell]
+        out.print(f"  {cell}: refused at 90 % answered {shipped:.3f} (shipped) -> {tuned:.3f}")
+    if report.kept:
+        out.print(f"model: {report.model_dir}\nswitch it on: {report.switch_on}")
 
 
 def _summary(reports: dict[str, BaseModel]) -> None:

@@ -134,11 +134,12 @@ def squad_readings(
     return out
 
 
-def hiding(gold: set[str]) -> Hidden:
-    """Takes out the candidates of the documents `gold` names (file stems)."""
+def hiding(gold: set[str], key: Callable[[str], str] = doc_key) -> Hidden:
+    """Takes out the candidates of the documents `gold` names (by `key` of their doc id: the
+    file stem by default)."""
 
     def hidden(r: RetrievedChunk) -> bool:
-        return doc_key(r.doc_id) in gold
+        return key(r.doc_id) in gold
 
     return hidden
 
@@ -362,13 +363,53 @@ def _mtrag(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
         return mtrag_readings(engine_reader(engine), tasks)
 
 
+DOCS_FOLDERS = ("html", "md")  # the shared real documents the docs questions were written on
+
+
+def _docs(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
+    """The shared real documents (`DOCS_FOLDERS`, synced where they are): the repository's
+    docs questions read with and without the file that answers them, its off-topic questions
+    and the general ones (test only: none of them is ever fitted on)."""
+    import csv
+
+    from ragstream.core.settings import Settings
+    from ragstream.flows.sources import with_folders
+    from ragstream.flows.sync import run_sync
+    from ragstream.service.stores import open_engine
+
+    if split != "test":
+        return []
+    tests = Path(__file__).resolve().parents[2] / "tests" / "data"
+    lines = (tests / "docs_questions.tsv").read_text(encoding="utf-8").splitlines()
+    rows = csv.DictReader([ln for ln in lines if not ln.startswith("#")], delimiter="\t")
+    answerable_docs = [(f"docs-{i}", r["question"], r["file"]) for i, r in enumerate(rows, 1)]
+    texts = (tests / "offtopic_questions.txt").read_text(encoding="utf-8").splitlines()
+    off = [(f"docs-offtopic-{i}", t.strip()) for i, t in enumerate(texts, 1)]
+    off = [(i, t) for i, t in off if t and not t.startswith("#")] + list(sets.off_topic)
+    folders = [sets.shared / "docs" / f for f in DOCS_FOLDERS]
+    settings = with_folders(Settings(data_dir=data_dir), folders)
+    run_sync(settings, watch=False)
+    query = settings.query.model_copy(update={"log_queries": False})
+    out = []
+    with open_engine(settings.model_copy(update={"query": query})) as (engine, _):
+        read = engine_reader(engine)
+        for qid, question, file in answerable_docs:
+            # a doc id is `<folder>:<path under it>`
+            pair = read(question, hiding({file.replace("/", ":", 1)}, key=str))
+            out.append(Reading(qid, "answerable", "docs", qid, pair.present))
+            out.append(Reading(qid, "gold_removed", "docs", qid, pair.absent))
+        return out + off_topic_readings(read, off, "docs")
+
+
 _INDEX: dict[str, Callable[[str], str]] = {
     "squad": lambda split: f"squad-{split}-data",
     "scifact": lambda _: "scifact-data",
     "mtrag": lambda _: "mtrag-data",
+    "docs": lambda _: "docs-data",
 }
 _READERS: dict[str, Callable[[Sets, str, Path], list[Reading]]] = {
     "squad": _squad,
     "scifact": _scifact,
     "mtrag": _mtrag,
+    "docs": _docs,
 }

@@ -9,5 +9,6 @@
 - `judge_data`: the support judge's training pairs, from SciFact train claims.
 - `kinds_fit`: the decision's fit over every kind of unanswerable question at once.
 - `tune`: `ragstream tune`: a reranker trained on the index's own retrieval.
+- `tune_decision`: `ragstream tune --what decision`: the decision refitted on a user's index.
 - `tune_embedder`: `ragstream tune --what embedder`: the live embedder fine-tuned.
 """

@@ -556,19 +556,12 @@ def _fit_every_kind(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
     (`eval.kinds.read_kinds`), the signals chosen per kind (`train.kinds_fit.select`), the
     floor that keeps `keep` of the answerable questions of every data set answered."""
     readings = read_kinds(Sets(args.dataset, args.data_dir), "train")
-    names, steps = kinds_fit.select(readings, scorer.version)
-    weights = kinds_fit.cell_weights(readings)
-    fitted = kinds_fit.weighted_decision(readings, names, scorer.version, weights)
-    fitted = dataclasses.replace(
-        fitted,
-        floor=kinds_fit.floor_for(readings, fitted, args.keep),
-        embedder=_live_embedder(args.data_dir / "squad-train-data"),
-    )
+    embedder = _live_embedder(args.data_dir / "squad-train-data")
+    decision, steps = fit_kinds(readings, scorer.version, args.keep, embedder)
     pos = [r.signals for r in readings if r.answerable]
     neg = [r.signals for r in readings if not r.answerable]
-    decision = _with_coverage_rule(fitted, _readings(pos, fitted), _readings(neg, fitted))
     kept, refused = labelled_rates(pos, neg, decision)
-    held = kinds_fit.held_out(readings, names, scorer.version)
+    held = kinds_fit.held_out(readings, list(decision.features), scorer.version)
     fitted_on: dict[str, object] = {
         "split": "train splits: squad2-half's held-out train articles (eval.squad.holds_out) "
         "and squad2-train10, SciFact's train claims, mtrag-un's train conversations",
@@ -585,6 +578,23 @@ def _fit_every_kind(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
         "cells": _cell_figures(readings, decision, held),
     }
     return decision, kept, refused, fitted_on
+
+
+def fit_kinds(
+    readings: Sequence[kinds.Reading], judge_version: str, keep: float = KEEP, embedder: str = ""
+) -> tuple[Decision, list[kinds_fit.Step]]:
+    """The decision fitted on readings of every kind (`train.kinds_fit`): its signals chosen
+    per kind, its floor keeping `keep` of every data set's answerable readings answered, and
+    the strictest coverage rule that costs none of those the floor answers."""
+    names, steps = kinds_fit.select(readings, judge_version)
+    weights = kinds_fit.cell_weights(readings)
+    fitted = kinds_fit.weighted_decision(readings, names, judge_version, weights)
+    fitted = dataclasses.replace(
+        fitted, floor=kinds_fit.floor_for(readings, fitted, keep), embedder=embedder
+    )
+    pos = [r.signals for r in readings if r.answerable]
+    neg = [r.signals for r in readings if not r.answerable]
+    return _with_coverage_rule(fitted, _readings(pos, fitted), _readings(neg, fitted)), steps
 
 
 def _cell_figures(

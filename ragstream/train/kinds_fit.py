@@ -175,9 +175,11 @@ def held_out(readings: Sequence[Reading], names: Sequence[str], judge: str) -> l
 def without_kind(
     readings: Sequence[Reading], names: Sequence[str], judge: str
 ) -> dict[Cell, float]:
-    """Each cell's AUC under a fit that never saw its kind's negatives (leave-one-kind-out)."""
+    """Each cell's AUC under a fit that never saw its kind's negatives (leave-one-kind-out);
+    none with fewer than two kinds (a fit needs one to learn from)."""
     out: dict[Cell, float] = {}
-    for kind in sorted({k for _, k in cells(readings)}):
+    kinds = sorted({k for _, k in cells(readings)})
+    for kind in kinds if len(kinds) > 1 else ():
         rest = [r for r in readings if r.kind != kind]
         fitted = weighted_decision(rest, names, judge, cell_weights(rest))
         aucs = cell_auc(readings, scores(readings, fitted.probability))
@@ -197,10 +199,11 @@ class Step:
 
 
 def evaluate(readings: Sequence[Reading], names: Sequence[str], judge: str) -> tuple[float, float]:
-    """(mean leave-one-group-out cell AUC, mean leave-one-kind-out cell AUC) of `names`."""
-    logo = cell_auc(readings, held_out(readings, names, judge))
+    """(mean leave-one-group-out cell AUC, mean leave-one-kind-out cell AUC) of `names`; the
+    first twice when there is one kind only."""
+    logo = float(np.mean(list(cell_auc(readings, held_out(readings, names, judge)).values())))
     loko = without_kind(readings, names, judge)
-    return float(np.mean(list(logo.values()))), float(np.mean(list(loko.values())))
+    return logo, float(np.mean(list(loko.values()))) if loko else logo
 
 
 def select(
