@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytrec_eval
 
-from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.protocols import SearchFilter
+from ragstream.connectors.stores import open_lexical_index
 from ragstream.core.models import IndexedChunk
 
 KINDS = ("tantivy", "rank-bm25")

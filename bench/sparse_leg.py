@@ -32,9 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from bench._stdout import print_json, stdout_to_stderr
-from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.protocols import SearchFilter
-from ragstream.connectors.vector_stores import configured_live, open_configured, open_vector_store
+from ragstream.connectors.stores import (
+    configured_live,
+    open_configured,
+    open_lexical_index,
+    open_vector_store,
+)
 from ragstream.core.ids import content_hash, point_id
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings

@@ -35,9 +35,8 @@ import numpy as np
 
 from bench._stdout import print_json, stdout_to_stderr
 from ragstream.connectors.fs import file_digest
-from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.state import SourcesBook
-from ragstream.connectors.vector_stores import open_configured
+from ragstream.connectors.stores import open_configured, open_lexical_index
 from ragstream.core.ids import content_hash, point_id
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings, SourceConfig

@@ -11,5 +11,6 @@
 - `situate_cache`: the situating sentences already paid for, by content hash.
 - `sparse`: BM25 as a Qdrant sparse vector (the lexical leg inside the vector store).
 - `state`: small JSON records in the data dir (dead letters, sync and reindex bookkeeping).
-- `vector_stores`: what the two Qdrant stores share (naming, payload, filters, live pointer).
+- `stores`: opening a store by its kind (the one place that picks an implementation).
+- `vector_stores`: what the two Qdrant stores share (naming, payload, filters, retries).
 """

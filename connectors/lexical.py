@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import tantivy
 from rank_bm25 import BM25Okapi
 
-from ragstream.connectors.protocols import Hit, LexicalIndex, SearchFilter, VectorStore
+from ragstream.connectors.protocols import Hit, SearchFilter
 from ragstream.core.ids import doc_prefixes, prefix_key
 from ragstream.core.models import IndexedChunk
 
@@ -487,21 +487,3 @@ class RankBM25Index(_BatchedIndex):
 
     def close(self) -> None:
         self.commit()
-
-
-def open_lexical_index(
-    kind: str, path: Path, vectors: Callable[[], VectorStore] | None = None
-) -> LexicalIndex:
-    """`tantivy` (default, incremental, on disk), `rank-bm25` (exact reference), or `sparse`
-    (BM25 as a sparse vector in the vector store's points: `vectors` names the live store)."""
-    if kind == "tantivy":
-        return TantivyIndex(path)
-    if kind == "rank-bm25":
-        return RankBM25Index(path)
-    if kind == "sparse":
-        from ragstream.connectors.sparse import SparseLexicalIndex  # it imports this module
-
-        if vectors is None:
-            raise ValueError("the sparse lexical leg lives in a vector store: pass `vectors`")
-        return SparseLexicalIndex(vectors)
-    raise ValueError(f"unknown lexical index {kind!r}: expected 'tantivy', 'rank-bm25' or 'sparse'")

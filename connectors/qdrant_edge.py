@@ -260,7 +260,7 @@ class EdgeVectorStore(BaseQdrantStore):
 
 
 class EdgeBackend:
-    """`vector_stores.Backend` for Edge: pointer and metadata are plain files, no engine."""
+    """`stores.Backend` for Edge: pointer and metadata are plain files, no engine."""
 
     def open_store(
         self,

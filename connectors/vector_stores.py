@@ -1,4 +1,4 @@
-"""What the two Qdrant vector stores share: naming, payload, filters, protocol logic, live pointer.
+"""What the two Qdrant vector stores share: naming, payload, filters, protocol logic, retries.
 
 `EdgeVectorStore` (embedded Qdrant Edge) and `QdrantClientVectorStore` (qdrant-client: server or
 local mode) differ only in how they talk to their engine. Everything that decides *behaviour*
@@ -8,8 +8,9 @@ local mode) differ only in how they talk to their engine. Everything that decide
 
 Layout: one collection per embedder version, named `<index>__<embedder.slug>`, and a live
 pointer `<index>` naming the one queries use. The embedder version a collection was built with
-is stored as collection metadata `{"embedder": {...}}`, so `live_collection` can tell the query
-side which model to load without loading any model. See docs/architecture.md, "Stores".
+is stored as collection metadata `{"embedder": {...}}`, so `connectors.stores.live_collection` can
+tell the query side which model to load without loading any model (docs/architecture.md,
+"Stores"). Opening a store of a kind is `connectors.stores`'s: this module imports no backend.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from ragstream.connectors.lexical import tokenize
 from ragstream.connectors.protocols import (
@@ -404,7 +404,7 @@ class BaseQdrantStore(ABC):
                 return
 
 
-# --- opening stores and the live pointer -----------------------------------------------------
+# --- what both backends use around a collection: retries, names, errors ---------------------
 
 
 @dataclass(frozen=True)
@@ -429,121 +429,6 @@ class RetryPolicy:
         return cls(store.retry_attempts, store.retry_max_wait_s)
 
 
-class Backend(Protocol):
-    """What `connectors.qdrant_edge` and `connectors.qdrant_server` each provide."""
-
-    def open_store(
-        self,
-        base_dir: Path,
-        index_name: str,
-        embedder: EmbedderVersion,
-        url: str | None,
-        retry: RetryPolicy | None = None,
-        sparse: bool = False,
-    ) -> BaseQdrantStore: ...
-
-    def read_live(
-        self, base_dir: Path, index_name: str, url: str | None
-    ) -> tuple[str, EmbedderVersion] | None: ...
-
-    def write_live(
-        self, base_dir: Path, index_name: str, collection: str, url: str | None
-    ) -> None: ...
-
-    def drop(self, base_dir: Path, index_name: str, collection: str, url: str | None) -> bool:
-        """Delete a collection of this index for good; False if there was none.
-
-        Refuses (ValueError) the collection the live pointer names, a name that is not one of
-        this index's collections, and (StoreBusyError) a collection open in this process.
-        """
-        ...
-
-    def list(self, base_dir: Path, index_name: str, url: str | None) -> dict[str, EmbedderVersion]:
-        """This index's collections with the embedder version recorded on each."""
-        ...
-
-
-def _backend(kind: str) -> Backend:
-    """Imported lazily: the edge path never pays for importing qdrant-client, and the backend
-    modules import this one."""
-    if kind == "edge":
-        from ragstream.connectors import qdrant_edge
-
-        return qdrant_edge.BACKEND
-    if kind == "qdrant":
-        from ragstream.connectors import qdrant_server
-
-        return qdrant_server.BACKEND
-    raise ValueError(f"unknown vector store kind {kind!r} (expected 'edge' or 'qdrant')")
-
-
-def open_vector_store(
-    kind: str,
-    base_dir: Path,
-    index_name: str,
-    embedder: EmbedderVersion,
-    url: str | None = None,
-    retry: RetryPolicy | None = None,
-    sparse: bool = False,
-) -> BaseQdrantStore:
-    """Open (creating if missing) the collection of `embedder`; the first one becomes live.
-
-    Returns a `VectorStore` (plus `.collection` and `.flush()`).
-
-    `kind="edge"`: shards under `base_dir` (no url). `kind="qdrant"`: `url=None` is local mode
-    persisted at `base_dir`, `url=":memory:"` is in-memory, anything else a server URL.
-    `retry` (qdrant only; default: the settings' defaults) bounds how long transient store
-    errors are retried before `StoreUnavailableError`. `sparse`: the points also carry the
-    BM25 leg as the sparse vector `bm25` (`store.lexical_backend = "sparse"`); a collection created
-    without it cannot gain it (reindex into a new one).
-    """
-    backend = _backend(kind)
-    store = backend.open_store(Path(base_dir), index_name, embedder, url, retry, sparse)
-    try:
-        if backend.read_live(Path(base_dir), index_name, url) is None:
-            backend.write_live(Path(base_dir), index_name, store.collection, url)
-    except BaseException:
-        store.close()
-        raise
-    return store
-
-
-def live_collection(
-    kind: str, base_dir: Path, index_name: str, url: str | None = None
-) -> tuple[str, EmbedderVersion] | None:
-    """(live collection, its embedder version), read from metadata only; None if no pointer."""
-    return _backend(kind).read_live(Path(base_dir), index_name, url)
-
-
-def set_live_collection(
-    kind: str, base_dir: Path, index_name: str, collection: str, url: str | None = None
-) -> None:
-    """Atomically point `<index>` at an existing collection (the blue/green switch)."""
-    _backend(kind).write_live(Path(base_dir), index_name, collection, url)
-
-
-def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrantStore:
-    """`open_vector_store` with the backend, location, index and retry policy of `settings`."""
-    s = settings
-    return open_vector_store(
-        s.store.vector_backend,
-        s.vectors_dir,
-        s.store.index_name,
-        embedder,
-        url=s.store.qdrant_url,
-        retry=RetryPolicy.from_settings(s),
-        sparse=s.lexical == "sparse",
-    )
-
-
-def configured_live(settings: Settings) -> tuple[str, EmbedderVersion] | None:
-    """`live_collection` of the index `settings` describe."""
-    s = settings
-    return live_collection(
-        s.store.vector_backend, s.vectors_dir, s.store.index_name, s.store.qdrant_url
-    )
-
-
 def sparse_mismatch(collection: str) -> RuntimeError:
     return RuntimeError(
         f"collection {collection!r} was built without the BM25 sparse vectors that "
@@ -551,24 +436,6 @@ def sparse_mismatch(collection: str) -> RuntimeError:
         "`ragstream rebuild-lexical` if its index is gone), or reindex into a new collection "
         "(`ragstream reindex start`)"
     )
-
-
-def drop_collection(
-    kind: str, base_dir: Path, index_name: str, collection: str, url: str | None = None
-) -> bool:
-    """Delete one collection of `index_name` (blue/green cleanup); False if it was not there.
-
-    Never the live one (ValueError: switch the pointer first) and never one open in this
-    process (StoreBusyError); a name outside this index is refused, not interpreted.
-    """
-    return _backend(kind).drop(Path(base_dir), index_name, collection, url)
-
-
-def list_collections(
-    kind: str, base_dir: Path, index_name: str, url: str | None = None
-) -> dict[str, EmbedderVersion]:
-    """Collection name -> recorded embedder version, for every collection of `index_name`."""
-    return _backend(kind).list(Path(base_dir), index_name, url)
 
 
 def check_collection_of(index_name: str, collection: str) -> None:

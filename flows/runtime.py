@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.ocr_cache import OcrPageCache
 from ragstream.connectors.protocols import LexicalIndex, ParserKeys, VectorStore
 from ragstream.connectors.state import DeadLetterBook, RedactionBook, SyncState
+from ragstream.connectors.stores import open_lexical_index
 from ragstream.core.rwlock import IndexLock
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure

@@ -21,12 +21,8 @@ from dataclasses import dataclass
 
 from ragstream.connectors.protocols import VectorStore
 from ragstream.connectors.state import ReindexBook
-from ragstream.connectors.vector_stores import (
-    collection_name,
-    configured_live,
-    open_configured,
-    set_live_collection,
-)
+from ragstream.connectors.stores import configured_live, open_configured, set_live_collection
+from ragstream.connectors.vector_stores import collection_name
 from ragstream.core.models import EmbedderVersion, ReindexRecord
 from ragstream.core.rwlock import IndexLock
 from ragstream.core.settings import Settings

@@ -17,13 +17,9 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.protocols import Hit, LexicalIndex, SearchFilter, VectorStore
-from ragstream.connectors.vector_stores import (
-    collection_name,
-    configured_live,
-    open_configured,
-)
+from ragstream.connectors.stores import configured_live, open_configured, open_lexical_index
+from ragstream.connectors.vector_stores import collection_name
 from ragstream.core.answers import DEFAULT_RRF_K
 from ragstream.core.errors import NoIndexError
 from ragstream.core.models import EmbedderVersion, IndexedChunk

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ragstream.connectors.fs import ScanHandler
-from ragstream.connectors.lexical import open_lexical_index, section_contexts
+from ragstream.connectors.lexical import section_contexts
 from ragstream.connectors.retrieval_log import RetrievalLog
+from ragstream.connectors.stores import open_lexical_index
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import StatusReport, SyncReport
 from ragstream.core.settings import Settings, load_settings

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ragstream.connectors.protocols import LexicalIndex
 from ragstream.connectors.state import ReindexBook
-from ragstream.connectors.vector_stores import configured_live, drop_collection
+from ragstream.connectors.stores import configured_live, drop_collection
 from ragstream.core.models import ReindexProgress, ReindexStatus, SideCounts
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import span

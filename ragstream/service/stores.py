@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
-from ragstream.connectors.lexical import open_lexical_index
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
-from ragstream.connectors.vector_stores import configured_live, open_configured
+from ragstream.connectors.stores import configured_live, open_configured, open_lexical_index
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure
 from ragstream.flows.sides import open_sides

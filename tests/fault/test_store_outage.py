@@ -30,7 +30,8 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from ragstream import api
 from ragstream.connectors import qdrant_server
 from ragstream.connectors.qdrant_server import StoreUnavailableError, is_transient
-from ragstream.connectors.vector_stores import RetryPolicy, open_vector_store
+from ragstream.connectors.stores import open_vector_store
+from ragstream.connectors.vector_stores import RetryPolicy
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
 from tests.harness.helpers import copy_docs

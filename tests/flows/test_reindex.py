@@ -20,7 +20,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from conftest import StorePairing
 from ragstream import api
 from ragstream.client import Client
-from ragstream.connectors.vector_stores import collection_name, list_collections
+from ragstream.connectors.stores import list_collections
+from ragstream.connectors.vector_stores import collection_name
 from ragstream.core.errors import RefusedError
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings

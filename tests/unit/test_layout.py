@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -143,11 +144,33 @@ def _module_name(path: Path) -> str:
 
 
 def _modules() -> dict[str, Path]:
-    """Every module under the one name, the floors through their links."""
+    """Every module under the one name, the floors through their links: module name -> path
+    under `ragstream/` (`Path.rglob` does not follow a link to a folder, `os.walk` does)."""
     found = {}
-    for path in sorted(RAGSTREAM.rglob("*.py")):
-        found[_module_name(path)] = path
+    for here, dirs, files in os.walk(RAGSTREAM, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for file in sorted(f for f in files if f.endswith(".py")):
+            path = Path(here) / file
+            found[_module_name(path)] = path
     return found
+
+
+def test_the_module_walk_finds_every_module_of_every_floor() -> None:
+    """Each tracked `.py` file of the face and of every floor is one module the checks see."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "ragstream/*.py", *(f"{floor}/*.py" for floor in FLOORS)],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    expected = {
+        _module_name(RAGSTREAM / p if p.split("/")[0] in FLOORS else REPO / p)
+        for p in tracked
+        if (REPO / p).is_file()
+    }
+    modules = _modules()
+    print(f"the layout checks see {len(modules)} modules")
+    assert expected - set(modules) == set()
+    assert {_part(m) for m in modules} >= set(FLOORS)
+    assert len(modules) >= 120
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
@@ -188,7 +211,7 @@ def test_no_import_cycle_among_ragstream_modules() -> None:
         for name, path in modules.items()
     }
     cycles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
-    assert cycles == []
+    assert cycles == [], "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:

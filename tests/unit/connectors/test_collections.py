@@ -12,15 +12,14 @@ from pathlib import Path
 import pytest
 
 from ragstream.connectors.protocols import SearchFilter
-from ragstream.connectors.vector_stores import (
-    StoreBusyError,
-    collection_name,
+from ragstream.connectors.stores import (
     drop_collection,
     list_collections,
     live_collection,
     open_vector_store,
     set_live_collection,
 )
+from ragstream.connectors.vector_stores import StoreBusyError, collection_name
 from tests.unit.connectors.test_vector_stores import EMB, EMB2, KINDS, make_corpus
 
 INDEX = "docs"

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ragstream.connectors.lexical import filter_clauses, matches, open_lexical_index
+from ragstream.connectors.lexical import filter_clauses, matches
 from ragstream.connectors.protocols import Hit, SearchFilter
-from ragstream.connectors.vector_stores import open_vector_store
+from ragstream.connectors.stores import open_lexical_index, open_vector_store
 from ragstream.core.ids import prefix_key
 from ragstream.core.models import IndexedChunk
 from tests.unit.connectors.test_lexical import chunk as make_chunk

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.connectors.lexical import TantivyIndex, open_lexical_index, tokenize
+from ragstream.connectors.lexical import TantivyIndex, tokenize
 from ragstream.connectors.protocols import LexicalIndex, SearchFilter
+from ragstream.connectors.stores import open_lexical_index
 from ragstream.core.models import IndexedChunk
 
 KINDS = ["tantivy", "rank-bm25"]

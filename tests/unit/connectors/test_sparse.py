@@ -21,9 +21,9 @@ import pytest
 from ragstream import api
 from ragstream.client import Client
 from ragstream.connectors import sparse
-from ragstream.connectors.lexical import lexical_text, open_lexical_index, tokenize
+from ragstream.connectors.lexical import lexical_text, tokenize
 from ragstream.connectors.protocols import SearchFilter
-from ragstream.connectors.vector_stores import open_vector_store
+from ragstream.connectors.stores import open_lexical_index, open_vector_store
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings

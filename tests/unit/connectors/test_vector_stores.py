@@ -20,14 +20,8 @@ from hypothesis import strategies as st
 
 from ragstream.connectors import vector_stores
 from ragstream.connectors.protocols import STALE_FINGERPRINT, SearchFilter, VectorStore
-from ragstream.connectors.vector_stores import (
-    HasIds,
-    StoreBusyError,
-    collection_name,
-    live_collection,
-    open_vector_store,
-    set_live_collection,
-)
+from ragstream.connectors.stores import live_collection, open_vector_store, set_live_collection
+from ragstream.connectors.vector_stores import HasIds, StoreBusyError, collection_name
 from ragstream.core.ids import doc_prefixes
 from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ragstream import api
 from ragstream.connectors.protocols import SearchFilter
-from ragstream.connectors.vector_stores import live_collection
+from ragstream.connectors.stores import live_collection
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.operators.embed import EmbedderUnavailable
 from ragstream.query.retrieve import EmbedderMismatch, Fusion, NoIndexError, Retriever

@@ -1,0 +1,175 @@
+"""Opening a store by its kind: the one place that picks an implementation.
+
+`open_vector_store`, the live pointer and the collection functions go to the Qdrant backend a
+kind names (`edge`: `connectors.qdrant_edge`, `qdrant`: `connectors.qdrant_server`, each
+imported on first use); `open_lexical_index` opens the BM25 index a kind names (`tantivy` or
+`rank-bm25` from `connectors.lexical`, `sparse` from `connectors.sparse`). No module it picks
+among imports this one, so choosing an implementation never closes an import cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from ragstream.connectors.lexical import RankBM25Index, TantivyIndex
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.sparse import SparseLexicalIndex
+from ragstream.connectors.vector_stores import BaseQdrantStore, RetryPolicy
+from ragstream.core.models import EmbedderVersion
+from ragstream.core.settings import Settings
+
+# --- vector stores and the live pointer ------------------------------------------------------
+
+
+class Backend(Protocol):
+    """What `connectors.qdrant_edge` and `connectors.qdrant_server` each provide."""
+
+    def open_store(
+        self,
+        base_dir: Path,
+        index_name: str,
+        embedder: EmbedderVersion,
+        url: str | None,
+        retry: RetryPolicy | None = None,
+        sparse: bool = False,
+    ) -> BaseQdrantStore: ...
+
+    def read_live(
+        self, base_dir: Path, index_name: str, url: str | None
+    ) -> tuple[str, EmbedderVersion] | None: ...
+
+    def write_live(
+        self, base_dir: Path, index_name: str, collection: str, url: str | None
+    ) -> None: ...
+
+    def drop(self, base_dir: Path, index_name: str, collection: str, url: str | None) -> bool:
+        """Delete a collection of this index for good; False if there was none.
+
+        Refuses (ValueError) the collection the live pointer names, a name that is not one of
+        this index's collections, and (StoreBusyError) a collection open in this process.
+        """
+        ...
+
+    def list(self, base_dir: Path, index_name: str, url: str | None) -> dict[str, EmbedderVersion]:
+        """This index's collections with the embedder version recorded on each."""
+        ...
+
+
+def _backend(kind: str) -> Backend:
+    """The backend a store kind names, imported on first use: the edge path never pays for
+    importing qdrant-client, nor the server path for qdrant-edge."""
+    if kind == "edge":
+        from ragstream.connectors import qdrant_edge
+
+        return qdrant_edge.BACKEND
+    if kind == "qdrant":
+        from ragstream.connectors import qdrant_server
+
+        return qdrant_server.BACKEND
+    raise ValueError(f"unknown vector store kind {kind!r} (expected 'edge' or 'qdrant')")
+
+
+def open_vector_store(
+    kind: str,
+    base_dir: Path,
+    index_name: str,
+    embedder: EmbedderVersion,
+    url: str | None = None,
+    retry: RetryPolicy | None = None,
+    sparse: bool = False,
+) -> BaseQdrantStore:
+    """Open (creating if missing) the collection of `embedder`; the first one becomes live.
+
+    Returns a `VectorStore` (plus `.collection` and `.flush()`).
+
+    `kind="edge"`: shards under `base_dir` (no url). `kind="qdrant"`: `url=None` is local mode
+    persisted at `base_dir`, `url=":memory:"` is in-memory, anything else a server URL.
+    `retry` (qdrant only; default: the settings' defaults) bounds how long transient store
+    errors are retried before `StoreUnavailableError`. `sparse`: the points also carry the
+    BM25 leg as the sparse vector `bm25` (`store.lexical_backend = "sparse"`); a collection created
+    without it cannot gain it (reindex into a new one).
+    """
+    backend = _backend(kind)
+    store = backend.open_store(Path(base_dir), index_name, embedder, url, retry, sparse)
+    try:
+        if backend.read_live(Path(base_dir), index_name, url) is None:
+            backend.write_live(Path(base_dir), index_name, store.collection, url)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def live_collection(
+    kind: str, base_dir: Path, index_name: str, url: str | None = None
+) -> tuple[str, EmbedderVersion] | None:
+    """(live collection, its embedder version), read from metadata only; None if no pointer."""
+    return _backend(kind).read_live(Path(base_dir), index_name, url)
+
+
+def set_live_collection(
+    kind: str, base_dir: Path, index_name: str, collection: str, url: str | None = None
+) -> None:
+    """Atomically point `<index>` at an existing collection (the blue/green switch)."""
+    _backend(kind).write_live(Path(base_dir), index_name, collection, url)
+
+
+def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrantStore:
+    """`open_vector_store` with the backend, location, index and retry policy of `settings`."""
+    s = settings
+    return open_vector_store(
+        s.store.vector_backend,
+        s.vectors_dir,
+        s.store.index_name,
+        embedder,
+        url=s.store.qdrant_url,
+        retry=RetryPolicy.from_settings(s),
+        sparse=s.lexical == "sparse",
+    )
+
+
+def configured_live(settings: Settings) -> tuple[str, EmbedderVersion] | None:
+    """`live_collection` of the index `settings` describe."""
+    s = settings
+    return live_collection(
+        s.store.vector_backend, s.vectors_dir, s.store.index_name, s.store.qdrant_url
+    )
+
+
+def drop_collection(
+    kind: str, base_dir: Path, index_name: str, collection: str, url: str | None = None
+) -> bool:
+    """Delete one collection of `index_name` (blue/green cleanup); False if it was not there.
+
+    Never the live one (ValueError: switch the pointer first) and never one open in this
+    process (StoreBusyError); a name outside this index is refused, not interpreted.
+    """
+    return _backend(kind).drop(Path(base_dir), index_name, collection, url)
+
+
+def list_collections(
+    kind: str, base_dir: Path, index_name: str, url: str | None = None
+) -> dict[str, EmbedderVersion]:
+    """Collection name -> recorded embedder version, for every collection of `index_name`."""
+    return _backend(kind).list(Path(base_dir), index_name, url)
+
+
+# --- lexical indexes -------------------------------------------------------------------------
+
+
+def open_lexical_index(
+    kind: str, path: Path, vectors: Callable[[], VectorStore] | None = None
+) -> LexicalIndex:
+    """`tantivy` (default, incremental, on disk), `rank-bm25` (exact reference), or `sparse`
+    (BM25 as a sparse vector in the vector store's points: `vectors` names the live store)."""
+    if kind == "tantivy":
+        return TantivyIndex(path)
+    if kind == "rank-bm25":
+        return RankBM25Index(path)
+    if kind == "sparse":
+        if vectors is None:
+            raise ValueError("the sparse lexical leg lives in a vector store: pass `vectors`")
+        return SparseLexicalIndex(vectors)
+    raise ValueError(f"unknown lexical index {kind!r}: expected 'tantivy', 'rank-bm25' or 'sparse'")
