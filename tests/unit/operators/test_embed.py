@@ -1,6 +1,7 @@
 """The ONNX MiniLM-L3 embedder encodes length-sorted mini-batches and must hand the vectors
 back in the caller's order, equal to encoding each text alone (padding is masked out). The
-static preset, encoded in numpy, equals sentence-transformers' StaticEmbedding."""
+static preset, encoded in numpy, equals sentence-transformers' StaticEmbedding. The MiniLM-L6
+preset is built from its files and opens its model on the first encode."""
 
 from __future__ import annotations
 
@@ -75,3 +76,23 @@ def test_the_static_embedder_loads_and_encodes_without_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_the_minilm_preset_is_built_from_its_files_and_opens_its_model_on_first_encode() -> None:
+    """Building the default embedder imports no torch; the first encode opens the model,
+    which is checked against what its files said (dimension, max length, tokenizer)."""
+    code = (
+        "import sys\n"
+        "from ragstream.operators.embed import load_embedder\n"
+        "e = load_embedder('minilm-l6')\n"
+        "heavy = ('torch', 'sentence_transformers')\n"
+        "print([m for m in heavy if m in sys.modules], e.max_seq_length, e.version.dimension)\n"
+        "vectors = e.encode_passages(['hello', 'a volcano'])\n"
+        "print([m for m in heavy if m in sys.modules], vectors.shape)\n"
+    )
+    repo = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    built, encoded = out.stdout.strip().splitlines()[-2:]
+    assert built == "[] 256 384"
+    assert encoded == "['torch', 'sentence_transformers'] (2, 384)"
