@@ -111,8 +111,9 @@ class ChunkSettings(BaseModel):
     max_tokens: int = Field(default=256, ge=16)
     min_tokens: int = Field(default=32, ge=0)
     boundary_modulus: int = Field(default=8, ge=1)  # content-defined cut: ~1 in N small units
-    # contextual header (title > section path) embedded with each chunk, at most this many
-    # tokens taken from the text budget; 0 = off. Never in the shown/cited text.
+    # contextual header (the chunk's heading path, never the document title) embedded with
+    # each chunk, at most this many tokens taken from the text budget; 0 = off. Never in the
+    # shown/cited text.
     header_tokens: int = Field(default=32, ge=0, le=64)
     # an LLM-written sentence situating each chunk in its document (needs generator.base_url),
     # embedded and BM25-indexed with the chunk, never shown or cited; paid once per content

@@ -10,7 +10,8 @@ Two kinds load: a directory `ragstream tune` wrote for this index (`reranker.jso
 version, the `max_length` it was trained with and `"tuned": true`, plus an int8
 `model.onnx`), run by `OnnxReranker` without torch; or any sentence-transformers
 `CrossEncoder` found in local files, run by `CrossEncoderReranker`. Every reranker reads
-what the embedder reads: the chunk's contextual header (title, section path) and its text.
+what the embedder reads: the chunk's contextual header (its heading path, never the title;
+with the situating sentence when `chunk.situate` is on) and its text.
 """
 
 from __future__ import annotations

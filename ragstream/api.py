@@ -1,5 +1,12 @@
-"""The public Python API behind the CLI: `sync`, `watch` (optionally serving HTTP from the
-same process), `status`, `gc`, `rebuild_lexical`, `query_log` and `load_settings`."""
+"""The Python functions over an embedded data dir, run in this process: `sync`, `watch`
+(optionally serving HTTP from the same process), `status`, `gc`, `rebuild_lexical`,
+`query_log` and `load_settings`; `import ragstream` re-exports `sync`, `watch`, `status`, `gc`
+and `load_settings`. `serve_runtime` is how `watch` serves; `open_engine`, `open_stores` and
+`serving` compose an engine, the stores and the HTTP server for tests and benchmarks.
+
+The CLI's `watch` runs `watch` here; its other commands call `ragstream.service` directly.
+`status` here opens the stores itself, so it needs the data dir free: while a `watch --serve`
+holds it, `Client(data_dir=...)` (or `ragstream status`) answers from that process instead."""
 
 from __future__ import annotations
 
@@ -33,10 +40,11 @@ def watch(
     workers: int = 1,
 ) -> SyncReport:
     """Catch up, then follow every change until interrupted (bytewax recovery on, under
-    `<data_dir>/recovery/`).
+    `<data_dir>/recovery/`); returns the totals.
 
     `serve=(host, port)` also answers queries over HTTP from this process's own stores
-    (one process owns an embedded data dir); its URL is recorded for clients. `workers`
+    (one process owns an embedded data dir): its URL is recorded in the data dir for clients
+    and passed to `on_serving`, and the console's Live page follows the outcomes. `workers`
     bytewax worker threads share the parsing; one of them writes.
     """
     if serve is None:
@@ -78,8 +86,9 @@ def serve_runtime(
     on_serving: Callable[[str], None] | None,
     feed: OutcomeFeed | None,
 ) -> Iterator[str]:
-    """The HTTP API over a running flow's stores: its engine reads the flow's sides and
-    shares its lock with the index batches; reindex commands wake its backfill."""
+    """The HTTP API over a running flow's stores, yielding its URL: its engine reads the
+    flow's sides and shares its lock with the index batches, reindex commands wake the flow's
+    backfill, and `feed` (when given) carries the outcomes to the console's Live page."""
     from ragstream.http import Serving, serving
     from ragstream.query.engine import QueryEngine
     from ragstream.query.retrieve import Retriever

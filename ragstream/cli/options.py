@@ -1,5 +1,5 @@
-"""Options shared by the CLI's commands, each with the environment variable it reads shown
-in `--help`."""
+"""The options and arguments the CLI's commands share (typer annotations; where one reads an
+environment variable, `--help` shows it), and `stop_on_sigterm` for the long-running ones."""
 
 from __future__ import annotations
 
@@ -14,10 +14,19 @@ DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", envvar="RAGSTREAM_DATA_DIR", help="index data directory"),
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+AsJson = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="print JSON on stdout (watch: one line per change, then the totals)"
+    ),
+]
 Paths = Annotated[list[Path], typer.Argument(help="folders to keep in sync")]
 AllowMass = Annotated[
-    bool, typer.Option("--allow-mass-delete", help="proceed even if most docs vanished")
+    bool,
+    typer.Option(
+        "--allow-mass-delete",
+        help="delete even past the mass-delete guard (sync.mass_delete_fraction of a source)",
+    ),
 ]
 Workers = Annotated[
     int,

@@ -1,10 +1,11 @@
 """Retrieval evaluation on BEIR-format datasets (`ragstream eval`, bench/eval_scifact.py).
 
 The point is to measure the system a user runs, not a re-implementation of it: the corpus is
-written as Markdown files and indexed by the real ingest (`api.sync`: parse, chunk, embed,
-both stores), and queries go through the real `Retriever` (both legs, real fusion, optional
-real reranker). The ingest is incremental, so re-running on the same data dir embeds nothing;
-only files whose content changed are rewritten, so their fingerprints (and the index) stay.
+written as Markdown files and indexed by the real ingest (`flows.sync.run_sync`, what
+`ragstream sync` runs: parse, chunk, embed, both stores), and queries go through the real
+`Retriever` (both legs, real fusion, optional real reranker). The ingest is incremental, so
+re-running on the same data dir embeds nothing: only files whose content changed are
+rewritten, so the other files' fingerprints (and their chunks in the index) stay.
 
 Metrics come from pytrec_eval (trec_eval's own code), never hand-rolled: nDCG@10, recall@10,
 recall@100, and MRR@10 (reciprocal rank over the top-10 run only, as BEIR/MS MARCO define it).
@@ -21,6 +22,8 @@ Query-transform rows (`hybrid-rrf+keywords`, `+hyde`, `+decompose`) exist only w
 OpenAI-compatible endpoint is configured: without one there is nothing to write them.
 `--mode gold|abstain` runs the answer-level checks of `ragstream.eval.answer_eval` instead, and
 `--mode answers` the assembly ablation of `ragstream.eval.answer_ablation` (measured on answers).
+A SQuAD 2.0-format set is read with `--mode answers` or `--mode abstain` only, through
+`ragstream.eval.squad_eval`.
 """
 
 from __future__ import annotations
@@ -430,7 +433,8 @@ def evaluate_dataset(
 ) -> EvalReport:
     """Load, index (incrementally), evaluate in `mode`, and save the report to
     `<data_dir>/eval/<split>.json` (retrieval) or `<split>.<mode>.json`, with per-query
-    details beside it in `<split>.<mode>.details.json`.
+    details beside it in `<split>.<mode>.details.json`. A SQuAD-format dataset (`answers` or
+    `abstain` only) is asked through the engine instead (`squad_eval`).
 
     `abstain` re-syncs the data dir without the judged queries' relevant documents, asks, and
     then syncs the full corpus back; the re-added chunks reuse their tombstoned vectors, so

@@ -2,7 +2,9 @@
 and typed results as the local one. Each route is described once (`Call`: method, path,
 body, how to read the reply) and run by the blocking `RemoteIndex` or the asyncio
 `AsyncRemoteIndex`; an error reply becomes the typed error its body's `code` names, once,
-in `raise_for`. Imports httpx and the pydantic models only: no model, no store."""
+in `raise_for`. Imports httpx and the pydantic models, no model and no store; the one
+exception is `reindex_promote`, which checks its options with `service.reindex.PromoteOptions`
+before sending them and so imports the reindex machinery (tantivy and numpy with it)."""
 
 from __future__ import annotations
 
@@ -256,8 +258,9 @@ class Endpoint:
 
 
 class RemoteIndex(Endpoint):
-    """The index a running server holds, one blocking request per method; a 429 or 503
-    with `Retry-After` is tried again `retries` times, then raised as its typed error."""
+    """The index a running server holds, over blocking requests (one per method; a waiting
+    `reindex_start` polls). A 429 or 503 with `Retry-After` is tried again `retries` times,
+    then raised as its typed error; `stream` is not retried."""
 
     @cached_property
     def _client(self) -> httpx.Client:
@@ -357,7 +360,7 @@ class RemoteIndex(Endpoint):
 # ---- asyncio -----------------------------------------------------------------------------
 class AsyncRemoteIndex(Endpoint):
     """`RemoteIndex`'s methods as coroutines (httpx.AsyncClient), with the same retries;
-    `stream` is an async iterator."""
+    `stream` is an async iterator (not retried either)."""
 
     @cached_property
     def _client(self) -> httpx.AsyncClient:

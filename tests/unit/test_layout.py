@@ -1,5 +1,7 @@
 """The floors, the face above them and the one import name, checked on the source itself
-(docs/architecture.md describes the layers)."""
+(docs/architecture.md describes the layers): what each part may import, that the light paths
+load no heavy dependency, and that no import cycle exists among the modules under
+`ragstream/` (the floors reached through their links), imports inside functions included."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ ALLOWED = {
 
 
 def _imports(path: Path) -> list[str]:
+    """The modules a file imports by absolute name (`from a import b` names `a`), inside
+    functions and `if TYPE_CHECKING:` blocks too."""
     tree = ast.parse(path.read_text(), filename=str(path))
     names: list[str] = []
     for node in ast.walk(tree):
@@ -35,6 +39,7 @@ def _imports(path: Path) -> list[str]:
 
 
 def _python_files() -> list[Path]:
+    """Every tracked `.py` file of the repository (tests and bench included)."""
     tracked = subprocess.run(
         ["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -139,6 +144,8 @@ def _runtime_imports(path: Path) -> list[str]:
 
 
 def _module_name(path: Path) -> str:
+    """The dotted name of a file under the repository (`ragstream/query/fuse.py` is
+    `ragstream.query.fuse`, a package's `__init__.py` the package)."""
     parts = path.relative_to(REPO).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -174,13 +181,15 @@ def test_the_module_walk_finds_every_module_of_every_floor() -> None:
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
-    """The module an import names: `a.b.c` is module `a.b.c` or the name `c` of `a.b`."""
+    """The module an import names: `a.b.c` is module `a.b.c` or the name `c` of `a.b` (the
+    longest known prefix); None when no prefix is a known module."""
     while name and name not in modules:
         name = name.rpartition(".")[0]
     return name or None
 
 
 def _part(module: str) -> str:
+    """The part of the face or the floor a module belongs to (`ragstream.query.fuse`: query)."""
     return module.split(".")[1] if "." in module else ""
 
 
@@ -199,7 +208,8 @@ def test_the_face_imports_only_what_its_layer_allows(part: str) -> None:
 
 
 def test_no_import_cycle_among_ragstream_modules() -> None:
-    """Counting imports inside functions: a cycle hidden in a function is still one."""
+    """Counting imports inside functions: a cycle hidden in a function is still one (only
+    `if TYPE_CHECKING:` imports, which never run, and the package's lazy `__init__` are out)."""
     modules = _modules()
     graph = {
         name: {
