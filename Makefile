@@ -84,12 +84,15 @@ answer-judge: install  ## rebuild the answer judge (operators/answer_judge_model
 
 # The calibrated answerability decision beside the answer judge
 # (operators/answer_judge_model/decision.json, query/decision.py): a logistic regression over
-# the signals that raise its held-out AUC, fitted on the questions of the train articles the
-# judge never trained on, asked through the engine over every train paragraph indexed as a
-# file (deterministic; the first run indexes $(DECISION_DIR), ~1 min, then ~3 min of questions).
-DECISION_DIR ?= bench/out/squad-train
+# the signals that raise its held-out AUC on every kind of unanswerable question (gold removed,
+# adversarial, off-topic, conversational), fitted on the *train* splits of the shared data
+# (squad2-half's held-out train articles and squad2-train10, SciFact's train claims, mtrag-un's
+# train conversations), each asked through the engine over its own index under $(DECISION_DIR)
+# (deterministic; the first run indexes them, SciFact's ~15 min on a quiet 2-core machine).
+DECISION_DIR ?= bench/out
+SHARED_DATA ?= ../shared/data
 decision: install  ## refit the answerability decision beside the answer judge
-	$(BIN)/python -m ragstream.train.decision ../shared/data/squad2-half --data-dir $(DECISION_DIR)
+	$(BIN)/python -m ragstream.train.decision $(SHARED_DATA) --data-dir $(DECISION_DIR)
 
 # A reranker tuned for the SciFact index: indexes the corpus into $(TUNE_DIR) (the
 # first run embeds it, ~5 min), mines hard negatives from its hybrid candidates for the

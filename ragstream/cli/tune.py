@@ -95,15 +95,32 @@ def tune(
     decision on this index (its questions with and without their gold documents), kept only
     when it beats the shipped one on a held-out fifth; switch it on with
     `query.answerable.judge`. Reads only SPLIT."""
-    from ragstream.train.tune import RERANKER_SIZES, MineConfig, mine_index, tune_reranker
-    from ragstream.train.tune_embedder import tune_embedder
-
     check_tune_options(what, reranker_size)
     if split == "test" and not self_supervised:
         err.print("warning: tuning on the test split makes its eval figures meaningless")
     if what == "decision":
         _tune_decision(dataset_dir, data_dir, split, as_json)
-        return
+    else:
+        _tune_models(
+            dataset_dir, data_dir, split, what, self_supervised, reranker_size, limit_queries,
+            as_json,
+        )  # fmt: skip
+
+
+def _tune_models(
+    dataset_dir: Path,
+    data_dir: Path,
+    split: str,
+    what: str,
+    self_supervised: bool,
+    reranker_size: str,
+    limit_queries: int | None,
+    as_json: bool,
+) -> None:
+    """The reranker and/or the embedder, trained on the index's mined candidates."""
+    from ragstream.train.tune import RERANKER_SIZES, MineConfig, mine_index, tune_reranker
+    from ragstream.train.tune_embedder import tune_embedder
+
     reports: dict[str, BaseModel] = {}
     with phase_bars() as bars:
         mined = mine_index(

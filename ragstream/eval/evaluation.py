@@ -436,9 +436,8 @@ def evaluate_dataset(
     details beside it in `<split>.<mode>.details.json`. A SQuAD-format dataset (`answers` or
     `abstain` only) is asked through the engine instead (`squad_eval`).
 
-    `abstain` re-syncs the data dir without the judged queries' relevant documents, asks, and
-    then syncs the full corpus back; the re-added chunks reuse their tombstoned vectors, so
-    neither sync embeds anything."""
+    `abstain` re-syncs the data dir without the judged queries' relevant documents, asks, then
+    syncs the full corpus back (the re-added chunks reuse their tombstoned vectors)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}: expected one of {MODES}")
     if squad_file(dataset_dir) is not None:

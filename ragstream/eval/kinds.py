@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragstream.core.answers import QueryRequest, RetrievedChunk
+from ragstream.core.settings import Settings
 from ragstream.eval.beir import Corpus, doc_key, load_beir
 from ragstream.eval.squad import SquadQuestion, contains_answer
 from ragstream.query import answerable
@@ -302,14 +304,18 @@ def _cached(sets: Sets, name: str, split: str) -> list[Reading]:
     return readings
 
 
-def _engine(data_dir: Path, corpus: Corpus):  # type: ignore[no-untyped-def]
+def _engine(data_dir: Path, corpus: Corpus) -> AbstractContextManager[QueryEngine]:
     """The index of `corpus` in `data_dir` (synced), opened for reading signals."""
     from ragstream.eval.beir import index_corpus
-    from ragstream.service.stores import open_engine
 
-    settings = index_corpus(corpus, data_dir)
+    return _quiet_engine(index_corpus(corpus, data_dir))
+
+
+def _quiet_engine(settings: Settings) -> AbstractContextManager[QueryEngine]:
+    """The engine over `settings`' index, its retrieval log off (these are not queries
+    anyone asked)."""
     query = settings.query.model_copy(update={"log_queries": False})
-    return open_engine(settings.model_copy(update={"query": query}))
+    return QueryEngine.open(settings.model_copy(update={"query": query}))
 
 
 def _squad(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
@@ -329,7 +335,7 @@ def _squad(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
         off = [(f"squad-elsewhere-{q.id}", q.text) for q in elsewhere]
     else:
         own, corpus, off = half.questions, half.corpus, list(sets.off_topic)
-    with _engine(data_dir, corpus) as (engine, _):
+    with _engine(data_dir, corpus) as engine:
         read = engine_reader(engine)
         return squad_readings(read, own, "squad") + off_topic_readings(read, off, "squad")
 
@@ -351,7 +357,7 @@ def _scifact(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
         off = [(f"scifact-offtopic-{i}", q) for i, q in enumerate(OFF_TOPIC, 1)]
         off += list(sets.off_topic)
     dataset = sets.shared / "scifact"
-    with _engine(data_dir, load_corpus(dataset)) as (engine, _):
+    with _engine(data_dir, load_corpus(dataset)) as engine:
         read = engine_reader(engine)
         claims = beir_readings(read, dataset, split, "scifact", keep=lambda _: True)
         return claims + off_topic_readings(read, off, "scifact")
@@ -359,7 +365,7 @@ def _scifact(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
 
 def _mtrag(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
     corpus, tasks = load_mtrag(sets.shared / "mtrag-un", split)
-    with _engine(data_dir, corpus) as (engine, _):
+    with _engine(data_dir, corpus) as engine:
         return mtrag_readings(engine_reader(engine), tasks)
 
 
@@ -372,10 +378,8 @@ def _docs(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
     and the general ones (test only: none of them is ever fitted on)."""
     import csv
 
-    from ragstream.core.settings import Settings
     from ragstream.flows.sources import with_folders
     from ragstream.flows.sync import run_sync
-    from ragstream.service.stores import open_engine
 
     if split != "test":
         return []
@@ -389,9 +393,8 @@ def _docs(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
     folders = [sets.shared / "docs" / f for f in DOCS_FOLDERS]
     settings = with_folders(Settings(data_dir=data_dir), folders)
     run_sync(settings, watch=False)
-    query = settings.query.model_copy(update={"log_queries": False})
     out = []
-    with open_engine(settings.model_copy(update={"query": query})) as (engine, _):
+    with _quiet_engine(settings) as engine:
         read = engine_reader(engine)
         for qid, question, file in answerable_docs:
             # a doc id is `<folder>:<path under it>`
