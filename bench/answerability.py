@@ -102,7 +102,7 @@ def main() -> None:
     scorer = load_answer_judge(args.judge)
     assert scorer is not None, "this bench measures the trained judge"
     start = time.perf_counter()
-    readings = collect(args.dataset, args.data_dir, args.split, k=args.k, scorer=scorer)
+    readings = collect(args.dataset, args.data_dir, args.split, k=args.k, judge=str(args.judge))
     pairs = [(point(r.present), point(r.absent)) for r in readings]
     seconds = time.perf_counter() - start
     print(

@@ -55,6 +55,43 @@ def general_questions(path: Path) -> tuple[tuple[str, str], ...]:
     return tuple((f"general-{r['subject']}-{i}", r["question"]) for i, r in enumerate(rows, 1))
 
 
+def end_to_end(out: Path, off: tuple[tuple[str, str], ...]) -> None:
+    """Every off-topic question (the data set's own and the general ones) and every
+    answerable docs question asked through the whole answer path (generation, verification
+    and every refusal rule) of the docs and SciFact indexes `read_kinds` made under `out`."""
+    from collections import Counter
+
+    from ragstream.core.answers import QueryRequest
+    from ragstream.core.settings import load_settings
+    from ragstream.eval.answer_eval import OFF_TOPIC as SCIFACT_OFF_TOPIC
+    from ragstream.query.engine import QueryEngine
+
+    docs_off = [q.strip() for q in (REPO / "tests" / "data" / "offtopic_questions.txt")
+                .read_text().splitlines() if q.strip() and not q.startswith("#")]  # fmt: skip
+    general = [q for _, q in off]
+    rows = (("docs-data", docs_off), ("scifact-data", list(SCIFACT_OFF_TOPIC)))
+    print("\n| index | questions | refused | by check | answered |")
+    print("|---|---|---|---|---|")
+    for name, own in rows:
+        settings = load_settings(out / name)
+        quiet = settings.query.model_copy(update={"log_queries": False})
+        with QueryEngine.open(settings.model_copy(update={"query": quiet})) as engine:
+            for label, questions in ((f"its {len(own)} off-topic", own), ("general", general)):
+                answers = [engine.answer(QueryRequest(query=q)) for q in questions]
+                checks = Counter(a.refusal.check for a in answers if a.refusal)
+                missed = [a.query for a in answers if a.refusal is None]
+                print(f"| {name} | {label} | {sum(checks.values())} / {len(answers)} | "
+                      f"{dict(checks)} | {missed} |")  # fmt: skip
+            if name == "docs-data":
+                lines = (REPO / "tests" / "data" / "docs_questions.tsv").read_text().splitlines()
+                rows_ = csv.DictReader([ln for ln in lines if not ln.startswith("#")],
+                                       delimiter="\t")  # fmt: skip
+                asked = [engine.answer(QueryRequest(query=r["question"])) for r in rows_]
+                refused = [a.query for a in asked if a.refusal is not None]
+                print(f"| {name} | answerable docs questions | {len(refused)} / {len(asked)} | "
+                      f"| refused: {refused} |")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
@@ -64,6 +101,12 @@ def main() -> None:
     ap.add_argument("--off-topic", type=Path, default=OFF_TOPIC)
     ap.add_argument("--sets", nargs="+", default=["squad", "scifact", "mtrag", "docs"])
     ap.add_argument("--shares", nargs="+", type=float, default=[0.85, 0.90, 0.95])
+    ap.add_argument(
+        "--end-to-end",
+        action="store_true",
+        help="also ask the off-topic and the answerable docs questions through the whole "
+        "answer path (test split; the docs and SciFact indexes)",
+    )
     args = ap.parse_args()
     off = general_questions(args.off_topic) if args.split == "test" else ()
     readings = read_kinds(Sets(args.shared, args.out, off), args.split, only=args.sets)
@@ -106,6 +149,8 @@ def main() -> None:
         pos, neg = split_cell(readings, yes, cell)
         print(f"| {cell[0]} {cell[1]} | {sum(pos) / len(pos):.3f} | "
               f"{1 - sum(neg) / len(neg):.3f} |")  # fmt: skip
+    if args.end_to_end:
+        end_to_end(args.out, off)
 
 
 if __name__ == "__main__":

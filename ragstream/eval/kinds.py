@@ -76,16 +76,18 @@ class Pair:
     present: Signals
     absent: Signals = None
     left: tuple[str, ...] = ()
+    hidden_in_top: bool = False  # a hidden candidate was among the top k as retrieved
 
 
 Read = Callable[[str, Hidden | None], Pair]
 
 
-def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL) -> Read:
+def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL, *, gate: bool = True) -> Read:
     """`read(question, hidden)`: the answerability signals of the question's top `k`
     candidates, as the engine records them, and (when `hidden` is given) of the top `k`
     left once the candidates `hidden` names are taken out; None where the dense gate refuses
-    (no reranker: the best cosine of the top k is below the gate's floor)."""
+    (no reranker: the best cosine of the top k is below the gate's floor), unless `gate` is
+    off."""
     lexical, scorer = engine.retriever.lexical, engine.answer_judge
     limits = answerable.Limits.from_settings(engine.settings.query)
     floor = engine.settings.query.dense_floor
@@ -94,7 +96,7 @@ def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL) -> Read:
     def signals(question: str, ranked: Sequence[RetrievedChunk]) -> Signals:
         top = ranked[:k]
         dense = max((r.scores.get("dense", 0.0) for r in top), default=0.0)
-        if not top or dense < floor:
+        if gate and (not top or dense < floor):
             return None
         found = {c.point_id: c for c in engine.side().vectors.get([r.point_id for r in top])}
         chunks = [found[r.point_id] for r in top if r.point_id in found]
@@ -110,7 +112,8 @@ def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL) -> Read:
             return Pair(signals(question, ranked))
         rest = [r for r in ranked if not hidden(r)]
         left = tuple(r.text for r in rest[:k])
-        return Pair(signals(question, ranked), signals(question, rest), left)
+        in_top = any(hidden(r) for r in ranked[:k])
+        return Pair(signals(question, ranked), signals(question, rest), left, in_top)
 
     return read
 
@@ -252,6 +255,24 @@ def load(path: Path, key: str) -> list[Reading] | None:
 
 def _fold(qid: str) -> int:
     return int(qid) % FOLDS if qid.isdigit() else sum(map(ord, qid)) % FOLDS
+
+
+def read_question_set(dataset_dir: Path, data_dir: Path, split: str) -> list[Reading]:
+    """One question set of `split` (SQuAD 2.0 or BEIR format), its corpus indexed into
+    `data_dir` (incrementally), every judged question read with and without its gold
+    documents (and a SQuAD set's unanswerable ones as `adversarial`)."""
+    from ragstream.eval.beir import index_corpus
+    from ragstream.eval.squad import load_squad, squad_file
+
+    squad = squad_file(dataset_dir)
+    name = dataset_dir.name
+    if squad is not None:
+        data = load_squad(squad, split)
+        with _engine(data_dir, data.corpus) as engine:
+            return squad_readings(engine_reader(engine), data.questions, name)
+    corpus, _, _ = load_beir(dataset_dir, split)
+    with _quiet_engine(index_corpus(corpus, data_dir)) as engine:
+        return beir_readings(engine_reader(engine), dataset_dir, split, name, keep=lambda _: True)
 
 
 # every ELSEWHERE_STRIDE-th question of the train articles the index leaves out is asked as

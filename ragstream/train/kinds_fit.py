@@ -158,14 +158,22 @@ def cell_refused(
     return {c: refused_at(*split_cell(readings, values, c), share) for c in cells(readings)}
 
 
-def held_out(readings: Sequence[Reading], names: Sequence[str], judge: str) -> list[float]:
-    """Each reading's probability under a fit on the other folds (leave-one-group-out)."""
-    weights = cell_weights(readings)
+Fitter = Callable[[Sequence[Reading], Sequence[str], str], Decision]
+
+
+def logistic(readings: Sequence[Reading], names: Sequence[str], judge: str) -> Decision:
+    """`weighted_decision` with the readings' own cell weights."""
+    return weighted_decision(readings, names, judge, cell_weights(readings))
+
+
+def held_out(
+    readings: Sequence[Reading], names: Sequence[str], judge: str, fit: Fitter = logistic
+) -> list[float]:
+    """Each reading's probability under a `fit` on the other folds (leave-one-group-out)."""
     folds = np.array([fold_of(r) for r in readings])
     out = [float("-inf")] * len(readings)
     for f in sorted(set(folds.tolist())):
-        train = [i for i in range(len(readings)) if folds[i] != f]
-        fitted = weighted_decision([readings[i] for i in train], names, judge, weights[train])
+        fitted = fit([r for r, g in zip(readings, folds, strict=True) if g != f], names, judge)
         for i in np.flatnonzero(folds == f).tolist():
             s = readings[i].signals
             out[i] = fitted.probability(s) if s is not None else float("-inf")
@@ -248,3 +256,90 @@ def floor_for(readings: Sequence[Reading], decision: Decision, keep: float = KEE
 
 def natural_cells(readings: Sequence[Reading]) -> list[Cell]:
     return [c for c in cells(readings) if c[1] in NATURAL]
+
+
+def _matrix(readings: Sequence[Reading], names: Sequence[str], decision: Decision) -> np.ndarray:
+    """Standardized features (the decision's mean and scale) per reading; NaN rows where the
+    gate refused."""
+    rows = [
+        features(r.signals, names) if r.signals is not None else [np.nan] * len(names)
+        for r in readings
+    ]
+    x = np.array(rows, dtype=float).reshape(-1, len(names))
+    return (x - np.array(decision.mean)) / np.array(decision.scale)
+
+
+class _Cells:
+    """Index arrays of each cell's answerable and unanswerable readings, and each cell's
+    weight (every kind the same, shared by its cells)."""
+
+    def __init__(self, readings: Sequence[Reading]) -> None:
+        found = cells(readings)
+        self.pos, self.neg, weights = [], [], []
+        per_kind = {k: sum(c[1] == k for c in found) for _, k in found}
+        for dataset, kind in found:
+            self.pos.append(np.array([i for i, r in enumerate(readings)
+                                      if r.dataset == dataset and r.answerable]))  # fmt: skip
+            self.neg.append(np.array([i for i, r in enumerate(readings)
+                                      if r.dataset == dataset and r.kind == kind]))  # fmt: skip
+            weights.append(1.0 / per_kind[kind])
+        self.weights = np.array(weights) / sum(weights)
+
+    def refused(self, values: np.ndarray, keep: float = KEEP) -> float:
+        """The cells' weighted mean share of unanswerable readings refused by the highest
+        floor that keeps `keep` of the cell's answerable ones answered."""
+        out = 0.0
+        for pos, neg, w in zip(self.pos, self.neg, self.weights, strict=True):
+            ranked = np.sort(values[pos])[::-1]
+            need = max(1, round(keep * len(ranked) + 1e-9))
+            floor = ranked[min(need, len(ranked)) - 1]
+            out += w * float(np.mean(values[neg] < floor))
+        return out
+
+
+def simplex(dims: int, step: float = 0.05) -> np.ndarray:
+    """Every non-negative weight vector on a grid of `step` whose weights sum to 1.
+
+    >>> simplex(2, 0.5).tolist()
+    [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]
+    """
+    n = round(1 / step)
+    points = [p for p in np.ndindex(*(n + 1,) * dims) if sum(p) == n]
+    return np.array(points, dtype=float) / n
+
+
+def at_the_floor(
+    readings: Sequence[Reading], names: Sequence[str], judge: str, keep: float = KEEP
+) -> Decision:
+    """The decision over `names` whose direction (non-negative standardized weights) refuses
+    the most unanswerable readings where it keeps `keep` of the answerable ones answered,
+    cell by cell (every kind weighing the same); its scale and bias are then fitted as a
+    weighted logistic regression of that one score, so it is a probability again. The
+    logistic fit alone weighs the bulk of the readings; the floor sits in their tail."""
+    weights = cell_weights(readings)
+    start = weighted_decision(readings, names, judge, weights)
+    x = _matrix(readings, names, start)
+    grid = _Cells(readings)
+    values = np.where(np.isnan(x), -np.inf, x)
+    band = [k for k in (keep - 0.05, keep, keep + 0.05) if 0.0 < k < 1.0]
+
+    def refused(w: np.ndarray) -> float:  # around the floor, not at one point of it: smoother
+        score = _score(values, w)
+        return sum(grid.refused(score, k) for k in band)
+
+    best = max(simplex(len(names)), key=refused)
+    score = _score(values, best)
+    kept = np.isfinite(score)
+    slope, bias = fit_logistic(score[kept, None], np.array([r.answerable for r in readings])[kept],
+                               weights[kept])  # fmt: skip
+    return dataclasses.replace(
+        start,
+        weights=tuple(round(float(w * slope[0]), 6) for w in best),
+        bias=round(bias, 6),
+    )
+
+
+def _score(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        out = x @ w
+    return np.where(np.isnan(out), -np.inf, out)

@@ -26,14 +26,10 @@ from pathlib import Path
 import xxhash
 from pydantic import BaseModel
 
-from ragstream.core.settings import load_settings
 from ragstream.eval import kinds
-from ragstream.eval.beir import index_corpus, load_beir
-from ragstream.eval.squad import load_squad, squad_file
 from ragstream.operators.answer_judge import BUNDLED_ANSWER_JUDGE, AnswerJudge
 from ragstream.query.decision import DECISION_FILE, Decision, load_decision
 from ragstream.service import ingest
-from ragstream.service.stores import open_engine
 from ragstream.train import kinds_fit
 from ragstream.train.decision import KEEP, fit_kinds
 
@@ -58,26 +54,6 @@ class DecisionTuneReport(BaseModel):
     kept: bool
     model_dir: str = ""
     switch_on: str = ""
-
-
-def read_user_set(dataset_dir: Path, data_dir: Path, split: str) -> list[kinds.Reading]:
-    """The user's questions of `split`, indexed into `data_dir` (incrementally) and read
-    through its engine with and without their gold documents."""
-    squad = squad_file(dataset_dir)
-    if squad is not None:
-        data = load_squad(squad, split)
-        corpus, name = data.corpus, dataset_dir.name
-    else:
-        corpus, _, _ = load_beir(dataset_dir, split)
-        name = dataset_dir.name
-    index_corpus(corpus, data_dir)
-    settings = load_settings(data_dir)
-    query = settings.query.model_copy(update={"log_queries": False})
-    with open_engine(settings.model_copy(update={"query": query})) as (engine, _):
-        read = kinds.engine_reader(engine)
-        if squad is not None:
-            return kinds.squad_readings(read, data.questions, name)
-        return kinds.beir_readings(read, dataset_dir, split, name, keep=lambda _: True)
 
 
 def held_refused(readings: Sequence[kinds.Reading], decision: Decision) -> dict[str, float]:
@@ -106,7 +82,7 @@ def tune_decision(
     progress: Callable[[str], None] = print,
 ) -> DecisionTuneReport:
     """Read, fit on four fifths of the groups, gate on the rest; see the module docstring."""
-    readings = read_user_set(dataset_dir, data_dir, split)
+    readings = kinds.read_question_set(dataset_dir, data_dir, split)
     held = [r for r in readings if kinds_fit.fold_of(r) in HELD_FOLDS]
     fit = [r for r in readings if kinds_fit.fold_of(r) not in HELD_FOLDS]
     if min(_answerable(fit), 4 * _answerable(held)) < MIN_ANSWERABLE:

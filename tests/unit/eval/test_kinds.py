@@ -138,8 +138,9 @@ def user_readings(seed: int, judge_informs: bool) -> list[kinds.Reading]:
             dense = rng.gauss(0.7 if answerable else 0.5, 0.08)
             p = rng.uniform(0.5, 0.99) if answerable else rng.uniform(0.001, 0.5)
             judge = p if judge_informs else rng.uniform(0.001, 0.99)
-            signals = {"dense_best": dense, "judge_best": judge, "answer_type_match": 1.0,
-                       "coverage_best": 1.0}  # fmt: skip
+            signals = {"dense_best": dense, "judge_best": judge, "judge_top": judge,
+                       "answer_type_match": 1.0, "coverage_best": 1.0,
+                       "named_coverage": 1.0}  # fmt: skip
             kind = "answerable" if answerable else "gold_removed"
             rows.append(kinds.Reading(f"q{i}", kind, "mine", f"g{i % 30}", signals))
     return rows
@@ -153,7 +154,7 @@ def test_a_tuned_decision_is_kept_only_when_it_refuses_more_on_held_out_question
     refuses more of the held-out unanswerable questions and is kept, written beside a copy
     of the judge; where the shipped signals all inform, the refit gains nothing it could
     show and nothing is written."""
-    monkeypatch.setattr(tune_decision, "read_user_set", lambda *_: user_readings(13, judge_informs))
+    monkeypatch.setattr(kinds, "read_question_set", lambda *_: user_readings(13, judge_informs))
     monkeypatch.setattr(
         tune_decision.ingest, "status", lambda **_: type("S", (), {"embedder": None})()
     )
@@ -166,4 +167,5 @@ def test_a_tuned_decision_is_kept_only_when_it_refuses_more_on_held_out_question
     assert tuned["mine gold_removed"] > shipped["mine gold_removed"] + 0.05
     out = Path(report.model_dir)
     assert (out / "decision.json").is_file() and (out / "model.onnx").is_file()
-    assert report.switch_on.endswith(str(out)) and "judge_best" not in report.features
+    assert report.switch_on.endswith(str(out))
+    assert not {"judge_best", "judge_top"} & set(report.features)

@@ -144,3 +144,28 @@ def test_the_replayed_verdict_is_the_engines() -> None:
                 for d in (None, decision):
                     verdict, _ = judge(asked, limits, Scorer(), d)
                     assert answers_from(verdict.signals, limits, d) == verdict.answerable
+
+
+def test_the_direction_at_the_floor_refuses_at_least_what_the_logistic_fit_does() -> None:
+    """Weights chosen for the tail (where 90 % of the answerable readings are kept) refuse no
+    fewer unanswerable readings there than the logistic fit's, stay non-negative, and the
+    result is still a probability whose floor keeps what it is asked to."""
+    rows = synthetic(5)
+    names = ["dense_best", "judge_best"]
+    tail = kinds_fit.at_the_floor(rows, names, "J")
+    bulk = kinds_fit.logistic(rows, names, "J")
+    assert all(w >= 0 for w in tail.weights) and tail.features == tuple(names)
+
+    def refused(d: Decision) -> float:
+        return float(
+            np.mean(
+                list(kinds_fit.cell_refused(rows, kinds_fit.scores(rows, d.probability)).values())
+            )
+        )
+
+    assert refused(tail) >= refused(bulk) - 0.01
+    probabilities = kinds_fit.scores(rows, tail.probability)
+    assert all(0.0 < p < 1.0 for p in probabilities)
+    floor = kinds_fit.floor_for(rows, tail, 0.9)
+    kept = [tail.probability(r.signals or {}) >= floor for r in rows if r.answerable]
+    assert sum(kept) / len(kept) >= 0.9 - 1e-9
