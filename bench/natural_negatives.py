@@ -10,11 +10,14 @@ decision at its shipped floor answers and refuses (the verdict the engine reache
 same signals: coverage rule, overrides, unknown terms, gate).
 
     .venv/bin/python bench/natural_negatives.py --out bench/out [--split test]
-        [--decision DIR] [--off-topic bench/data/offtopic_general.tsv]
+        [--decision DIR] [--off-topic bench/data/offtopic_general.tsv] [--end-to-end]
 
-On the test split the off-topic cells hold SciFact's 16 questions and the general questions
-of `--off-topic`, asked of the SciFact and SQuAD indexes. `--decision DIR` replays the
-`decision.json` of DIR (default: the one shipped beside the answer judge).
+On the test split the off-topic cells hold each index's own off-topic questions (SciFact's
+16, the docs' 60) and the general questions of `--off-topic`, asked of the SQuAD, SciFact
+and docs indexes. `--decision DIR` replays the `decision.json` of DIR (default: the one
+shipped beside the answer judge). `--end-to-end` then asks the off-topic questions and the
+answerable ones of the docs and SciFact indexes through the whole answer path (generation,
+verification, every refusal rule) and counts the refusals by check.
 """
 
 from __future__ import annotations
@@ -82,14 +85,23 @@ def end_to_end(out: Path, off: tuple[tuple[str, str], ...]) -> None:
                 missed = [a.query for a in answers if a.refusal is None]
                 print(f"| {name} | {label} | {sum(checks.values())} / {len(answers)} | "
                       f"{dict(checks)} | {missed} |")  # fmt: skip
-            if name == "docs-data":
-                lines = (REPO / "tests" / "data" / "docs_questions.tsv").read_text().splitlines()
-                rows_ = csv.DictReader([ln for ln in lines if not ln.startswith("#")],
-                                       delimiter="\t")  # fmt: skip
-                asked = [engine.answer(QueryRequest(query=r["question"])) for r in rows_]
-                refused = [a.query for a in asked if a.refusal is not None]
-                print(f"| {name} | answerable docs questions | {len(refused)} / {len(asked)} | "
-                      f"| refused: {refused} |")  # fmt: skip
+            asked = [engine.answer(QueryRequest(query=q)) for q in answerable_of(name)]
+            checks = Counter(a.refusal.check for a in asked if a.refusal)
+            refused = [a.query for a in asked if a.refusal is not None]
+            print(f"| {name} | its {len(asked)} answerable | {len(refused)} / {len(asked)} | "
+                  f"{dict(checks)} | refused: {refused[:12]} |")  # fmt: skip
+
+
+def answerable_of(name: str) -> list[str]:
+    """The answerable test questions of an index: the docs questions, SciFact's test claims."""
+    if name == "docs-data":
+        lines = (REPO / "tests" / "data" / "docs_questions.tsv").read_text().splitlines()
+        rows = csv.DictReader([ln for ln in lines if not ln.startswith("#")], delimiter="\t")
+        return [r["question"] for r in rows]
+    from ragstream.eval.beir import load_beir
+
+    _, queries, qrels = load_beir(SHARED / "scifact", "test")
+    return [queries[q] for q in sorted(qrels)]
 
 
 def main() -> None:

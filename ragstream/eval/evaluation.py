@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragstream.core.answers import DEFAULT_RRF_K, QueryRequest
 from ragstream.core.settings import Settings
+from ragstream.eval import kinds
 from ragstream.eval.answer_ablation import AnswerAblation, answer_ablation, markdown_answers
 from ragstream.eval.answer_eval import (
     OFF_TOPIC,
@@ -68,8 +69,10 @@ from ragstream.eval.failures import (
     count_failures,
     markdown_failures,
 )
+from ragstream.eval.kinds import FrontierPoint
 from ragstream.eval.squad import load_squad, squad_file
 from ragstream.eval.squad_eval import SquadReport, markdown_squad, squad_answers
+from ragstream.query.engine import QueryEngine
 from ragstream.query.rerank import is_tuned, load_reranker, rerank, rerank_depth
 from ragstream.query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
 from ragstream.query.transforms import (
@@ -138,6 +141,9 @@ class EvalReport(BaseModel):
     abstain: AbstainReport | None = None
     assembly: AnswerAblation | None = None
     squad: SquadReport | None = None  # a SQuAD-format set, --mode answers / abstain
+    # --mode answers on a BEIR set: the decision's frontier over the judged questions read
+    # with their gold documents and with them taken out (`eval.kinds.frontier`)
+    frontier: list[FrontierPoint] | None = None
     details_file: str | None = None
     # retrieval mode: each stage's latency per query (ms) of the plain hybrid retrieve, plus
     # the reranker's when a row reranks (the Quality page and `--plot` draw their spread)
@@ -402,7 +408,7 @@ def markdown_report(report: EvalReport) -> str:
     elif report.abstain is not None:
         body = markdown_abstain(report.abstain)
     elif report.assembly is not None:
-        body = markdown_answers(report.assembly)
+        body = markdown_answers(report.assembly) + markdown_frontier(report.frontier or [])
     else:
         body = markdown_table(report.rows)
         if report.failures is not None and report.failure_config is not None:
@@ -416,6 +422,25 @@ def markdown_report(report: EvalReport) -> str:
             )
             body += "\n\n" + failures
     return body + (f"\n\nper-query details: {report.details_file}" if report.details_file else "")
+
+
+def markdown_frontier(points: Sequence[FrontierPoint]) -> str:
+    """The frontier as a table: which `query.answerable.decision_floor` keeps which share of
+    the answerable questions answered, and what it refuses of the same questions with their
+    gold documents taken out."""
+    if not points:
+        return ""
+    lines = [
+        "",
+        "",
+        "The decision's frontier (the same questions, their gold documents taken out of the "
+        "candidates): set `query.answerable.decision_floor` to the floor of the share to keep.",
+        "",
+        "| answerable answered | gold-removed refused | decision_floor |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {p.answered:.0%} | {p.refused:.1%} | {p.decision_floor:.4f} |" for p in points]
+    return "\n".join(lines)
 
 
 def evaluate_dataset(
@@ -460,9 +485,7 @@ def evaluate_dataset(
         report = EvalReport(**base, gold=gold)
     elif mode == "answers":
         settings = index_corpus(corpus, data_dir, settings_overrides)
-        with Retriever.open(settings) as retriever:
-            assembly, details = answer_ablation(settings, retriever, asked, qrels, k, row_set)
-        report = EvalReport(**base, assembly=assembly)
+        report, details = _answers_mode(settings, base, dataset_dir, split, asked, qrels, row_set)
     else:
         settings = index_corpus(corpus, data_dir, settings_overrides)
         rows, pipeline, failing, stage_ms = evaluate_retrieval(
@@ -478,6 +501,35 @@ def evaluate_dataset(
         )
         details = [d.model_dump() for d in failing]
     return _save(report, data_dir, split, mode, details)
+
+
+def _answers_mode(
+    settings: Settings,
+    base: dict[str, Any],
+    dataset_dir: str | Path,
+    split: str,
+    asked: Queries,
+    qrels: Qrels,
+    row_set: str,
+) -> tuple[EvalReport, Any]:
+    """The answers mode on a BEIR set: the assembly ablation, and the decision's frontier."""
+    with Retriever.open(settings) as retriever:
+        assembly, details = answer_ablation(settings, retriever, asked, qrels, base["k"], row_set)
+        points = _frontier(eval_engine(settings, retriever), dataset_dir, split, asked)
+    return EvalReport(**base, assembly=assembly, frontier=points), details
+
+
+def _frontier(
+    engine: QueryEngine, dataset_dir: str | Path, split: str, asked: Queries
+) -> list[FrontierPoint] | None:
+    """The calibrated decision's frontier on the asked questions, each read with its gold
+    documents and with them taken out; None without a calibrated decision."""
+    decision = engine.decision
+    if decision is None:
+        return None
+    read = kinds.engine_reader(engine)
+    readings = kinds.beir_readings(read, Path(dataset_dir), split, "set", keep=asked.__contains__)
+    return kinds.frontier(readings, decision.probability)
 
 
 def _abstain_mode(

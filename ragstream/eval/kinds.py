@@ -32,10 +32,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from ragstream.core.answers import QueryRequest, RetrievedChunk
 from ragstream.core.settings import Settings
 from ragstream.eval.beir import Corpus, doc_key, load_beir
 from ragstream.eval.squad import SquadQuestion, contains_answer
+from ragstream.eval.squad_eval import floor_at, refused_at
 from ragstream.query import answerable
 from ragstream.query.decision import leg_leads
 from ragstream.query.engine import QueryEngine
@@ -238,6 +241,51 @@ def mtrag_readings(read: Read, tasks: Sequence[Task], dataset: str = "mtrag") ->
         elif t.answerability in ("UNANSWERABLE", "UNDERSPECIFIED"):
             signals = read(t.question, None).present
             out.append(Reading(t.id, "conversational", dataset, t.conversation, signals))
+    return out
+
+
+class FrontierPoint(BaseModel):
+    """One point of the decision's frontier: keep `answered` of the answerable questions
+    answered with `decision_floor`, and `refused` of the unanswerable ones are refused."""
+
+    answered: float
+    refused: float
+    decision_floor: float
+
+
+ANSWERED_SHARES = (0.80, 0.85, 0.90, 0.95)
+
+
+def frontier(
+    readings: Sequence[Reading],
+    score: Callable[[dict[str, float]], float],
+    shares: Sequence[float] = ANSWERED_SHARES,
+) -> list[FrontierPoint]:
+    """For each answered share, the highest floor on `score` that keeps that share of the
+    answerable readings answered and the share of the others it refuses (a gate refusal is
+    refused by any floor).
+
+    >>> rs = [Reading(str(i), k, "d", "g", {"p": p}) for i, (k, p) in enumerate(
+    ...     [("answerable", 0.9), ("answerable", 0.6), ("gold_removed", 0.7),
+    ...      ("gold_removed", 0.1)])]
+    >>> [(f.refused, f.decision_floor) for f in frontier(rs, lambda s: s["p"], [0.5, 1.0])]
+    [(1.0, 0.9), (0.5, 0.6)]
+    """
+    values = [score(r.signals) if r.signals is not None else float("-inf") for r in readings]
+    pos = [v for r, v in zip(readings, values, strict=True) if r.answerable]
+    neg = [v for r, v in zip(readings, values, strict=True) if not r.answerable]
+    if not pos or not neg:
+        return []
+    out = []
+    for share in shares:
+        floor = floor_at(pos, share)
+        out.append(
+            FrontierPoint(
+                answered=share,
+                refused=round(refused_at(pos, neg, share), 4),
+                decision_floor=round(floor, 4) if floor > float("-inf") else 0.0,
+            )
+        )
     return out
 
 

@@ -237,3 +237,9 @@ def test_cli_answers_mode_saves_the_report(dataset: Path, run: Run) -> None:
     assert all(set(d["rows"]) == set(ASSEMBLY_ROWS) for d in json.loads(details.read_text()))
     table = markdown_report(EvalReport.model_validate(report))
     assert "| +parent expansion |" in table and "gold cited" in table
+    # the decision's frontier: the same question read with its gold documents taken out
+    frontier = report["frontier"]
+    assert [p["answered"] for p in frontier] == [0.8, 0.85, 0.9, 0.95]
+    floors = [p["decision_floor"] for p in frontier]
+    assert floors == sorted(floors, reverse=True)  # answering more needs a lower floor
+    assert "decision_floor" in table

@@ -53,6 +53,8 @@ def test_answers_mode_reports_both_kinds_and_every_signal(
     assert 0.0 <= (squad.gold_in_first_sentence or 0.0) <= (squad.gold_in_answer or 0.0)
     assert {"decision", "judge_best", "dense_best"} <= set(squad.signals)
     assert set(squad.signals["dense_best"].refused_at) == {"0.80", "0.85", "0.90", "0.95"}
+    floors = list(squad.signals["decision"].floor_at.values())  # the frontier's floors
+    assert len(floors) == 4 and floors == sorted(floors, reverse=True)
     details = json.loads(Path(report.details_file or "").read_text())
     assert len(details) == report.queries
     answered = [d for d in details if d["answerable"] and d["refusal"] is None]
