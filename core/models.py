@@ -357,6 +357,33 @@ class ReindexStatus(BaseModel):
     message: str = ""
 
 
+class StartOptions(BaseModel):
+    """The body of `reindex start`: the embedder whose side opens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedder: str
+
+
+class PromoteOptions(BaseModel):
+    """The optional eval gate of a promote (a BEIR dataset indexed in this data dir)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    eval_dataset: str | None = None
+    eval_split: str = "test"
+    eval_margin: float | None = None  # default: settings.reindex_eval_margin
+    eval_limit_queries: int | None = None
+
+
+class CleanupOptions(BaseModel):
+    """The body of `reindex cleanup`: `confirm` must be True to drop the retired side."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    confirm: bool = False
+
+
 class StatusReport(BaseModel):
     """What `ragstream status`, `GET /v1/status` and `Client.status` report; loads no model.
 

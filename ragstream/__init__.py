@@ -1,12 +1,17 @@
-"""ragstream: keep a retrieval index in sync with document folders.
-
-Public API (floor 4, the face):
+"""ragstream: keep a retrieval index in sync with document folders, and ask it.
 
     import ragstream
-    report = ragstream.sync(["docs/"], data_dir=".ragstream")
-    print(ragstream.status(data_dir=".ragstream"))
+    report = ragstream.sync(["docs/"], data_dir=".ragstream")   # ingest, in this process
+    print(ragstream.status(data_dir=".ragstream"))              # asks the index
     with ragstream.Client(url="http://127.0.0.1:8765") as c:   # light: no model, no store
         c.query("how are deleted files handled?")
+
+Two kinds of names. `sync`, `watch`, `gc` and `load_settings` (from `ragstream.api`) keep an
+embedded index in sync. `status`, `Client` and `AsyncClient` (from `ragstream.client`) ask
+an index wherever `ragstream.service.connect` finds it: a URL, the endpoint a running
+`serve` / `watch --serve` recorded in the data dir (that process answers), or the data
+dir's stores opened here. `RagstreamError` is the base of
+the typed errors they raise.
 
 Every name is imported on first use, so `import ragstream` (and the remote client) loads
 no model, parser, dataflow engine or store.
@@ -18,14 +23,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragstream.api import gc, load_settings, status, sync, watch
-    from ragstream.client import AsyncClient, Client
+    from ragstream.api import gc, load_settings, sync, watch
+    from ragstream.client import AsyncClient, Client, status
     from ragstream.core.errors import RagstreamError
 
 _LAZY = {
     "gc": "ragstream.api",
     "load_settings": "ragstream.api",
-    "status": "ragstream.api",
+    "status": "ragstream.client",
     "sync": "ragstream.api",
     "watch": "ragstream.api",
     "Client": "ragstream.client",

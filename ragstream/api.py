@@ -1,12 +1,13 @@
-"""The Python functions over an embedded data dir, run in this process: `sync`, `watch`
-(optionally serving HTTP from the same process), `status`, `gc`, `rebuild_lexical`,
-`query_log` and `load_settings`; `import ragstream` re-exports `sync`, `watch`, `status`, `gc`
-and `load_settings`. `serve_runtime` is how `watch` serves; `open_engine`, `open_stores` and
-`serving` compose an engine, the stores and the HTTP server for tests and benchmarks.
+"""What the package does that `Client` does not: keep an embedded index in sync and
+serve it. `sync` and `watch` (optionally serving HTTP from the same process) run ingest
+here, `gc` purges old tombstones, `rebuild_lexical` rebuilds the BM25 leg from the vector
+store, `load_settings` builds a `Settings`, and `serve_runtime` / `serving` put the HTTP API
+over a running flow's stores or a given `Serving`. `import ragstream` re-exports `sync`,
+`watch`, `gc` and `load_settings`; its `status` is `ragstream.client.status`, which asks
+the index through `ragstream.service.connect` like every `Client` method.
 
 The CLI's `watch` runs `watch` here; its other commands call `ragstream.service` directly.
-`status` here opens the stores itself, so it needs the data dir free: while a `watch --serve`
-holds it, `Client(data_dir=...)` (or `ragstream status`) answers from that process instead."""
+"""
 
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ from ragstream.flows.runtime import Runtime
 from ragstream.flows.sync import OutcomeHandler
 from ragstream.service import ingest
 from ragstream.service.feed import OutcomeFeed
-from ragstream.service.ingest import gc, query_log, rebuild_lexical, status, sync
-from ragstream.service.stores import open_engine, open_stores
+from ragstream.service.ingest import gc, rebuild_lexical, sync
+
+# bench/ scripts still reach these two here; they are not this module's (see `__all__`):
+# the package's `status` is `ragstream.client.status`, the engine is `service.stores`'
+from ragstream.service.ingest import status as status
+from ragstream.service.stores import open_engine as open_engine
 
 if TYPE_CHECKING:
     from ragstream.http import Serving
@@ -115,13 +120,9 @@ def serving(
 __all__ = [
     "gc",
     "load_settings",
-    "open_engine",
-    "open_stores",
-    "query_log",
     "rebuild_lexical",
     "serve_runtime",
     "serving",
-    "status",
     "sync",
     "watch",
 ]

@@ -9,11 +9,14 @@ over HTTP.
     async with AsyncClient(url="http://127.0.0.1:8765") as c:
         answer = await c.query("...")
 
+    ragstream.status(data_dir=".ragstream")            # the package's verb: one question
+
 Both are thin facades over `ragstream.service.connect`, which decides where the index is
 answered: a URL, the endpoint a running server recorded in the data dir, or the data dir
-opened here (stores at once, query models on the first question). The HTTP clients import
-neither torch nor any store. Failures raise the typed errors of `ragstream.core.errors`,
-with the server's message.
+opened here (stores at once, query models on the first question); `status` is
+`Client.status` asked once, so it answers while a `watch --serve` owns the data dir. The
+HTTP clients import neither torch nor any store. Failures raise the typed errors of
+`ragstream.core.errors`, with the server's message.
 """
 
 from __future__ import annotations
@@ -28,6 +31,18 @@ from ragstream.core.settings import Settings
 from ragstream.service.base import Mode, ProgressHandler, Question, States, StreamEvent
 from ragstream.service.connect import connect
 from ragstream.service.remote import AsyncRemoteIndex
+
+
+def status(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> StatusReport:
+    """Docs, chunks, embedder, last sync, dead letters and warnings of the index of
+    `data_dir` (or `settings`); loads no model.
+
+    Asked where `connect` says: the process serving the data dir (a running `serve` /
+    `watch --serve`) when one recorded its endpoint there, else the stores opened here
+    for the call.
+    """
+    with connect(data_dir, settings=settings) as index:
+        return index.status()
 
 
 class Client:
@@ -267,4 +282,4 @@ class AsyncClient:
         await self.close()
 
 
-__all__ = ["AsyncClient", "Client", "StreamEvent"]
+__all__ = ["AsyncClient", "Client", "StreamEvent", "status"]

@@ -12,7 +12,14 @@ from typing import Any
 
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.core.answers import Answer, Retrieval
-from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
+from ragstream.core.models import (
+    FileDetail,
+    FileRecord,
+    PromoteOptions,
+    ReindexStatus,
+    StatusReport,
+    VerifyReport,
+)
 from ragstream.core.settings import Settings
 from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import no_index
@@ -27,7 +34,7 @@ from ragstream.service.base import (
     state_list,
 )
 from ragstream.service.ingest import query_log
-from ragstream.service.reindex import Maintainer, PromoteOptions
+from ragstream.service.reindex import Maintainer
 from ragstream.service.status import engine_status, status_report
 from ragstream.service.stores import LiveStores, open_engine, open_live
 

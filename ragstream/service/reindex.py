@@ -4,7 +4,9 @@
 `watch` or `serve` process that owns an embedded data dir, or a local index. Callers reach
 it through `service.connect`, which opens the data dir itself when it can and otherwise
 forwards each command to the endpoint the owning process recorded, so one command works
-whether or not a `watch --serve` is running.
+whether or not a `watch --serve` is running. The commands' request models
+(`StartOptions`, `PromoteOptions`, `CleanupOptions`) live in `core.models` beside
+`ReindexStatus`, so the remote client checks them without importing this module.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from ragstream.connectors.protocols import LexicalIndex
 from ragstream.connectors.state import ReindexBook
 from ragstream.connectors.stores import configured_live, drop_collection
+from ragstream.core.models import CleanupOptions as CleanupOptions
+from ragstream.core.models import PromoteOptions as PromoteOptions
 from ragstream.core.models import ReindexProgress, ReindexStatus, SideCounts
+from ragstream.core.models import StartOptions as StartOptions
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import span
 from ragstream.flows import reindex as steps
@@ -25,29 +28,6 @@ from ragstream.flows.sides import IndexSides, Side
 from ragstream.query.retrieve import FixedSide, Retriever
 
 ProgressHandler = Callable[[ReindexProgress], None]
-
-
-class PromoteOptions(BaseModel):
-    """The optional eval gate of a promote (a BEIR dataset indexed in this data dir)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    eval_dataset: str | None = None
-    eval_split: str = "test"
-    eval_margin: float | None = None  # default: settings.reindex_eval_margin
-    eval_limit_queries: int | None = None
-
-
-class StartOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    embedder: str
-
-
-class CleanupOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    confirm: bool = False
 
 
 class Maintainer:

@@ -2,9 +2,9 @@
 and typed results as the local one. Each route is described once (`Call`: method, path,
 body, how to read the reply) and run by the blocking `RemoteIndex` or the asyncio
 `AsyncRemoteIndex`; an error reply becomes the typed error its body's `code` names, once,
-in `raise_for`. Imports httpx and the pydantic models, no model and no store; the one
-exception is `reindex_promote`, which checks its options with `service.reindex.PromoteOptions`
-before sending them and so imports the reindex machinery (tantivy and numpy with it)."""
+in `raise_for`. Imports httpx and the pydantic models of `core` (`reindex_promote` checks
+its options with `core.models.PromoteOptions` before sending them), no model and no store:
+no method loads torch, tantivy, rank_bm25 or numpy."""
 
 from __future__ import annotations
 
@@ -29,7 +29,14 @@ from ragstream.core.errors import (
     UnreachableError,
     error_class,
 )
-from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
+from ragstream.core.models import (
+    FileDetail,
+    FileRecord,
+    PromoteOptions,
+    ReindexStatus,
+    StatusReport,
+    VerifyReport,
+)
 from ragstream.service.base import (
     Mode,
     ProgressHandler,
@@ -110,8 +117,6 @@ def reindex_call(command: str, **body: Any) -> Call[ReindexStatus]:
 
 def promote_body(options: dict[str, Any]) -> dict[str, Any]:
     """The promote options, checked here (an unknown option fails before any request)."""
-    from ragstream.service.reindex import PromoteOptions
-
     return PromoteOptions(**options).model_dump(exclude_none=True)
 
 

@@ -28,8 +28,8 @@ REFERENCE = {
     "settings": ["ragstream.core.settings"],
 }
 # what `ragstream.api` exports (the package's names; its other helpers are the CLI's)
-API_NAMES = {"sync", "watch", "status", "gc", "load_settings"}
-CLIENT_NAMES = {"Client", "AsyncClient"}
+API_NAMES = {"sync", "watch", "gc", "load_settings"}
+CLIENT_NAMES = {"Client", "AsyncClient", "status"}
 ASSET = re.compile(
     r"<(?:script|img|source|iframe)\b[^>]*\bsrc=\"([^\"]+)\""
     r"|<link\b[^>]*\bhref=\"([^\"]+)\"[^>]*>"

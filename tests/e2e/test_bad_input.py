@@ -17,6 +17,7 @@ from ragstream.core.models import FileEvent, FileFingerprint
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
 from ragstream.flows.sync import make_indexer
+from ragstream.service import ingest
 
 EXPECTED = {
     "empty.md": "empty file",
@@ -68,7 +69,7 @@ def test_bad_inputs_become_dead_letters_and_good_files_index(
         latin = rt.vectors.live_chunks("inbox:latin1.txt")
         assert latin and "Café crème" in latin[0].text
         assert rt.vectors.live_chunks("inbox:outside.md") == []
-    status = {Path(d.path).name for d in api.status(settings=settings).dead_letters}
+    status = {Path(d.path).name for d in ingest.status(settings=settings).dead_letters}
     assert set(EXPECTED) <= status
 
     again = api.sync([root], settings=settings)
@@ -79,7 +80,7 @@ def test_bad_inputs_become_dead_letters_and_good_files_index(
     shutil.copy(shared_docs / "docx/docling__word_tables.docx", root / "random.docx")
     fixed = api.sync([root], settings=settings)
     assert fixed.dead_letters == [] and fixed.docs_changed == 2
-    left = {Path(d.path).name for d in api.status(settings=settings).dead_letters}
+    left = {Path(d.path).name for d in ingest.status(settings=settings).dead_letters}
     assert "huge.md" not in left and "random.docx" not in left
 
 

@@ -27,7 +27,9 @@ from ragstream.connectors.vector_stores import HasIds
 from ragstream.core.ids import point_id
 from ragstream.core.models import DeadLetter, FileFingerprint, IndexedChunk
 from ragstream.core.settings import Settings
+from ragstream.service import ingest
 from ragstream.service.audit import files, verify
+from ragstream.service.stores import open_stores
 from tests.harness.helpers import copy_docs
 
 pytestmark = pytest.mark.slow  # real syncs on both store pairings
@@ -161,14 +163,14 @@ def _settings(base: Path, pairing: StorePairing) -> Settings:
 
 def _index_state(settings: Settings) -> tuple[set[tuple[str, str, str]], dict[str, set[str]]]:
     """(doc, point id, embedder) of every live vector point, and BM25's live ids per doc."""
-    with api.open_stores(settings) as (vectors, lexical):
+    with open_stores(settings) as (vectors, lexical):
         points = {(c.doc_id, c.point_id, c.embedder) for p in vectors.live_pages() for c in p}
         return points, lexical.live_doc_ids()
 
 
 def _corrupt(settings: Settings, folder: Path, did: dict[str, str]) -> None:
     """One injected fault per drift class."""
-    with api.open_stores(settings) as (vectors, lexical):
+    with open_stores(settings) as (vectors, lexical):
         legs = vectors.live_chunks(did["legs"])
         lexical.tombstone([legs[0].point_id], 1.0)  # BM25 loses one chunk
         lexical.commit()
@@ -390,4 +392,4 @@ def test_drift_counts_are_an_otel_gauge(tmp_path: Path) -> None:
         for p in m.data.data_points  # type: ignore[union-attr]
     }
     assert points["missing"] == 1 and points["orphan"] == 0 and len(points) == 7
-    assert api.status(settings=settings).drift == verify(settings=settings).counts()
+    assert ingest.status(settings=settings).drift == verify(settings=settings).counts()

@@ -29,6 +29,8 @@ from ragstream.flows import reindex as steps
 from ragstream.flows.runtime import open_runtime
 from ragstream.http import Serving
 from ragstream.operators.embed import load_embedder
+from ragstream.service import ingest
+from ragstream.service.stores import open_engine
 from tests.harness.helpers import copy_docs
 
 pytestmark = pytest.mark.slow  # real syncs and backfills with two embedders, both pairings
@@ -87,7 +89,7 @@ def test_1_backfill_with_changes_then_promote(
 ) -> None:
     s = settings
     spans.clear()
-    before = api.status(settings=s)
+    before = ingest.status(settings=s)
     old = before.collection
     assert old is not None
     assert before.warnings == []  # the shipped decision was fitted on this embedder
@@ -125,7 +127,7 @@ def test_1_backfill_with_changes_then_promote(
     assert any("zebra-marker" in c.text for c in new_points.values())
     assert answer.embedder == load_embedder("static").version.slug
     assert {c.embedder for c in answer.candidates} - {""} == {answer.embedder}
-    status = api.status(settings=s)
+    status = ingest.status(settings=s)
     assert status.embedder == load_embedder("static").version and status.collection == new
     assert status.reindex is not None and status.reindex.phase == "promoted"
     # the answerability decision read MiniLM's cosines: status says to refit it
@@ -173,7 +175,7 @@ def test_4_failing_gates_refuse_and_leave_the_live_side(settings: Settings, tmp_
         record = rt.sides.record
         assert record is not None and record.gate is not None and not record.gate.passed
         assert record.gate.missing == 1
-    assert api.status(settings=s).embedder == l6
+    assert ingest.status(settings=s).embedder == l6
     # eval below margin: a real BEIR-format eval over this index, with a margin the new side
     # cannot meet (it must beat the old side by 2.0 nDCG)
     data = tmp_path / "beir"
@@ -331,7 +333,7 @@ def test_5b_promote_swap_loop_under_load_never_mixes_embedders(
 
 def test_same_api_over_http_and_cleanup(settings: Settings) -> None:
     s = settings
-    with api.open_engine(s) as (engine, maintainer):
+    with open_engine(s) as (engine, maintainer):
         state = Serving(s, engine, maintainer)
         with api.serving(state, "127.0.0.1", 0) as url, Client(url=url) as remote:
             status = remote.reindex_status()

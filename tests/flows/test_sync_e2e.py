@@ -23,6 +23,7 @@ from ragstream.connectors.protocols import SearchFilter
 from ragstream.core.models import SyncReport
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import Runtime, open_runtime
+from ragstream.service import ingest
 from tests.harness.helpers import copy_docs
 
 pytestmark = pytest.mark.slow  # bytewax + docling + MiniLM syncs, both pairings
@@ -215,7 +216,7 @@ def test_8_bad_files_become_dead_letters(settings: Settings, folder: Path) -> No
     reasons = {Path(d.path).name: d for d in report.dead_letters}
     assert set(reasons) == {"empty.md", "junk.md", "corrupt.pdf"}
     assert all(d.reason for d in reasons.values())
-    status = api.status(settings=settings)
+    status = ingest.status(settings=settings)
     assert {Path(d.path).name for d in status.dead_letters} == set(reasons)
     with stores(settings, folder) as rt:
         assert rt.vectors.live_chunks("docs:md/new_good.md")
@@ -224,7 +225,8 @@ def test_8_bad_files_become_dead_letters(settings: Settings, folder: Path) -> No
     (bad / "empty.md").write_text("# Fixed\n\nNow it has content.\n")
     fixed = sync(settings, folder)
     assert fixed.dead_letters == [] and fixed.docs_changed == 1
-    assert "empty.md" not in {Path(d.path).name for d in api.status(settings=settings).dead_letters}
+    left = ingest.status(settings=settings).dead_letters
+    assert "empty.md" not in {Path(d.path).name for d in left}
 
 
 def test_4_delete_tombstones_in_both_stores_and_gc_purges(settings: Settings, folder: Path) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +39,13 @@ def _wait_for(lines: queue.Queue[dict], doc_id: str, timeout: float = 120) -> di
         if item["doc_id"] == doc_id:
             return item
     raise AssertionError(f"no outcome for {doc_id} within {timeout}s")
+
+
+def _wait_for_any(lines: queue.Queue[dict], timeout: float = 120) -> dict:
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        raise AssertionError(f"no outcome within {timeout}s") from None
 
 
 def test_watch_sees_saves_atomic_renames_and_deletes(tmp_path: Path) -> None:
@@ -159,3 +167,46 @@ def test_watch_serve_answers_from_the_same_process(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     assert not (data / "state" / "endpoint.json").exists()
+
+
+def test_package_status_answers_from_the_serving_watch(tmp_path: Path) -> None:
+    """`ragstream.status(data_dir=D)` goes through `connect`: while `watch D --serve` owns
+    the data dir, the serving process answers, with the counts of its `GET /v1/status`."""
+    import httpx
+
+    import ragstream
+    from ragstream.connectors.vector_stores import StoreBusyError
+    from ragstream.service import ingest
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
+    (root / "coffee.md").write_text("# Coffee\n\nEspresso is brewed at nine bars of pressure.\n")
+    data = tmp_path / "data"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
+         "--json", "--serve", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    lines: queue.Queue[dict] = queue.Queue()
+    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
+    try:
+        seen = {_wait_for_any(lines)["doc_id"] for _ in range(2)}
+        assert seen == {"notes:tea.md", "notes:coffee.md"}
+        endpoint = data / "state" / "endpoint.json"
+        deadline = time.monotonic() + 30
+        while not endpoint.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        served = httpx.get(f"http://127.0.0.1:{port}/v1/status", timeout=30).json()
+        status = ragstream.status(data_dir=data)  # the stores are held: this is the HTTP path
+        counts = ("docs", "chunks_live", "chunks_deleted", "lexical_live", "collection")
+        assert {k: getattr(status, k) for k in counts} == {k: served[k] for k in counts}
+        assert status.docs == 2 and status.chunks_live >= 2
+        with pytest.raises(StoreBusyError):  # what opening the stores here meets
+            ingest.status(data_dir=data)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)

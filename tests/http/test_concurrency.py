@@ -23,6 +23,7 @@ from ragstream.core.errors import ServerTimeoutError
 from ragstream.core.settings import GeneratorSettings, ServerSettings, Settings
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
+from ragstream.service.stores import open_engine
 from tests.conftest import Stub
 from tests.harness.helpers import copy_docs
 
@@ -44,7 +45,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Itera
     root = copy_docs(shared_docs, DOCS, base / "docs", flat=True)
     settings = Settings(data_dir=base / "data")
     assert api.sync([root], settings=settings).chunks_live > 0
-    with api.open_engine(settings) as (eng, _):
+    with open_engine(settings) as (eng, _):
         yield eng
 
 

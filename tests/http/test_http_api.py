@@ -26,6 +26,7 @@ from ragstream.core.errors import AuthError, NotReadyError, UnreachableError
 from ragstream.core.settings import GeneratorSettings, ServerSettings, Settings
 from ragstream.http import Serving
 from ragstream.query.engine import QueryEngine
+from ragstream.service.stores import open_engine
 from tests.harness.helpers import copy_docs
 
 DOCS = ("md/docling_concepts_chunking.md", "html/python311_tutorial_appetite.html")
@@ -45,7 +46,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Sett
 
 @pytest.fixture(scope="module")
 def engine(indexed: Settings) -> Iterator[QueryEngine]:
-    with api.open_engine(indexed) as (eng, _):
+    with open_engine(indexed) as (eng, _):
         yield eng
 
 

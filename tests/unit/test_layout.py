@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,6 +104,64 @@ def test_the_light_paths_load_no_heavy_dependency(code: str) -> None:
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "HEAVY []"
+
+
+# every method of the remote clients, each with arguments that reach its request (the
+# server's reply is an error: what a call imports is decided before the reply is read)
+REMOTE_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "status": ((), {}), "query": (("q",), {}), "stream": (("q",), {}),
+    "retrieve": (("q",), {}), "verify": ((), {"sample": 2}), "files": ((), {"state": "indexed"}),
+    "file": (("docs:a.md",), {}), "log": ((), {"limit": 3}), "reindex_status": ((), {}),
+    "reindex_start": (("e",), {"wait": True}), "reindex_run": ((), {}),
+    "reindex_promote": ((), {"eval_dataset": "d", "eval_margin": 0.1}),
+    "reindex_rollback": ((), {}), "reindex_cleanup": ((), {"confirm": True}),
+    "reindex_abort": ((), {}),
+}  # fmt: skip
+REMOTE_PROBE = """
+import asyncio, sys, httpx
+from ragstream import AsyncClient, Client, RagstreamError
+def reply(request):
+    return httpx.Response(404, json={"error": "no", "code": "not_found"})
+def drain(result):
+    return list(result) if hasattr(result, "__next__") else result
+async def adrain(result):
+    if hasattr(result, "__anext__"):
+        return [item async for item in result]
+    return await result
+def main():
+    sync, aio = Client(url="http://x"), AsyncClient("http://x")
+    sync._index._client = httpx.Client(transport=httpx.MockTransport(reply), base_url="http://x")
+    aio._index._client = httpx.AsyncClient(
+        transport=httpx.MockTransport(reply), base_url="http://x")
+    called = []
+    for name, (args, kwargs) in CALLS.items():
+        for run in (lambda: drain(getattr(sync, name)(*args, **kwargs)),
+                    lambda: asyncio.run(adrain(getattr(aio, name)(*args, **kwargs)))):
+            try:
+                run()
+            except RagstreamError:
+                called.append(name)
+    print("CALLED", sorted(set(called)) if len(called) == 2 * len(CALLS) else called)
+"""
+
+
+def test_every_method_of_the_remote_client_loads_no_heavy_dependency() -> None:
+    """Each call, blocking and awaited, imports httpx and the models only (the promote's
+    options are checked by `core.models.PromoteOptions`, not the reindex machinery)."""
+    from ragstream.client import AsyncClient, Client
+
+    methods = {n for n in vars(Client) if not n.startswith("_")} - {"mode", "url", "close"}
+    assert methods == set(REMOTE_CALLS) and methods <= set(vars(AsyncClient))
+    probe = (
+        f"CALLS = {REMOTE_CALLS!r}\n{REMOTE_PROBE}\nmain()\n"
+        f"print('HEAVY', [m for m in {(*HEAVY, 'rank_bm25')!r} if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    called, heavy = out.stdout.strip().splitlines()[-2:]
+    assert called == f"CALLED {sorted(REMOTE_CALLS)}"
+    assert heavy == "HEAVY []"
 
 
 # ---- the face: what each part of `ragstream/` above the floors may import ------------------

@@ -14,6 +14,7 @@ from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.core.answers import QueryFilters, QueryRequest
 from ragstream.core.settings import Settings
 from ragstream.query.engine import QueryEngine
+from ragstream.service import ingest
 
 
 def test_rotation_keeps_order_and_drops_only_the_oldest(tmp_path: Path) -> None:
@@ -41,7 +42,7 @@ def test_queries_are_logged_and_readable(tmp_path: Path) -> None:
             QueryRequest(query="banana bread", filters=QueryFilters(path_prefix="notes:")),
             tenants=("t1",),
         )
-    entries = api.query_log(settings=settings)
+    entries = ingest.query_log(settings=settings)
     assert [e["trace_id"] for e in entries] == [first.trace_id, second.trace_id]
     assert entries[0]["retrieved"][0]["doc_id"] == "notes:tea.md"
     assert entries[0]["cited"] and entries[0]["refusal"] is None

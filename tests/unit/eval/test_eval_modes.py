@@ -18,7 +18,6 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import Stub
-from ragstream import api
 from ragstream.cli import app
 from ragstream.core.answers import QueryRequest
 from ragstream.core.settings import Settings
@@ -41,6 +40,7 @@ from ragstream.eval.evaluation import (
 )
 from ragstream.eval.failures import classify_retrieval, count_failures
 from ragstream.query.retrieve import Retriever
+from ragstream.service import ingest
 
 pytestmark = pytest.mark.slow  # indexes a dataset and answers every question
 
@@ -177,7 +177,7 @@ def test_abstain_mode_removes_the_answers_then_restores_the_index(
     dataset: Path, indexed: tuple[Settings, Queries, Qrels], caplog: pytest.LogCaptureFixture
 ) -> None:
     settings, _, qrels = indexed
-    before = api.status(settings=settings)
+    before = ingest.status(settings=settings)
     with caplog.at_level(logging.INFO, logger="ragstream.eval.beir"):
         report = evaluate_dataset(dataset, settings.data_dir, mode="abstain")
     a = report.abstain
@@ -202,7 +202,7 @@ def test_abstain_mode_removes_the_answers_then_restores_the_index(
     assert a.offtopic.rate >= 0.75, a.offtopic  # the gate's floor keeps far-off questions out
     details = json.loads(Path(str(report.details_file)).read_text())
     assert len(details["heldout_answered"]) == a.heldout.questions - a.heldout.refused
-    after = api.status(settings=settings)
+    after = ingest.status(settings=settings)
     assert (after.docs, after.chunks_live) == (before.docs, before.chunks_live)
     indexed_logs = [r.getMessage() for r in caplog.records if r.getMessage().startswith("indexed")]
     assert indexed_logs[-1].endswith("(0 chunks embedded)")  # restored from kept vectors

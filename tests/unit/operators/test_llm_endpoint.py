@@ -23,6 +23,7 @@ from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.settings import Settings
 from ragstream.query.engine import QueryEngine
 from ragstream.query.verify import strip_invented
+from ragstream.service.stores import open_engine
 from tests.harness.helpers import copy_docs
 
 pytestmark = [pytest.mark.llm]
@@ -68,7 +69,7 @@ def settings(llm_url: str, tmp_path_factory: pytest.TempPathFactory, shared_docs
 
 @pytest.fixture(scope="module")
 def engine(settings: Settings) -> Iterator[QueryEngine]:
-    with api.open_engine(settings) as (eng, _maintainer):
+    with open_engine(settings) as (eng, _maintainer):
         yield eng
 
 

@@ -13,6 +13,7 @@ from ragstream.connectors.protocols import SearchFilter
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
 from ragstream.operators.secrets import PATTERNS, redact
+from ragstream.service import ingest
 
 AWS_ID = "AKIA" + "Q" * 16
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7\nabc\n-----END RSA PRIVATE KEY-----"
@@ -62,10 +63,10 @@ def test_secret_files_are_excluded_and_contents_redacted(tmp_path: Path) -> None
         assert AWS_ID not in texts and "PRIVATE KEY" not in texts
         assert "[REDACTED:aws-access-key-id]" in texts and "Then run the job." in texts
         assert not rt.lexical.search(AWS_ID, 5, SearchFilter())
-    status = api.status(settings=settings)
+    status = ingest.status(settings=settings)
     assert [(r.doc_id, sorted(r.kinds)) for r in status.redactions] == [
         ("repo:deploy.md", ["aws-access-key-id", "private-key"])
     ]
     (root / "deploy.md").write_text("# Deploy\n\nThe key now lives in the vault.\n")
     api.sync([root], settings=settings)
-    assert api.status(settings=settings).redactions == []
+    assert ingest.status(settings=settings).redactions == []

@@ -36,6 +36,7 @@ from ragstream.operators.situate import (
     situation_of,
 )
 from ragstream.query.engine import QueryEngine
+from ragstream.service import ingest
 from tests.conftest import Stub
 from tests.harness.helpers import copy_docs
 
@@ -233,13 +234,13 @@ def test_endpoint_failure_never_indexes_without_the_sentence(
     assert {d.path for d in failed.dead_letters} == {str(doc), str(folder / "new.md")}
     assert all("situating" in d.reason and d.stage == "embed" for d in failed.dead_letters)
     assert _live(settings) == before
-    status = api.status(settings=settings)
+    status = ingest.status(settings=settings)
     assert len(status.dead_letters) == 2
     # the endpoint is back: the next sync retries both, though neither file changed again
     stub.replies[:] = [SENTENCE] * 50
     fixed = _sync(settings)
     after = _live(settings)
-    assert fixed.dead_letters == [] and api.status(settings=settings).dead_letters == []
+    assert fixed.dead_letters == [] and ingest.status(settings=settings).dead_letters == []
     assert any(MARKER in c.text for c in after if c.doc_id.endswith("new.md"))
     assert all(situation_of(c.context) == SENTENCE for c in after)
 
