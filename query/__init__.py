@@ -3,12 +3,13 @@
 - `answerable`: answerability evidence: do the retrieved chunks hold what is asked?
 - `assemble`: reranked chunks to a token-bounded, spotlighted prompt with citation ids.
 - `decision`: the calibrated answerability decision over the judge's and index's signals.
-- `engine`: the pipeline: the stages in order, the sync and async paths, one side per answer.
+- `engine`: runs a request through a named pipeline, blocking or awaited, on one side.
 - `freshness`: which file version an answer quotes, and whether the file changed since.
 - `fuse`: rank fusion of the retrieval legs (RRF, DBSF).
 - `gate`: the sufficiency gate: refuse before generating when the evidence is too weak.
 - `generate`: answer generation: an OpenAI-compatible client, or the offline extractive one.
 - `models`: the models the query path reads, loaded once and shared by engines.
+- `pipelines`: the named pipelines (the stage order, written once) and their runner.
 - `polarity`: does a claim say the opposite of the sentence it copies?
 - `refusal`: every rule by which the query path refuses to answer.
 - `rerank`: cross-encoder reranking of the fused candidates to the k best.

@@ -1,41 +1,26 @@
 """The query pipeline: a question in, a verified `Answer` or a structured refusal out.
 
-`QueryEngine` runs the stages of query/stages.py in order, each computing what it needs and
-then applying its refusal rules (query/refusal.py); the first refusal ends the answer:
-
-1. `rank`: retrieve → fuse → rerank under the caller's filters and tenants. Refused by
-   `wordless` (the question has no letters) and the sufficiency `gate` (check "gate").
-2. `answerable`: the answer judge reads the best sentences and the decision combines its
-   reading with the index's signals (query/answerable.py). Refused by `not_answerable`
-   (check "decision").
-3. `generate`: assemble → generate → verify. Refused by `declined_answer`: the generator
-   said the sources hold no answer (check "generator").
-4. `cite`: the verified text, its citations and the sources' file versions. Refused by
-   `no_answer`: no sentence answers (check "generator"), and `low_grounding`: too few
-   supported claims (check "grounding").
-5. `names`: the question's proper names in the documents the answer cites. Refused by
-   `unnamed`: they never name what is asked about (check "names").
-
-`retrieve` runs stage 1 alone, an answer with `generate=False` stops after stage 2, and
-`answer_from` (the gold-context evaluation) replaces stages 1–2 with the answer judge's
-reading of the chunks it is given, its verdict not applied. Query transforms
-(query/transforms.py), when switched on, rewrite what each retrieval leg searches with;
-rerank, assembly and generation still see the question as asked.
+`QueryEngine` runs one named pipeline of query/pipelines.py per request (the stage order and
+which public method runs which pipeline are written there): each stage computes what it needs
+and then applies its refusal rules (query/refusal.py); the first refusal ends the answer. The
+question being answered is set once on the run (`AnswerRun.question`) and every stage reads
+it. Query transforms (query/transforms.py), when switched on, rewrite what each retrieval leg
+searches with; rerank, assembly and generation still see the question being answered.
 
 One `QueryEngine` owns the stores of one data dir (read-only use) and the models
 (`QueryModels`, which several engines can share). The embedded `Client` calls `answer`; the
-HTTP server calls `answer_async`, the same stages and rules with the CPU stages on its
-thread pool and an endpoint generator's completion awaited between them, so both return
-identical `Answer`s. Every stage of one answer reads the side (live collection) the answer
-started on. Every query is one root span `ragstream.query` whose trace id the answer carries.
+HTTP server calls `answer_async`, the same pipeline through the runner's awaiting form (the
+CPU stages on its thread pool, an endpoint generator's completion awaited between them), so
+both return identical `Answer`s. Every stage of one answer reads the side (live collection)
+the answer started on. Every query is one root span `ragstream.query` whose trace id the answer
+carries, and whose `stages` attribute names the stages that ran.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
 
 from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.core.answers import Answer, QueryRequest, Refusal, Retrieval
@@ -43,19 +28,17 @@ from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
 from ragstream.operators.embed import Embedder, with_vector_memo
-from ragstream.query import shapes, stages
+from ragstream.query import pipelines, shapes
 from ragstream.query.generate import ExtractiveGenerator, Generator
 from ragstream.query.models import QueryModels
-from ragstream.query.rerank import NO_RERANKER, Reranked
-from ragstream.query.retrieve import Candidate, LiveSide, Retriever
-from ragstream.query.stages import AnswerRun, Stage, timed, until_refused
+from ragstream.query.pipelines import Pipeline
+from ragstream.query.rerank import NO_RERANKER
+from ragstream.query.retrieve import LiveSide, Retriever
+from ragstream.query.stages import AnswerRun, Offload
 from ragstream.query.transforms import QueryTransformer, endpoint_generator
 
 # the side the current answer pinned (per thread / task: concurrent answers pin their own)
 _PINNED: ContextVar[LiveSide | None] = ContextVar("ragstream_query_side", default=None)
-
-# runs `fn(*args)` off the event loop (a server's bounded thread pool) and awaits the result
-Offload = Callable[..., Awaitable[Any]]
 
 
 class QueryEngine:
@@ -116,9 +99,7 @@ class QueryEngine:
         `on_text` receives the generator's text as it is produced (streaming); the returned
         `Answer` is the verified one either way, so a streamed answer ends equal to an
         unstreamed one."""
-        chosen = self.stages() if request.generate else self.stages()[:2]
-        with self._started(request, tenants, on_text) as run:
-            answer = self._run(run, chosen)
+        answer = self.run(self._answering(request), request, tenants, on_text).answer
         self._logged(request, tenants, answer)
         return answer
 
@@ -134,55 +115,69 @@ class QueryEngine:
         run through `offload` (a bounded thread pool), and an endpoint generator's completion
         is awaited in between, so a slow LLM costs waiting, not a thread. Cancelled (the
         client went away), the completion's request is closed with it."""
-        awaited = getattr(self.generator, "agenerate", None)
-        if awaited is None or not request.generate:
-            return await offload(self.answer, request, tenants, on_text)
-        with self._started(request, tenants, on_text) as run:
-            refused = await offload(until_refused, self, run, self.stages()[:2])
-            if refused is None:
-                context = await offload(stages.assembled, self, run)
-                with timed(run.timings, "generate"):
-                    text = await awaited(request.query, context, on_text)
-                refused = await offload(stages.after_text, self, run, context, text)
-            answer = self._closed(run, refused)
-        self._logged(request, tenants, answer)
-        return answer
+        pipeline = self._answering(request)
+        run = await self.run_async(pipeline, request, tenants, on_text, offload=offload)
+        self._logged(request, tenants, run.answer)
+        return run.answer
 
     def retrieve(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Retrieval:
         """Ranked candidates with their text and the gate's verdict; nothing is generated."""
-        with self._started(request, tenants) as run:
-            return shapes.retrieval(self._run(run, self.stages()[:1]), run.ranked)
+        run = self.run(pipelines.RETRIEVE, request, tenants)
+        return shapes.retrieval(run.answer, run.ranked)
 
     def answer_from(self, request: QueryRequest, chunks: Sequence[IndexedChunk]) -> Answer:
         """Generate and verify from exactly these chunks (best first), skipping retrieval,
         rerank and the gate: the gold-context evaluation asks whether the generator and the
         verifier accept an answer when the evidence is certainly in the context. Not logged:
         it is not a query anyone asked the index."""
-        with self._started(request, gold_context=len(chunks)) as run:
-            gold = [
-                Candidate(chunk=c, score=1 / i, ranks={}, scores={})
-                for i, c in enumerate(chunks, 1)
-            ]
-            stages.record_ranked(self, run, [Reranked(candidate=c) for c in gold])
-            return self._run(run, (stages.read, *self.stages()[2:]))
+        return self.run(pipelines.FROM_CHUNKS, request, None, None, chunks).answer
 
-    @staticmethod
-    def stages() -> tuple[Stage, ...]:
-        """Every stage of an answer, in order (the module docstring names each one's
-        refusal rules)."""
-        return (stages.rank, stages.answerable, stages.generate, stages.cite, stages.names)
+    def run(
+        self,
+        pipeline: Pipeline,
+        request: QueryRequest,
+        tenants: tuple[str, ...] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        given: Sequence[IndexedChunk] = (),
+    ) -> AnswerRun:
+        """One request through `pipeline` (query/pipelines.py), blocking; the finished run,
+        its `answer` closed. `given`: the chunks a `GIVEN` stage answers from."""
+        with self._started(request, tenants, on_text, given) as run:
+            self._closed(run, pipelines.run_blocking(self, run, pipeline))
+        return run
+
+    async def run_async(
+        self,
+        pipeline: Pipeline,
+        request: QueryRequest,
+        tenants: tuple[str, ...] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        given: Sequence[IndexedChunk] = (),
+        *,
+        offload: Offload,
+    ) -> AnswerRun:
+        """`run` awaited: with nothing to await (`pipelines.awaits`), the whole run is one
+        `offload` call; else the runner's awaiting form, each stage's awaitable form awaited."""
+        if not pipelines.awaits(self, pipeline):
+            done: AnswerRun = await offload(self.run, pipeline, request, tenants, on_text, given)
+            return done
+        with self._started(request, tenants, on_text, given) as run:
+            self._closed(run, await pipelines.run_awaited(self, run, pipeline, offload))
+        return run
 
     def side(self) -> LiveSide:
         """The side the current answer pinned (`_pinned`), else the live one now."""
         return _PINNED.get() or self.retriever.side
 
-    def _run(self, run: AnswerRun, chosen: Sequence[Stage]) -> Answer:
-        """The stages in order, until one refuses: that refusal is the answer's."""
-        return self._closed(run, until_refused(self, run, chosen))
+    @staticmethod
+    def _answering(request: QueryRequest) -> Pipeline:
+        """The pipeline of an answer: the whole one, or up to the decision without generating."""
+        return pipelines.ANSWER if request.generate else pipelines.DECIDE
 
     def _closed(self, run: AnswerRun, refused: Refusal | None) -> Answer:
         run.answer.refusal, run.answer.timings_ms = refused, run.timings
         run.root.set_attribute("refused", refused is not None)
+        run.root.set_attribute("stages", run.ran)
         if run.checked is not None:
             run.root.set_attribute("grounding", run.answer.grounding)
         return run.answer
@@ -199,16 +194,17 @@ class QueryEngine:
         request: QueryRequest,
         tenants: tuple[str, ...] | None = None,
         on_text: Callable[[str], None] | None = None,
-        **attributes: int,
+        given: Sequence[IndexedChunk] = (),
     ) -> Iterator[AnswerRun]:
         """One answer's run, on the side it pinned and under its root span, whose trace id
-        the answer carries."""
-        extra = attributes or {"k": request.k, "n": request.n}
-        with self._pinned(), span("query", query_chars=len(request.query), **extra) as root:
+        the answer carries; the question it answers is set here, once."""
+        question = request.query
+        extra = {"gold_context": len(given)} if given else {"k": request.k, "n": request.n}
+        with self._pinned(), span("query", query_chars=len(question), **extra) as root:
             trace_id = format(root.get_span_context().trace_id, "032x")
             name, generator = self.reranker_name, self.generator.name
-            answer = shapes.blank_answer(request.query, name, generator, trace_id)
-            yield AnswerRun(request, answer, root, tenants, on_text)
+            answer = shapes.blank_answer(question, name, generator, trace_id)
+            yield AnswerRun(request, question, answer, root, tenants, on_text, given)
 
     @contextmanager
     def _pinned(self) -> Iterator[LiveSide]:

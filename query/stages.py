@@ -1,34 +1,27 @@
 """The stages of one answer: what each computes into the answer in the making (`AnswerRun`),
 then the refusal rules of query/refusal.py it applies.
 
-A stage is a function `(parts, run) -> Refusal | None`: `parts` is what it reads of the engine
-(`EngineParts`: settings, stores, models, generator), `run` the answer so far. `QueryEngine`
-(query/engine.py) lists them in order and runs them until one refuses:
-
-- `rank`: retrieve → fuse → rerank; refused by `wordless` and the sufficiency `gate`.
-- `answerable`: the answer judge's reading and the decision; refused by `not_answerable`.
-- `generate`: assemble → generate → verify; refused by `declined_answer`.
-- `cite`: the verified text, its citations and the sources' file versions; refused by
-  `no_answer` and `low_grounding`.
-- `names`: the question's proper names in the cited documents; refused by `unnamed`.
-
-`read` replaces `answerable` when the chunks are given (the gold-context evaluation): the
-judge's reading for the generator, its verdict not applied. The asynchronous path splits
-`generate` into `assembled`, the awaited completion and `after_text`.
+A stage (`Stage`) is a name and a function `(parts, run) -> Refusal | None`: `parts` is what
+it reads of the engine (`EngineParts`: settings, stores, models, generator), `run` the answer
+so far, whose `question` every stage reads. A stage that waits on an LLM also carries its
+awaitable form (`GENERATE`: the endpoint's completion awaited, assembly and verification
+offloaded). Which stages run, in which order, and the refusal rules each applies are written
+once, in the named pipelines of query/pipelines.py.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from opentelemetry.trace import Span
 
 from ragstream.core.answers import Answer, Answerability, QueryRequest, Refusal, SourceChunk
 from ragstream.core.answers import Verification as Verified
+from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.operators.answer_judge import AnswerJudge
 from ragstream.operators.embed import Embedder
@@ -42,20 +35,24 @@ from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR
 from ragstream.query.generate import Generator
 from ragstream.query.rerank import Reranked, Reranker, rerank, rerank_depth
-from ragstream.query.retrieve import FixedSide, LiveSide, Retriever
+from ragstream.query.retrieve import Candidate, FixedSide, LiveSide, Retriever
 from ragstream.query.transforms import QueryTransformer, retrieve_transformed
 from ragstream.query.verify import verify
 
 
 @dataclass
 class AnswerRun:
-    """One answer in the making: the request, and what the stages so far computed."""
+    """One answer in the making: the request, the question being answered, and what the
+    stages so far computed."""
 
     request: QueryRequest
+    question: str  # the question every stage answers: set once, when the run starts
     answer: Answer
     root: Span  # the answer's root span
     tenants: tuple[str, ...] | None = None
     on_text: Callable[[str], None] | None = None
+    given: Sequence[IndexedChunk] = ()  # the chunks to answer from (`GIVEN`), best first
+    ran: list[str] = field(default_factory=list)  # the names of the stages run so far
     timings: dict[str, float] = field(default_factory=dict)
     ranked: list[Reranked] = field(default_factory=list)
     leads: dict[str, float] = field(default_factory=dict)  # each leg's lead (rank stage)
@@ -82,8 +79,22 @@ class EngineParts(Protocol):
     def side(self) -> LiveSide: ...
 
 
-# one stage of an answer: it computes into the run, then returns its rules' refusal or None
-Stage = Callable[[EngineParts, AnswerRun], Refusal | None]
+# runs `fn(*args)` off the event loop (a server's bounded thread pool) and awaits the result
+Offload = Callable[..., Awaitable[Any]]
+
+# what a stage does: it computes into the run, then returns its rules' refusal or None
+StageFn = Callable[[EngineParts, AnswerRun], Refusal | None]
+AwaitedFn = Callable[[EngineParts, AnswerRun, Offload], Awaitable[Refusal | None]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One named stage of a pipeline: its blocking form, and, for a stage that waits on an
+    LLM, its awaitable form (the CPU work on `offload`, the completion awaited)."""
+
+    name: str
+    run: StageFn
+    awaited: AwaitedFn | None = None
 
 
 def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
@@ -92,7 +103,7 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     q, request = parts.settings.query, run.request
     result = retrieve_transformed(
         Retriever(FixedSide(parts.side()), parts.retriever.lexical),
-        request.query,
+        run.question,
         parts.transformer,
         n=request.n,
         flt=shapes.search_filter(request.filters, run.tenants),
@@ -103,11 +114,11 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     depth = rerank_depth(parts.reranker, q.rerank_depth, request.k)
     head = list(result.candidates[:depth])  # at least k; all of them without a reranker
     with timed(run.timings, "rerank"):
-        ranked = rerank(request.query, head, parts.reranker, request.k)
+        ranked = rerank(run.question, head, parts.reranker, request.k)
     record_ranked(parts, run, ranked)
     run.leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
     dense_floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
-    return refusal.wordless(request.query) or refusal.gate(
+    return refusal.wordless(run.question) or refusal.gate(
         ranked, rerank_floor=q.rerank_floor, dense_floor=dense_floor
     )
 
@@ -132,6 +143,15 @@ def answerable(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     return refusal.not_answerable(verdict, limits, dense=dense, read=read, calibrated=calibrated)
 
 
+def given(parts: EngineParts, run: AnswerRun) -> None:
+    """The chunks given (`run.given`, best first) as the ranked candidates, in place of
+    retrieval, rerank and the gate: no refusal rule applies."""
+    gold = [
+        Candidate(chunk=c, score=1 / i, ranks={}, scores={}) for i, c in enumerate(run.given, 1)
+    ]
+    record_ranked(parts, run, [Reranked(candidate=c) for c in gold])
+
+
 def read(parts: EngineParts, run: AnswerRun) -> None:
     """The answer judge's reading of the chunks, for the generator; no verdict applied."""
     _judged(parts, run)
@@ -144,7 +164,7 @@ def _judged(parts: EngineParts, run: AnswerRun) -> tuple[Answerability, int, flo
     q, chunks = parts.settings.query, [r.candidate.chunk for r in run.ranked]
     dense = max((r.candidate.scores.get("dense", 0.0) for r in run.ranked), default=0.0)
     signals = {**ranking(run.ranked), **run.leads}
-    asked = Asked(run.request.query, chunks, parts.retriever.lexical.doc_freqs, dense, signals)
+    asked = Asked(run.question, chunks, parts.retriever.lexical.doc_freqs, dense, signals)
     verdict, evidence = judge(asked, Limits.from_settings(q), parts.answer_judge, parts.decision)
     run.evidence = answering(chunks, evidence, q.answerable.sentence_floor)
     return verdict, len(evidence), dense
@@ -155,8 +175,18 @@ def generate(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     read as answering."""
     context = assembled(parts, run)
     with timed(run.timings, "generate"):
-        text = _text(parts.generator, run.request.query, context, run.on_text)
+        text = _text(parts.generator, run.question, context, run.on_text)
     return checked(parts, run, context, text)
+
+
+async def generate_awaited(parts: EngineParts, run: AnswerRun, offload: Offload) -> Refusal | None:
+    """`generate` with an endpoint generator's completion awaited (`agenerate`), so a slow
+    LLM costs waiting, not a thread; assembly and verification run through `offload`."""
+    agenerate = parts.generator.agenerate  # type: ignore[attr-defined]
+    context = await offload(assembled, parts, run)
+    with timed(run.timings, "generate"):
+        text = await agenerate(run.question, context, run.on_text)
+    return cast(Refusal | None, await offload(checked, parts, run, context, text))
 
 
 def _text(
@@ -183,15 +213,10 @@ def assembled(parts: EngineParts, run: AnswerRun) -> Context:
             order=q.order,
             expand_parent=q.expand_parent,
             parent_lookup=side.vectors.live_chunks,
-            query=run.request.query,
+            query=run.question,
         )
     context.evidence, run.sources = list(run.evidence), context.sources
     return context
-
-
-def after_text(parts: EngineParts, run: AnswerRun, context: Context, text: str) -> Refusal | None:
-    """Every stage after the generator wrote `text`: verify, cite, names."""
-    return checked(parts, run, context, text) or until_refused(parts, run, (cite, names))
 
 
 def checked(parts: EngineParts, run: AnswerRun, context: Context, text: str) -> Refusal | None:
@@ -240,7 +265,7 @@ def names(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     answer, q = run.answer, parts.settings.query
     dense = answer.answerability.signals.get("dense_best", 0.0) if answer.answerability else 0.0
     asked = refusal.names_to_check(
-        answer.query,
+        run.question,
         named_floor=q.answerable.named_floor,
         dense_best=dense,
         answerable_dense=q.answerable.dense,
@@ -253,14 +278,6 @@ def names(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     if refused is not None:
         withhold(answer, "names_unmentioned", float(len(missing)))
     return refused
-
-
-def until_refused(parts: EngineParts, run: AnswerRun, stages: Sequence[Stage]) -> Refusal | None:
-    """The stages in order, until one refuses: that refusal, or None."""
-    for stage in stages:
-        if (refused := stage(parts, run)) is not None:
-            return refused
-    return None
 
 
 def withhold(answer: Answer, signal: str, value: float) -> None:
@@ -278,3 +295,13 @@ def timed(timings: dict[str, float], name: str) -> Iterator[None]:
     start = time.perf_counter()
     yield
     timings[name] = round((time.perf_counter() - start) * 1000, 3)
+
+
+# the stages by name; query/pipelines.py puts them in order
+RANK = Stage("rank", rank)
+ANSWERABLE = Stage("answerable", answerable)
+GIVEN = Stage("given", given)
+READ = Stage("read", read)
+GENERATE = Stage("generate", generate, awaited=generate_awaited)
+CITE = Stage("cite", cite)
+NAMES = Stage("names", names)

@@ -149,6 +149,7 @@ def test_unnamed_refuses_when_too_few_names_are_mentioned() -> None:
 def test_engines_built_from_one_set_of_models_share_them(tmp_path: Path) -> None:
     from ragstream.operators.answer_judge import BUNDLED_ANSWER_JUDGE
     from ragstream.operators.judge import BUNDLED
+    from ragstream.query import pipelines
     from ragstream.query.engine import QueryEngine
     from ragstream.query.models import QueryModels
     from ragstream.query.retrieve import Retriever
@@ -177,5 +178,5 @@ def test_engines_built_from_one_set_of_models_share_them(tmp_path: Path) -> None
     assert own.answer_judge is not models.answer_judge
     assert own.support_judge is not models.support_judge
     # the order in which an answer's stages run, and so its refusals apply
-    stages = [stage.__name__ for stage in first.stages()]
+    stages = [stage.name for stage in pipelines.ANSWER]
     assert stages == ["rank", "answerable", "generate", "cite", "names"]
