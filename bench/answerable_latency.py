@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ragstream import api
 from ragstream.core.answers import QueryRequest
 from ragstream.eval.beir import load_beir
+from ragstream.service.stores import open_engine
 from tests.harness.scifact import pct
 
 
@@ -35,7 +36,7 @@ def main() -> None:
     _, queries, qrels = load_beir(args.dataset, args.split)
     asked = [queries[q] for q in queries if q in qrels][: args.n]
     ms: list[float] = []
-    with api.open_engine(api.load_settings(args.data_dir)) as (engine, _):
+    with open_engine(api.load_settings(args.data_dir)) as (engine, _):
         for question in asked:
             answer = engine.answer(QueryRequest(query=question, k=args.k, generate=False))
             if "answerable" in answer.timings_ms:  # absent when the gate refused first

@@ -55,13 +55,13 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from pydantic import BaseModel, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ragstream import api
 from ragstream.core.settings import ChunkSettings, Settings
 from ragstream.core.telemetry import install_exporter
 from ragstream.eval.beir import beir_subset, index_corpus, load_beir, write_beir
 from ragstream.eval.evaluation import Row, evaluate_dataset, markdown_table
 from ragstream.flows.runtime import chunker_for
 from ragstream.operators.embed import Embedder, load_embedder
+from ragstream.service import ingest
 from tests.harness.scifact import SCIFACT
 
 OUT = Path(__file__).resolve().parent / "out" / "chunk-ablation"
@@ -208,7 +208,7 @@ def run_config(
     settings = index_corpus(corpus, data_dir, overrides)
     index_s = time.perf_counter() - t0
     llm_calls, llm_s = METER.take()
-    status = api.status(settings=settings)
+    status = ingest.status(settings=settings)
     print(f"[{name}] {status.chunks_live} chunks, indexed in {index_s:.0f} s", flush=True)
     report = evaluate_dataset(dataset, data_dir, split, settings_overrides=overrides)
     print(f"[{name}] {split}: {markdown_table(report.rows)}", flush=True)

@@ -45,6 +45,7 @@ from ragstream.core.answers import Answer, QueryRequest  # noqa: E402
 from ragstream.core.settings import Settings  # noqa: E402
 from ragstream.eval.answer_ablation import row_settings  # noqa: E402
 from ragstream.query.engine import QueryEngine  # noqa: E402
+from ragstream.service.stores import open_engine  # noqa: E402
 
 DOCS = REPO.parent / "shared" / "data" / "docs"
 QUESTIONS = REPO / "tests" / "data" / "offtopic_questions.txt"
@@ -119,7 +120,7 @@ def main() -> None:
         print("| configuration | off-topic refused | answerable answered | answerable answered "
               "citing the right file | p50 / p95 ms |")  # fmt: skip
         print("|---|---|---|---|---|")
-        with api.open_engine(settings) as (base, _):
+        with open_engine(settings) as (base, _):
             for name in args.configs:
                 engine = engine_for(base, {"log_queries": False, **ROWS[name]})
                 engine.answer(QueryRequest(query=on[0][0]))  # model loads stay out of timings

@@ -26,6 +26,7 @@ from ragstream.core.answers import QueryRequest
 from ragstream.core.settings import Settings
 from ragstream.operators.embed import load_embedder
 from ragstream.query.engine import QueryEngine
+from ragstream.service.stores import open_engine
 from tests.harness.scifact import corpus, pct, write_markdown
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -70,7 +71,7 @@ def main() -> None:
     print(f"index: {report.chunks_live} live chunks from {args.docs} abstracts ({args.old})")
     questions = [d["title"] for d in docs[: args.queries]]
     new_model = load_embedder(args.new)
-    with api.open_engine(settings) as (engine, maintainer):
+    with open_engine(settings) as (engine, maintainer):
         if maintainer.sides.record is not None:  # a previous run was interrupted
             maintainer.abort()
         texts = [c.text for p in maintainer.sides.live.vectors.live_pages() for c in p]

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragstream import api
 from ragstream.core.answers import QueryRequest
+from ragstream.service.stores import open_engine
 from tests.harness.helpers import BAD_QUESTIONS
 
 
@@ -32,7 +33,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     settings = api.load_settings(args.data_dir)
-    with api.open_engine(settings) as (engine, _):
+    with open_engine(settings) as (engine, _):
         engine.answer(QueryRequest(query="warm up: load every model"))
         print("| question | outcome | slowest of runs (s) |\n|---|---|---|")
         for kind, question in BAD_QUESTIONS.items():

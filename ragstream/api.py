@@ -24,11 +24,6 @@ from ragstream.service import ingest
 from ragstream.service.feed import OutcomeFeed
 from ragstream.service.ingest import gc, rebuild_lexical, sync
 
-# bench/ scripts still reach these two here; they are not this module's (see `__all__`):
-# the package's `status` is `ragstream.client.status`, the engine is `service.stores`'
-from ragstream.service.ingest import status as status
-from ragstream.service.stores import open_engine as open_engine
-
 if TYPE_CHECKING:
     from ragstream.http import Serving
 
