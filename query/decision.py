@@ -4,13 +4,15 @@ Each signal alone separates "the sources answer the question" from "they are onl
 imperfectly: the answer judge's best reading (does a retrieved sentence hold the answer?),
 the best dense cosine, the share of the question's terms the best chunk holds. The
 decision is a logistic regression over the signals that earn their place, fitted on the
-train split of a question set asked through the engine (`ragstream.train.decision`,
-`make decision`): questions whose answer is in the index against questions written to
-look answerable from it. Its output is a probability that the question is answerable from
-what was retrieved; its floor is the one that keeps 90 % of the fit's answerable
-questions answered. Two overrides answer whatever the probability says: an answer judge
-reading at least `Decision.judge_override`, and a best dense cosine at least
-`Decision.dense_override` (1.01: off). The fitted model is a small JSON file shipped
+train splits of several question sets asked through the engine (`ragstream.train.decision`,
+`make decision`): questions whose answer is in the index against every kind that is not
+(the same questions with their gold text taken out, questions written to look answerable,
+questions about other subjects, conversational turns the documents do not answer). Its
+output is a probability that the question is answerable from what was retrieved; its floor
+is the one that keeps 90 % of the fit's answerable questions answered. Two overrides
+answer whatever the probability says: an answer judge reading at least
+`Decision.judge_override`, and a best dense cosine at least `Decision.dense_override`
+(1.01: off). The fitted model is a small JSON file shipped
 beside the answer judge it was fitted with (`operators/answer_judge_model/decision.json`)
 and names the signals it reads.
 
