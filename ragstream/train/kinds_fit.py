@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import xxhash
 
-from ragstream.eval.kinds import NATURAL, Reading
+from ragstream.eval.kinds import Reading
 from ragstream.eval.squad_eval import auc, refused_at
 from ragstream.query.decision import SIGNALS, Decision, features
 
@@ -252,10 +252,6 @@ def floor_for(readings: Sequence[Reading], decision: Decision, keep: float = KEE
     reached = np.cumsum(w[order])
     i = int(np.searchsorted(reached, keep - 1e-9))
     return round(float(p[order][min(i, len(p) - 1)]) - 1e-6, 6)
-
-
-def natural_cells(readings: Sequence[Reading]) -> list[Cell]:
-    return [c for c in cells(readings) if c[1] in NATURAL]
 
 
 def _matrix(readings: Sequence[Reading], names: Sequence[str], decision: Decision) -> np.ndarray:
