@@ -1,14 +1,17 @@
-"""Floor 2: where documents come from (fs source) and where chunks go (vector + lexical stores).
+"""Floor 2: where documents come from (sources) and where chunks go (vector + lexical stores).
 
-- `audit`: the index audit, every watched folder compared with both stores per document.
-- `fs`: the folder source: a catch-up scan, then debounced watchdog events.
+- `audit`: the index audit, every source compared with both stores per document.
+- `fs`: the folder source: files listed by a walk, read whole, followed by watchdog.
+- `git`: the git source: a repository's tree at a ref, read by blob id, the ref polled.
 - `lexical`: persistent BM25 over chunk text (tantivy, or rank-bm25 as the oracle).
 - `ocr_cache`: what OCR already read, by the content hash of a file or a page image.
-- `protocols`: one protocol per store, shared by every implementation.
+- `protocols`: one protocol per store and one for a source, shared by every implementation.
 - `qdrant_edge`: the embedded vector store, Qdrant Edge in-process.
 - `qdrant_server`: the vector store of a Qdrant server, or qdrant-client's local mode.
 - `retrieval_log`: the append-only JSON-lines log of every query.
 - `situate_cache`: the situating sentences already paid for, by content hash.
+- `source_input`: the sync flow's bytewax input: every source's catch-up scan, then changes.
+- `sources`: opening a source by its kind, or the one a document's locator belongs to.
 - `sparse`: BM25 as a Qdrant sparse vector (the lexical leg inside the vector store).
 - `state`: small JSON records in the data dir (dead letters, sync and reindex bookkeeping).
 - `stores`: opening a store by its kind (the one place that picks an implementation).

@@ -1,11 +1,12 @@
-"""The index audit: compare every watched folder with both stores, per document.
+"""The index audit: compare every source with both stores, per document.
 
-`ragstream verify` and the per-file ledger (`ragstream files`) read the same inventory:
-the files on disk (a stat each; bytes are hashed only when size or mtime moved, to tell a
-touched file from a changed one), the live points of the vector store, the live point ids of
-the lexical index, and the dead-letter and redaction books. Nothing is parsed and no model is
-loaded. Classification is a pure function of one document's view (`classify`), so each drift
-class is tested on its own and the full and the sampled audit cannot disagree.
+`ragstream verify` and the per-file ledger (`ragstream files`) read the same inventory: what
+each source lists (a folder: a stat per file, whose bytes are hashed only when size or mtime
+moved, to tell a touched file from a changed one; a git tree: blob ids, no blob read), the
+live points of the vector store, the live point ids of the lexical index, and the
+dead-letter and redaction books. Nothing is parsed and no model is loaded. Classification is a
+pure function of one document's view (`classify`), so each drift class is tested on its own
+and the full and the sampled audit cannot disagree.
 
 Why a "duplicate" is a point whose id is not derived: a point id is a function of (doc,
 content hash, occurrence) (core.ids.point_id), so a doc holding a hash n times owns exactly
@@ -20,10 +21,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ragstream.connectors.fs import PathFilter, file_digest, fingerprint_of, walk_source
-from ragstream.connectors.protocols import LexicalIndex, ParserKeys, VectorStore, parsed_elsewise
+import xxhash
+
+from ragstream.connectors.protocols import (
+    LexicalIndex,
+    ParserKeys,
+    Source,
+    SourceReadError,
+    VectorStore,
+    parsed_elsewise,
+)
+from ragstream.connectors.sources import path_filter_of, sources_of
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import point_id, source_of
@@ -33,6 +42,7 @@ from ragstream.core.models import (
     DriftClass,
     DriftExample,
     DriftKind,
+    FileEvent,
     FileFingerprint,
     FileRecord,
     FileState,
@@ -47,10 +57,16 @@ EXAMPLES = 5  # per drift class in a report
 
 @dataclass(frozen=True)
 class DiskFile:
-    source: str
-    path: Path
+    """One document as its source lists it now (a file on disk, a blob in a git tree)."""
+
+    origin: Source
+    path: str  # its locator
     fingerprint: FileFingerprint | None  # None: vanished between the walk and the stat
     excluded: str | None  # why the source does not index it, None when it does
+
+    @property
+    def source(self) -> str:
+        return self.origin.name
 
 
 @dataclass
@@ -191,15 +207,19 @@ class Inventory:
 
 
 def _disk_files(settings: Settings) -> Iterator[tuple[str, DiskFile]]:
-    pf = PathFilter(tuple(settings.include), tuple(settings.exclude))
-    for source in settings.sources:
-        if not source.root.is_dir():  # an unmounted folder must not read as "all orphans"
+    """What every source lists now (a folder that is not mounted here, a repository that is
+    not there, is an error: it must not read as "all orphans")."""
+    pf = path_filter_of(settings)
+    for source in sources_of(settings):
+        try:
+            source.check()
+        except InvalidRequestError as err:
             raise InvalidRequestError(
-                f"source {source.name!r}: {source.root} is not a directory here; the audit "
-                "runs where the watched folders are mounted"
-            )
-        for did, path, rel in walk_source(source):
-            yield did, DiskFile(source.name, path, fingerprint_of(path), pf.why_not(rel))
+                f"{err}; the audit runs where the sources are (folders mounted)"
+            ) from None
+        for entry in source.entries():
+            disk = DiskFile(source, entry.locator, entry.fingerprint, pf.why_not(entry.rel))
+            yield entry.doc_id, disk
 
 
 def inventory(
@@ -247,11 +267,24 @@ def inventory(
 
 
 def _digest(view: DocView) -> str | None:
-    if not needs_digest(view) or view.disk is None:
+    """The digest of the bytes the source holds now, when `needs_digest` (a folder's file
+    whose mtime moved; a git blob's digest is its id, which its scan key already holds)."""
+    disk = view.disk
+    if not needs_digest(view) or disk is None or disk.fingerprint is None:
         return None
+    if disk.fingerprint.digest:
+        return disk.fingerprint.digest
+    event = FileEvent(
+        source=disk.source,
+        root=disk.origin.root,
+        path=disk.path,
+        doc_id=view.doc_id,
+        kind="upsert",
+        fingerprint=disk.fingerprint,
+    )
     try:
-        return file_digest(view.disk.path)
-    except OSError:
+        return xxhash.xxh3_128_hexdigest(disk.origin.read(event))
+    except SourceReadError:
         return None
 
 

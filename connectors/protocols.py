@@ -1,4 +1,10 @@
-"""One protocol per store; every implementation is driven by the same congruence tests.
+"""One protocol per store, and one for a source of documents; every implementation is driven
+by the same congruence (contract) tests.
+
+A source (`Source`: a folder, connectors/fs.py; a git repository at a ref, connectors/git.py)
+lists what is there with a fingerprint each, opens one document's bytes for the parse step,
+says which version of a document is there now (the audit, an answer's freshness), and may
+follow changes.
 
 Both stores soft-delete: a tombstoned point keeps its text/vector with `status="deleted"`
 and `deleted_at`, and every search filters it out *inside* the store. `gc` hard-deletes
@@ -7,12 +13,14 @@ tombstones older than a retention window, never a live point.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
+from ragstream.core.models import EmbedderVersion, FileEvent, FileFingerprint, IndexedChunk
 
 # what a point cut by another chunker config reports as its file fingerprint: matches no file
 STALE_FINGERPRINT = (-1, -1)
@@ -149,3 +157,72 @@ class LexicalIndex(Protocol):
     def count(self, status: str) -> int: ...
 
     def close(self) -> None: ...
+
+
+class SourceReadError(Exception):
+    """A document the source cannot hand over (gone, unreadable, a corrupt object): the parse
+    step dead-letters it with `reason`, at stage "read"."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[SourceReadError], tuple[str]]:
+        return SourceReadError, (self.reason,)  # survives pickling between workers
+
+
+@dataclass
+class SourceEntry:
+    """One document a source lists: its id, its locator (what the parse step opens and a
+    citation names), its path relative to the root (what the include/exclude patterns
+    match) and, on first use, its fingerprint (None: it vanished since it was listed). A
+    folder stats only the files a caller asks about; a git tree entry already knows its."""
+
+    doc_id: str
+    locator: str
+    rel: str
+    stat: Callable[[], FileFingerprint | None]
+
+    @cached_property
+    def fingerprint(self) -> FileFingerprint | None:
+        return self.stat()
+
+
+# a watching source reports a changed locator (a folder: a path; `""`: re-list everything),
+# `completed` when the change is known to be whole (the writer closed the file)
+Touch = Callable[[str, bool], None]
+
+
+class Source(Protocol):
+    """Where documents come from: listed with fingerprints, opened one at a time."""
+
+    name: str  # prefixes every doc_id
+    root: str  # the folder, or the repository (`FileEvent.root`)
+
+    def check(self) -> None:
+        """Raise `InvalidRequestError` when the source itself is not there: an unmounted
+        folder, a path that is no repository, an unknown ref."""
+
+    def entries(self) -> Iterator[SourceEntry]:
+        """Every document there, wanted by the patterns or not (the ledger shows excluded
+        ones), in a stable order; `check`ed first: a source that is not there is an error,
+        never an empty listing that would read as "every document was deleted"."""
+
+    def locator(self, rel: str) -> str:
+        """The locator of the document at `rel` (a delete event names it)."""
+
+    def read(self, event: FileEvent) -> bytes:
+        """The document's bytes, exactly the listed version; `SourceReadError` if not."""
+
+    def version(self, locator: str) -> FileFingerprint | None:
+        """The version of the document there now, None when it is gone; `OSError` when the
+        source cannot be seen from here (freshness then says "unknown")."""
+
+    def watch(self, touch: Touch) -> Callable[[], None]:
+        """Start reporting changes to `touch`; returns the function that stops it."""
+
+    def changed(
+        self, locator: str, known: Mapping[str, tuple[int, int] | None]
+    ) -> Iterator[FileEvent]:
+        """The events of one touched locator, given the scan key the index holds per doc
+        (a source that only ever touches `""`, re-list everything, yields none here)."""

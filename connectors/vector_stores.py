@@ -48,6 +48,7 @@ DOC_FIELDS: tuple[str, ...] = (
     "file_size",
     "file_mtime_ns",
     "file_digest",
+    "file_commit",
     "indexed_at",
     "vector_origin",
     "pages",
@@ -257,6 +258,7 @@ class BaseQdrantStore(ABC):
             "file_size": fingerprint.size,
             "file_mtime_ns": fingerprint.mtime_ns,
             "file_digest": fingerprint.digest,
+            "file_commit": fingerprint.commit,
             "indexed_at": float(indexed_at),
             "vector_origin": "kept",  # only kept points get a new version without a write
         }

@@ -31,19 +31,24 @@ class Frozen(BaseModel):
 class FileFingerprint(Frozen):
     """What the catch-up scan compares before it reads a byte (size and mtime), plus the
     xxh3-128 of the bytes that were read, once they were: a touched file with the same bytes
-    is not a changed one (`ragstream verify`), and a citation names the bytes it quotes."""
+    is not a changed one (`ragstream verify`), and a citation names the bytes it quotes.
+
+    A document of a git source (connectors/git.py) has no size or mtime to read without
+    opening its blob: its scan key is (0, the first 60 bits of the blob id), its digest the
+    whole blob id, and `commit` the commit it was read at (what a citation names)."""
 
     size: int
     mtime_ns: int
     digest: str = ""  # "" until the file was read (a scan event), or for points indexed before
+    commit: str = ""  # a git source's commit this version was read at; "" for a folder
 
 
 class FileEvent(Frozen):
-    """A change to one file under a watched root (or its disappearance)."""
+    """A change to one document of a source (or its disappearance)."""
 
     source: str
-    root: str
-    path: str  # absolute path
+    root: str  # the folder, or the git repository
+    path: str  # the document's locator: an absolute path, or `git+file://repo@ref:path`
     doc_id: str
     kind: EventKind
     fingerprint: FileFingerprint | None = None  # None for deletes
@@ -142,7 +147,8 @@ class IndexedChunk(Frozen):
     deleted_at: float | None = None
     file_size: int = 0
     file_mtime_ns: int = 0
-    file_digest: str = ""  # xxh3-128 of the file's bytes as read for this version
+    file_digest: str = ""  # xxh3-128 of the file's bytes as read for this version (git: blob id)
+    file_commit: str = ""  # a git source's commit this version was read at ("" for a folder)
     indexed_at: float = 0.0  # when this file version was written (0: before it was recorded)
     tenant: str = ""
     # how the vector got here at the file's last change: encoded then ("embedded"), copied
@@ -158,7 +164,10 @@ class IndexedChunk(Frozen):
     @property
     def fingerprint(self) -> FileFingerprint:
         return FileFingerprint(
-            size=self.file_size, mtime_ns=self.file_mtime_ns, digest=self.file_digest
+            size=self.file_size,
+            mtime_ns=self.file_mtime_ns,
+            digest=self.file_digest,
+            commit=self.file_commit,
         )
 
 

@@ -14,6 +14,7 @@ machinery behind these is in core/settings_check.py; this module is the settings
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -95,13 +96,46 @@ DEFAULT_EXCLUDES = (
 )
 
 
+GIT_SCHEME = "git+file://"  # a git source on the command line: `git+file:///repo@ref`
+
+
+def git_spec(text: str) -> tuple[Path, str] | None:
+    """(repository, ref) of a `git+file:///path/to/repo@ref` argument (ref default HEAD), or
+    None for a folder. One slash after the scheme is accepted too (what `Path` leaves)."""
+    if not text.startswith("git+file:"):
+        return None
+    rest = "/" + text[len("git+file:") :].lstrip("/")
+    repo, at, ref = rest.rpartition("@")
+    if not at or "/" in ref:
+        repo, ref = rest, "HEAD"
+    return Path(repo), ref or "HEAD"
+
+
 class SourceConfig(BaseModel):
-    """One watched root. Its name prefixes every doc_id; its tenant tags every point."""
+    """One source of documents: a folder (`root`, the default kind) or a git repository at
+    a ref (`git`: `file:///path/to/repo`, `git+file://...` or a path; `ref`: a branch, tag or
+    commit, default HEAD; `root` is then the repository). Its name prefixes every doc_id;
+    its tenant tags every point."""
 
     model_config = ConfigDict(extra="forbid")
     name: str
     root: Path
     tenant: str = ""
+    git: str | None = None
+    ref: str = "HEAD"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _root_of_git(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("git") and not data.get("root"):
+            url = str(data["git"])
+            spec = git_spec(url if url.startswith("git+") else "git+" + url)
+            data = {**data, "root": spec[0] if spec else Path(url)}
+        return data
+
+    @property
+    def kind(self) -> Literal["folder", "git"]:
+        return "git" if self.git else "folder"
 
 
 class ChunkSettings(BaseModel):
@@ -294,6 +328,8 @@ class SyncSettings(BaseModel):
     # source's documents (one with at least `mass_delete_min_docs`) deletes nothing
     mass_delete_fraction: float = 0.5
     mass_delete_min_docs: int = 10
+    # `watch` reads each git source's ref this often (seconds): a moved ref is re-listed
+    git_poll_s: float = Field(default=5.0, gt=0.0)
 
 
 class VerifySettings(BaseModel):
@@ -517,12 +553,14 @@ class Settings(BaseSettings):
             return None
         return frozenset(s.name for s in self.sources if s.tenant in tenants)
 
-    def with_paths(self, paths: list[Path]) -> Settings:
-        """Settings whose sources are these folders (CLI arguments), named by folder name."""
+    def with_paths(self, paths: Sequence[str | Path]) -> Settings:
+        """Settings whose sources are these folders or `git+file:///repo@ref` repositories
+        (CLI arguments), named by folder (repository) name."""
         names: set[str] = set()
         sources = []
         for path in paths:
-            root = path.expanduser().resolve()
+            spec = git_spec(str(path))
+            root = (spec[0] if spec else Path(path)).expanduser().resolve()
             base = name = root.name or "root"
             n = 1
             while name in names:
@@ -530,7 +568,8 @@ class Settings(BaseSettings):
                 name = f"{base}-{n}"
             names.add(name)
             tenant = next((s.tenant for s in self.sources if s.root.resolve() == root), "")
-            sources.append(SourceConfig(name=name, root=root, tenant=tenant))
+            git = {"git": root.as_uri(), "ref": spec[1]} if spec else {}
+            sources.append(SourceConfig(name=name, root=root, tenant=tenant, **git))
         chosen = self.model_copy(update={"sources": sources or self.sources})
         if sources:
             chosen._origins = {**self._origins, "sources": "argument"}

@@ -18,14 +18,14 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import xxhash
 
-from ragstream.connectors.fs import link_problem, with_digest
 from ragstream.connectors.lexical import section_contexts
-from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.protocols import LexicalIndex, SourceReadError, VectorStore
+from ragstream.connectors.sources import source_at
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
 from ragstream.core.models import (
     Chunk,
@@ -43,7 +43,7 @@ from ragstream.operators.chunk import ChunkerConfig, chunk_document, embedding_t
 from ragstream.operators.diff import DocDiff, diff_document
 from ragstream.operators.embed import Embedder
 from ragstream.operators.ocr import OcrCache, OcrOptions
-from ragstream.operators.parse import ParseError, parse_file, parser_key
+from ragstream.operators.parse import ParseError, parse_bytes, parser_key
 from ragstream.operators.secrets import redact_document
 
 if TYPE_CHECKING:
@@ -101,23 +101,30 @@ class DocReader:
         return out
 
     def _parse_one(self, event: FileEvent) -> ParsedWork:
+        """Read the document through its source (`connectors.sources.source_at`: the folder,
+        or the git repository, named by the event), then parse its bytes."""
         if event.kind == "delete":
             return ParsedWork(event)
         fp = event.fingerprint
-        problem = link_problem(Path(event.path), Path(event.root))
-        if problem is not None:
-            return ParsedWork(event, dead=self._letter(event, "read", problem))
-        if fp is not None and fp.size > self.max_file_bytes:
-            reason = f"file too large: {fp.size} bytes > limit {self.max_file_bytes}"
-            return ParsedWork(event, dead=self._letter(event, "read", reason))
         if fp is None:
             return ParsedWork(
                 event, dead=self._letter(event, "read", "file vanished before it could be read")
             )
-        fp = with_digest(fp, Path(event.path))
+        too_large = f"file too large: {{}} bytes > limit {self.max_file_bytes}"
+        if fp.size > self.max_file_bytes:
+            return ParsedWork(event, dead=self._letter(event, "read", too_large.format(fp.size)))
         try:
-            doc = parse_file(
-                Path(event.path),
+            data = source_at(event.path, event.root).read(event)
+        except SourceReadError as err:
+            return ParsedWork(event, dead=self._letter(event, "read", err.reason))
+        if len(data) > self.max_file_bytes:  # a git blob's size is known once it is read
+            return ParsedWork(event, dead=self._letter(event, "read", too_large.format(len(data))))
+        if not fp.digest:  # a folder's file: the digest of the bytes just read
+            fp = fp.model_copy(update={"digest": xxhash.xxh3_128_hexdigest(data)})
+        try:
+            doc = parse_bytes(
+                data,
+                event.path,
                 event.doc_id,
                 event.source,
                 fp,
@@ -284,6 +291,7 @@ class Indexer:
             file_size=doc.fingerprint.size,
             file_mtime_ns=doc.fingerprint.mtime_ns,
             file_digest=doc.fingerprint.digest,
+            file_commit=doc.fingerprint.commit,
             indexed_at=at,
             tenant=self.tenants.get(doc.source, ""),
             origin=chunk.origin,
@@ -413,7 +421,10 @@ def _doc_outcome(
         chunks_tombstoned=len(diff.tombstone),
         redactions=plan.work.redactions,
         at=at,
-        lag_s=round(at - doc.fingerprint.mtime_ns / 1e9, 3) if not diff.unchanged else None,
+        # save → searchable; a git version has no save time (its mtime slot holds a blob key)
+        lag_s=None
+        if diff.unchanged or doc.fingerprint.commit
+        else round(at - doc.fingerprint.mtime_ns / 1e9, 3),
     )
 
 

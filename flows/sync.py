@@ -1,4 +1,4 @@
-"""The sync dataflow: folders → read/parse → chunk/diff/embed/write → outcomes.
+"""The sync dataflow: sources → read/parse → chunk/diff/embed/write → outcomes.
 
     ragstream sync PATH... [--workers N]     # catch up once
     ragstream watch PATH... [--workers N]    # catch up, then follow changes (recovery on)
@@ -7,10 +7,11 @@
 
 The shape, for any number of bytewax workers (threads) and processes:
 
-    folders ─► key: bucket(doc_id) ─► parse ───────────────────► index ──► outcomes
+    sources ─► key: bucket(doc_id) ─► parse ───────────────────► index ──► outcomes
     1 partition on the store         stateful_batch: every       FixedPartitionedSink,
-    owner: watchers + catch-up       worker parses the buckets   1 partition on the store
-    scan                             routed to it (docling)      owner: the single writer
+    owner: watchers + catch-up       worker reads (through the   1 partition on the store
+    scan (connectors/sources.py)     source) and parses its      owner: the single writer
+                                     buckets (docling)
 
 Why: an embedded data dir (Qdrant Edge, tantivy) can be opened by one process only, and the
 catch-up scan needs the stores' fingerprints. So the source and the writer are single
@@ -48,15 +49,15 @@ from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.run import cli_main
 
-from ragstream.connectors.fs import (
-    FolderSource,
-    FolderSourceConfig,
+from ragstream.connectors.protocols import STALE_FINGERPRINT
+from ragstream.connectors.source_input import (
     KnownDocs,
-    PathFilter,
     ScanHandler,
     ScanSummary,
+    SourceFeed,
+    SourceFeedConfig,
 )
-from ragstream.connectors.protocols import STALE_FINGERPRINT
+from ragstream.connectors.sources import path_filter_of, sources_of
 from ragstream.connectors.vector_stores import StoreBusyError
 from ragstream.core.errors import InvalidRequestError, RagstreamError
 from ragstream.core.memory import release_free_heap
@@ -274,13 +275,13 @@ def build_flow(
     on_scan: ScanHandler = lambda summary: None,
     allow_mass_delete: bool = False,
     force: frozenset[str] = frozenset(),
-) -> tuple[Dataflow, FolderSource]:
-    """The dataflow and its source (whose `close` stops the watchers on an abrupt stop).
+) -> tuple[Dataflow, SourceFeed]:
+    """The dataflow and its input (whose `close` stops the watchers on an abrupt stop).
     Opens nothing: the owner's runtime opens when bytewax builds the owner's partitions."""
     s = owner.settings
-    cfg = FolderSourceConfig(
-        sources=tuple(s.sources),
-        path_filter=PathFilter(tuple(s.include), tuple(s.exclude)),
+    cfg = SourceFeedConfig(
+        sources=tuple(sources_of(s)),
+        path_filter=path_filter_of(s),
         watch=watch,
         debounce_s=s.sync.debounce_ms / 1000,
         settle_s=s.sync.settle_ms / 1000,
@@ -290,7 +291,7 @@ def build_flow(
         allow_mass_delete=allow_mass_delete,
         partition=sync_partition(s),
     )
-    source = FolderSource(cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns)
+    source = SourceFeed(cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns)
     reader = DocReader(s.sync.max_file_bytes, s.sync.parse_timeout_s, ocr_options(s), ocr_cache(s))
     flow = Dataflow("ragstream_sync")
     events = op.input("folders", flow, source)

@@ -1,4 +1,5 @@
-"""Parse operator: one file on disk → a `ParsedDocument` of structural `Block`s.
+"""Parse operator: one document's bytes (a file on disk, a git blob) → a `ParsedDocument` of
+structural `Block`s.
 
 Blocks (headings, paragraphs, list items, table rows, code, captions) are what the chunker
 cuts on, so an edit in one paragraph changes one block and not its neighbours. Docling does
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from io import BytesIO
 from itertools import pairwise
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 import xxhash
@@ -132,11 +133,28 @@ def parse_file(
     ocr: OcrOptions | None = None,
     ocr_cache: OcrCache | None = None,
 ) -> ParsedDocument:
-    """Read and parse one file; raise `ParseError` for anything that cannot be indexed.
+    """Read and parse one file on disk (`parse_bytes` over its bytes)."""
+    data = _read(path)
+    return parse_bytes(data, str(path), doc_id, source, fingerprint, timeout_s, ocr, ocr_cache)
+
+
+def parse_bytes(
+    data: bytes,
+    locator: str,
+    doc_id: str,
+    source: str,
+    fingerprint: FileFingerprint,
+    timeout_s: float | None = None,
+    ocr: OcrOptions | None = None,
+    ocr_cache: OcrCache | None = None,
+) -> ParsedDocument:
+    """Parse one document's bytes, whose name ends `locator` (a path, or a git locator: its
+    suffix says the format); raise `ParseError` for anything that cannot be indexed.
 
     `ocr` (default: `OcrOptions()`, auto) says which pages OCR reads; `ocr_cache` keeps what
     it read by the file's content hash and each page's pixels, so it is never read twice.
     """
+    path = PurePosixPath(locator)
     file_type = FILE_TYPES.get(path.suffix.lower())
     options = ocr or OcrOptions()
     title: str | None = None
@@ -145,7 +163,8 @@ def parse_file(
     with span("ingest.parse.file", doc_id=doc_id, file_type=file_type) as current:
         if file_type is None or (file_type in IMAGE_TYPES.values() and options.mode == "off"):
             raise ParseError("parse", f"unsupported file type {path.suffix or '(none)'!r}")
-        data = _read(path)
+        if not data:
+            raise ParseError("read", "empty file")
         current.set_attribute("bytes", len(data))
         started = time.monotonic()
         digest = fingerprint.digest or xxhash.xxh3_128_hexdigest(data)
@@ -169,14 +188,14 @@ def parse_file(
     return ParsedDocument(
         doc_id=doc_id,
         source=source,
-        path=str(path),
+        path=locator,
         file_type=file_type,
         title=title or heading or path.stem,
         fingerprint=fingerprint,
         blocks=tuple(blocks),
         pages=pages,
         ocr_pages=ocr_pages,
-        parser=parser_key(path, options, ocr_read=bool(ocr_pages)),
+        parser=parser_key(locator, options, ocr_read=bool(ocr_pages)),
     )
 
 
@@ -189,7 +208,7 @@ def _check_took(started: float, timeout_s: float | None) -> None:
 
 
 def _parse_docling(
-    path: Path, file_type: str, data: bytes, timeout_s: float | None
+    path: PurePosixPath, file_type: str, data: bytes, timeout_s: float | None
 ) -> tuple[list[Block], str | None]:
     """Markdown, HTML, Office and (OCR off) PDF through docling: blocks and the title."""
     if file_type == "md":  # docling gets clean UTF-8, whatever the file's encoding
@@ -213,7 +232,8 @@ def _empty_hint(file_type: str, options: OcrOptions, ocr_pages: tuple[int, ...])
 
 
 def _read(path: Path) -> bytes:
-    """All bytes at once, so docling never races a file that changes or vanishes under it."""
+    """All bytes at once, so docling never races a file that changes or vanishes under it
+    (the sync flow reads through its source instead: connectors/fs.py `read_file`)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -222,8 +242,6 @@ def _read(path: Path) -> bytes:
         raise ParseError("read", "permission denied: the file is not readable") from None
     except OSError as exc:
         raise ParseError("read", f"could not read file: {exc.strerror or exc}") from None
-    if not data:
-        raise ParseError("read", "empty file")
     return data
 
 
@@ -661,7 +679,7 @@ def _needs_ocr(page: object, image_type: int) -> bool:
 
 
 def _parse_pdf(
-    path: Path, data: bytes, run: _OcrRun
+    path: PurePosixPath, data: bytes, run: _OcrRun
 ) -> tuple[list[Block], int, tuple[int, ...], str | None]:
     """A PDF with OCR on: the text layer (docling) where a page has one, OCR elsewhere."""
     cached = run.cached(pdf=True)

@@ -2,34 +2,29 @@
 
 A source chunk may come from the lexical leg, whose copy of a kept chunk keeps the file
 version it was first written with; the vector store's point is the record of the version the
-index holds now (`set_fingerprint` moves kept points along). So the version is read back from
-the vector store for the few chunks an answer shows, then compared with the file on disk
-with one `stat` each: cheap enough for every answer, and "possibly" stale because a new mtime
-with the same bytes also counts (hashing on the answer path would not be cheap).
+index holds now (`set_fingerprint` moves kept points along). So the version is read back
+from the vector store for the few chunks an answer shows, then compared with what the
+document's source holds now: one `stat` each for a folder's file, one tree lookup for a git
+source's (the blob id at the ref): cheap enough for every answer, and "possibly" stale
+because a new mtime with the same bytes also counts (hashing on the answer path would not be
+cheap).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
+from ragstream.connectors.sources import changed_since
 from ragstream.core.answers import SourceChunk
 from ragstream.core.models import FileFingerprint, IndexedChunk
 
 
 def changed_on_disk(path: str, version: FileFingerprint | None) -> bool | None:
-    """True if the file differs from `version` or is gone; None if this process cannot see
-    its folder (a query pod that does not mount the watched folders) or knows no version."""
-    if version is None or version.size < 0:
-        return None
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return True if Path(path).parent.is_dir() else None
-    except OSError:
-        return None
-    return (st.st_size, st.st_mtime_ns) != (version.size, version.mtime_ns)
+    """True if the document differs from `version` or is gone; None if this process cannot
+    see its source (a query pod that does not mount the watched folders) or knows no
+    version. Asked of the document's source: a stat for a folder's file, the tree at the ref
+    for a git source's (`connectors.sources.changed_since`)."""
+    return changed_since(path, version)
 
 
 def with_versions(

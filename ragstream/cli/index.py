@@ -42,7 +42,7 @@ def sync(
     workers: Workers = 1,
 ) -> None:
     """Catch up once (index == folders), then exit."""
-    from ragstream.connectors.fs import ScanSummary
+    from ragstream.connectors.source_input import ScanSummary
     from ragstream.service import ingest
 
     if as_json:

@@ -12,9 +12,9 @@ from contextlib import AbstractContextManager, ExitStack, closing, contextmanage
 from pathlib import Path
 from typing import Any
 
-from ragstream.connectors.fs import ScanHandler
 from ragstream.connectors.lexical import section_contexts
 from ragstream.connectors.retrieval_log import RetrievalLog
+from ragstream.connectors.source_input import ScanHandler
 from ragstream.connectors.stores import open_lexical_index
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import StatusReport, SyncReport

@@ -7,7 +7,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragstream.connectors.fs import PathFilter, _Debouncer, glob_match, plan_catch_up
+from ragstream.connectors.fs import FolderSource, PathFilter, _Debouncer, glob_match
+from ragstream.connectors.protocols import SourceEntry
+from ragstream.connectors.source_input import plan_catch_up
 from ragstream.core.ids import content_hash, doc_id, normalize_text, point_id
 from ragstream.core.models import FileFingerprint
 from ragstream.core.settings import DEFAULT_EXCLUDES, Settings, SourceConfig
@@ -42,12 +44,17 @@ def test_ids_are_deterministic_and_position_free() -> None:
     assert doc_id("s", "dir\\x.md") == "s:dir/x.md"
 
 
-def _found(root: Path, names: list[str], mtime: int = 1) -> list:
-    return [(f"s:{n}", root / n, FileFingerprint(size=10, mtime_ns=mtime)) for n in names]
+def _found(root: Path, names: list[str], mtime: int = 1) -> list[SourceEntry]:
+    fp = FileFingerprint(size=10, mtime_ns=mtime)
+    return [SourceEntry(f"s:{n}", str(root / n), n, lambda: fp) for n in names]
+
+
+def _folder(root: Path) -> FolderSource:
+    return FolderSource(SourceConfig(name="s", root=root), PathFilter((), ()))
 
 
 def test_catch_up_emits_only_changes_and_deletes(tmp_path: Path) -> None:
-    src = SourceConfig(name="s", root=tmp_path)
+    src = _folder(tmp_path)
     known = {
         "s:a.md": {(10, 1)},
         "s:b.md": {(10, 0)},
@@ -64,7 +71,7 @@ def test_catch_up_emits_only_changes_and_deletes(tmp_path: Path) -> None:
 
 def test_catch_up_rereads_a_doc_with_mixed_fingerprints(tmp_path: Path) -> None:
     """A crash between write and tombstone leaves two fingerprints: re-diff that doc."""
-    src = SourceConfig(name="s", root=tmp_path)
+    src = _folder(tmp_path)
     events, _ = plan_catch_up(
         src, _found(tmp_path, ["a.md"]), {"s:a.md": {(10, 1), (9, 0)}}, 0.5, 10, False
     )
@@ -72,7 +79,7 @@ def test_catch_up_rereads_a_doc_with_mixed_fingerprints(tmp_path: Path) -> None:
 
 
 def test_mass_delete_guard(tmp_path: Path) -> None:
-    src = SourceConfig(name="s", root=tmp_path)
+    src = _folder(tmp_path)
     known = {f"s:{i}.md": {(10, 1)} for i in range(20)}
     events, guard = plan_catch_up(src, [], known, 0.5, 10, False)
     assert guard is not None and guard.would_delete == 20 and events == []

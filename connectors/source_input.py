@@ -1,0 +1,244 @@
+"""The bytewax input of the sync flow: every source's catch-up scan, then its changes.
+
+The catch-up scan (`plan_catch_up`) is what makes a restart converge: every listed document
+whose fingerprint is not exactly what the index recorded for its doc is re-read; every
+indexed doc no longer listed is deleted — unless that would delete more than a set fraction
+of a source's documents (a folder unmounted, a ref that suddenly lists nothing), in which
+case the mass-delete guard holds them back. While watching, a folder's touched paths are
+debounced and turned into events by the folder; a git source touches `""` when its ref
+moved, and its whole tree is planned again the same way as the catch-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
+
+from ragstream.connectors.fs import PathFilter, _Debouncer
+from ragstream.connectors.protocols import STALE_FINGERPRINT, Source, SourceEntry
+from ragstream.core.ids import partition_of
+from ragstream.core.models import FileEvent, FileFingerprint, GuardReport
+
+KnownDocs = Mapping[str, set[tuple[int, int]]]  # doc_id -> fingerprints the index holds
+RELIST = ""  # the locator a source touches to be listed again as a whole
+
+
+@dataclass(frozen=True)
+class ScanSummary:
+    """What one source's catch-up scan found: documents seen, events planned, the guard."""
+
+    source: str
+    files_seen: int
+    events: int
+    guard: GuardReport | None
+
+
+ScanHandler = Callable[[ScanSummary], None]
+
+
+def plan_catch_up(
+    source: Source,
+    found: Sequence[SourceEntry],
+    known: KnownDocs,
+    max_delete_fraction: float,
+    min_docs_for_guard: int,
+    allow_mass_delete: bool,
+) -> tuple[list[FileEvent], GuardReport | None]:
+    """Events that make the index equal the source (pure, given the listing and the index)."""
+    events: list[FileEvent] = []
+    present = set()
+    for entry in found:
+        did, fp = entry.doc_id, entry.fingerprint
+        present.add(did)
+        if fp is None or known.get(did) != {(fp.size, fp.mtime_ns)}:
+            events.append(_event(source, did, entry.locator, "upsert", fp))
+    prefix = f"{source.name}:"
+    indexed = [d for d in known if d.startswith(prefix)]
+    gone = sorted(d for d in indexed if d not in present)
+    if (
+        gone
+        and not allow_mass_delete
+        and len(indexed) >= min_docs_for_guard
+        and (len(gone) > max_delete_fraction * len(indexed))
+    ):
+        reason = (
+            f"{len(gone)} of {len(indexed)} documents of source {source.name!r} vanished "
+            f"(> {max_delete_fraction:.0%}); is {source.root} unmounted (or its ref emptied)? "
+            "nothing was deleted; rerun with --allow-mass-delete to proceed"
+        )
+        guard = GuardReport(
+            source=source.name,
+            would_delete=len(gone),
+            docs_indexed=len(indexed),
+            max_fraction=max_delete_fraction,
+            reason=reason,
+        )
+        return events, guard
+    for did in gone:
+        events.append(_event(source, did, source.locator(did[len(prefix) :]), "delete", None))
+    return events, None
+
+
+def _event(source: Source, did: str, loc: str, kind: str, fp: FileFingerprint | None) -> FileEvent:
+    return FileEvent.model_validate(
+        dict(source=source.name, root=source.root, path=loc, doc_id=did, kind=kind, fingerprint=fp)
+    )
+
+
+@dataclass(frozen=True)
+class SourceFeedConfig:
+    sources: tuple[Source, ...]
+    path_filter: PathFilter
+    watch: bool
+    debounce_s: float = 0.3
+    settle_s: float = 0.05
+    batch_size: int = 32
+    max_delete_fraction: float = 0.5
+    min_docs_for_guard: int = 10
+    allow_mass_delete: bool = False
+    partition: tuple[int, int] = (0, 1)  # (index, count): own only these documents' events
+
+    def owns(self, doc: str) -> bool:
+        index, count = self.partition
+        return partition_of(doc, count) == index
+
+
+class SourcePartition(StatefulSourcePartition[FileEvent, None]):
+    """The one partition that owns the watchers and the catch-up scan: however many bytewax
+    workers or processes run the flow, sources are listed and watched once, by the store
+    owner.
+
+    State lives in the stores (they are the truth), so `snapshot` is None: a resumed flow
+    (bytewax recovery) or a restart re-runs the catch-up scan, which re-derives from
+    fingerprints exactly what the index is missing — including events that were queued or
+    still debouncing when the process stopped. A snapshot could only repeat that, staler.
+    """
+
+    def __init__(
+        self, cfg: SourceFeedConfig, known: Callable[[], KnownDocs], on_scan: ScanHandler
+    ) -> None:
+        self._cfg, self._known_fn, self._on_scan = cfg, known, on_scan
+        self._queue: list[FileEvent] = []
+        self._known: dict[str, tuple[int, int] | None] = {}
+        self._planned = False
+        self._debouncer = _Debouncer(cfg.debounce_s, cfg.settle_s)
+        self._stops: list[Callable[[], None]] = []
+        if cfg.watch:
+            for i, source in enumerate(cfg.sources):
+                self._stops.append(source.watch(self._toucher(i)))
+
+    def _toucher(self, index: int) -> Callable[[str, bool], None]:
+        def touch(locator: str, completed: bool) -> None:
+            self._debouncer.touch(f"{index}\0{locator}", completed=completed)
+
+        return touch
+
+    def _plan(self) -> None:
+        owns = self._cfg.owns  # another partition's documents are another replica's business
+        known = {d: fps for d, fps in self._known_fn().items() if owns(d)}
+        for source in self._cfg.sources:
+            self._queue.extend(self._plan_source(source, known))
+        for did, fps in known.items():
+            self._known[did] = next(iter(fps)) if len(fps) == 1 else None
+        for event in self._queue:
+            self._remember(event)
+        self._planned = True
+
+    def _plan_source(self, source: Source, known: KnownDocs) -> list[FileEvent]:
+        wanted, owns = self._cfg.path_filter.wanted, self._cfg.owns
+        found = [e for e in source.entries() if wanted(e.rel) and owns(e.doc_id)]
+        events, guard = plan_catch_up(
+            source,
+            found,
+            known,
+            self._cfg.max_delete_fraction,
+            self._cfg.min_docs_for_guard,
+            self._cfg.allow_mass_delete,
+        )
+        self._on_scan(ScanSummary(source.name, len(found), len(events), guard))
+        return events
+
+    def _remember(self, event: FileEvent) -> None:
+        if event.kind == "delete":
+            self._known.pop(event.doc_id, None)
+        else:
+            fp = event.fingerprint
+            self._known[event.doc_id] = (fp.size, fp.mtime_ns) if fp else None
+
+    def _events_for(self, raw: str) -> Iterator[FileEvent]:
+        index, _, loc = raw.partition("\0")
+        source = self._cfg.sources[int(index)]
+        if loc != RELIST:
+            yield from source.changed(loc, self._known)
+            return
+        known = {d: {k} if k else {STALE_FINGERPRINT} for d, k in self._known.items()}
+        yield from self._plan_source(source, known)
+
+    def next_batch(self) -> list[FileEvent]:
+        if not self._planned:
+            self._plan()
+        if not self._queue and self._stops:
+            for raw in self._debouncer.ready():
+                for event in filter(lambda e: self._cfg.owns(e.doc_id), self._events_for(raw)):
+                    self._remember(event)
+                    self._queue.append(event)
+        if self._queue:
+            batch, self._queue = (
+                self._queue[: self._cfg.batch_size],
+                self._queue[self._cfg.batch_size :],
+            )
+            return batch
+        if not self._cfg.watch:
+            raise StopIteration
+        return []
+
+    def next_awake(self) -> datetime | None:
+        if self._queue or not self._cfg.watch:
+            return None
+        return datetime.now(UTC) + timedelta(milliseconds=50)
+
+    def snapshot(self) -> None:
+        return None
+
+    def close(self) -> None:
+        stops, self._stops = self._stops, []  # idempotent: bytewax or our owner
+        for stop in stops:
+            stop()
+
+
+class SourceFeed(FixedPartitionedSource[FileEvent, None]):
+    """bytewax input over every source: a single partition (named `folders`).
+
+    `owns` says whether this process owns the data dir: only the owner lists the partition
+    (the scan needs the stores' fingerprints), so bytewax builds it on one of the owner's
+    workers and never in another process of a `-p` cluster.
+    """
+
+    PART = "folders"  # the name recovery snapshots were taken under
+
+    def __init__(
+        self,
+        cfg: SourceFeedConfig,
+        known: Callable[[], KnownDocs],
+        on_scan: ScanHandler = lambda summary: None,
+        owns: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._cfg, self._known, self._on_scan, self._owns = cfg, known, on_scan, owns
+        self._built: list[SourcePartition] = []
+
+    def list_parts(self) -> list[str]:
+        return [self.PART] if self._owns() else []
+
+    def build_part(self, step_id: str, for_part: str, resume_state: None) -> SourcePartition:
+        part = SourcePartition(self._cfg, self._known, self._on_scan)
+        self._built.append(part)
+        return part
+
+    def close(self) -> None:
+        """Stop the watchers: bytewax closes partitions only when input ends, not on Ctrl-C."""
+        for part in self._built:
+            part.close()
+        self._built.clear()
