@@ -43,4 +43,3 @@ class GitRepo:
     def reset_branch(self, commit: str) -> None:
         """Point the branch at another commit (a reset or a force-push), tree untouched."""
         self.repo.refs[self.branch] = commit.encode()
-
