@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ragstream import api
 from ragstream.core.answers import QueryRequest
 from ragstream.eval.beir import load_beir
-from ragstream.service.stores import open_engine
+from ragstream.service.served import open_engine
 from tests.harness.scifact import pct
 
 

@@ -45,7 +45,7 @@ from ragstream.core.answers import Answer, QueryRequest  # noqa: E402
 from ragstream.core.settings import Settings  # noqa: E402
 from ragstream.eval.answer_ablation import row_settings  # noqa: E402
 from ragstream.query.engine import QueryEngine  # noqa: E402
-from ragstream.service.stores import open_engine  # noqa: E402
+from ragstream.service.served import open_engine  # noqa: E402
 
 DOCS = REPO.parent / "shared" / "data" / "docs"
 QUESTIONS = REPO / "tests" / "data" / "offtopic_questions.txt"

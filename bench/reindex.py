@@ -26,7 +26,7 @@ from ragstream.core.answers import QueryRequest
 from ragstream.core.settings import Settings
 from ragstream.operators.embed import load_embedder
 from ragstream.query.engine import QueryEngine
-from ragstream.service.stores import open_engine
+from ragstream.service.served import open_engine
 from tests.harness.scifact import corpus, pct, write_markdown
 
 OUT = Path(__file__).resolve().parent / "out"

@@ -6,8 +6,10 @@
     with ragstream.Client(url="http://127.0.0.1:8765") as c:   # light: no model, no store
         c.query("how are deleted files handled?")
 
-Two kinds of names. `sync`, `watch`, `gc` and `load_settings` (from `ragstream.api`) keep an
-embedded index in sync. `status`, `Client` and `AsyncClient` (from `ragstream.client`) ask
+Two kinds of names. `sync`, `watch`, `gc`, `load_settings` and `serve` (from
+`ragstream.api`) keep an embedded index in sync and serve it over HTTP
+(`with ragstream.serve(ragstream.load_settings(".ragstream"), port=0) as url: ...`).
+`status`, `Client` and `AsyncClient` (from `ragstream.client`) ask
 an index wherever `ragstream.service.connect` finds it: a URL, the endpoint a running
 `serve` / `watch --serve` recorded in the data dir (that process answers), or the data
 dir's stores opened here. `RagstreamError` is the base of
@@ -23,13 +25,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragstream.api import gc, load_settings, sync, watch
+    from ragstream.api import gc, load_settings, serve, sync, watch
     from ragstream.client import AsyncClient, Client, status
     from ragstream.core.errors import RagstreamError
 
 _LAZY = {
     "gc": "ragstream.api",
     "load_settings": "ragstream.api",
+    "serve": "ragstream.api",
     "status": "ragstream.client",
     "sync": "ragstream.api",
     "watch": "ragstream.api",
@@ -44,6 +47,7 @@ __all__ = [
     "RagstreamError",
     "gc",
     "load_settings",
+    "serve",
     "status",
     "sync",
     "watch",

@@ -1,9 +1,9 @@
 """What the package does that `Client` does not: keep an embedded index in sync and
 serve it. `sync` and `watch` (optionally serving HTTP from the same process) run ingest
 here, `gc` purges old tombstones, `rebuild_lexical` rebuilds the BM25 leg from the vector
-store, `load_settings` builds a `Settings`, and `serve_runtime` / `serving` put the HTTP API
-over a running flow's stores or a given `Serving`. `import ragstream` re-exports `sync`,
-`watch`, `gc` and `load_settings`; its `status` is `ragstream.client.status`, which asks
+store, `load_settings` builds a `Settings`, and `serve` runs the HTTP API over a data dir or a
+running flow's stores. `import ragstream` re-exports `sync`, `watch`, `gc`, `load_settings`
+and `serve`; its `status` is `ragstream.client.status`, which asks
 the index through `ragstream.service.connect` like every `Client` method.
 
 The CLI's `watch` runs `watch` here; its other commands call `ragstream.service` directly.
@@ -25,7 +25,7 @@ from ragstream.service.feed import OutcomeFeed
 from ragstream.service.ingest import gc, rebuild_lexical, sync
 
 if TYPE_CHECKING:
-    from ragstream.http import Serving
+    from ragstream.service.served import Servable
 
 
 def watch(
@@ -65,7 +65,10 @@ def watch(
 
     @contextmanager
     def http(rt: Runtime) -> Iterator[str]:
-        with serve_runtime(rt, serve, on_serving, feed) as url:
+        from ragstream.http import serve as serve_http
+
+        host, port = serve
+        with serve_http(rt, host=host, port=port, on_serving=on_serving, feed=feed) as url:
             yield url
 
     return ingest.watch(
@@ -79,45 +82,26 @@ def watch(
     )
 
 
-@contextmanager
-def serve_runtime(
-    rt: Runtime,
-    address: tuple[str, int],
-    on_serving: Callable[[str], None] | None,
-    feed: OutcomeFeed | None,
-) -> Iterator[str]:
-    """The HTTP API over a running flow's stores, yielding its URL: its engine reads the
-    flow's sides and shares its lock with the index batches, reindex commands wake the flow's
-    backfill, and `feed` (when given) carries the outcomes to the console's Live page."""
-    from ragstream.http import Serving, serving
-    from ragstream.query.engine import QueryEngine
-    from ragstream.query.retrieve import Retriever
-    from ragstream.service.reindex import Maintainer
-
-    engine = QueryEngine(rt.settings, Retriever(rt.sides, rt.lexical))
-    kick = rt.backfill.kick if rt.backfill is not None else None
-    maintainer = Maintainer(rt.sides, rt.lexical, kick=kick)
-    state = Serving(rt.settings, engine, maintainer, lock=rt.lock, feed=feed)
-    with serving(state, address[0], address[1], on_serving) as url:
-        yield url
-
-
-def serving(
-    state: Serving, host: str, port: int, on_serving: Callable[[str], None] | None = None
+def serve(
+    target: Servable,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    on_serving: Callable[[str], None] | None = None,
+    feed: OutcomeFeed | None = None,
 ) -> AbstractContextManager[str]:
-    """The HTTP API over `state` (`ragstream.http.serving`): yields its URL, recorded in the
-    data dir while it serves."""
-    from ragstream.http import serving as serve_http
+    """The HTTP API of a data dir (`Settings`) or of a running flow's stores (`Runtime`),
+    yielding its URL once the index is open (`ragstream.http.serve`)."""
+    from ragstream.http import serve as serve_http
 
-    return serve_http(state, host, port, on_serving)
+    return serve_http(target, host=host, port=port, on_serving=on_serving, feed=feed)
 
 
 __all__ = [
     "gc",
     "load_settings",
     "rebuild_lexical",
-    "serve_runtime",
-    "serving",
+    "serve",
     "sync",
     "watch",
 ]

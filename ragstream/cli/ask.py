@@ -92,15 +92,11 @@ def serve(
     Prints {"url": ...} on stdout once it listens; notices go to stderr."""
     import threading
 
+    from ragstream.api import serve as serve_http
     from ragstream.core.settings import load_settings
-    from ragstream.http import Serving, serving
-    from ragstream.service.stores import open_engine
 
     stop_on_sigterm()
     settings = load_settings(data_dir)
-    bind_host = host or settings.server.host
-    bind_port = settings.server.port if port is None else port
-    state = Serving(settings)
 
     def announce(url: str) -> None:
         err.print(
@@ -109,12 +105,8 @@ def serve(
         )
         print(json.dumps({"url": url}), flush=True)
 
-    with (
-        serving(state, bind_host, bind_port, on_serving=announce),
-        open_engine(settings) as (engine, maintainer),  # /v1/ready turns true after this
-    ):
-        state.maintainer, state.engine = maintainer, engine
-        err.print("ready")
+    with serve_http(settings, host=host, port=port, on_serving=announce):
+        err.print("ready")  # the index is open: /v1/ready says so
         try:
             threading.Event().wait()
         except KeyboardInterrupt:

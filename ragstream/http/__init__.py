@@ -18,22 +18,25 @@
     GET  /openapi.json, /docs, /redoc   the schema and its viewers, every asset served here
     GET  /, /console/*           the web console (Ask, Files, Live, Reindex, Quality)
 
+Every route is one call on the served index (`ragstream.service.served`) as the caller's
+tenants see it; this package imports only `ragstream.core` and `ragstream.service`.
 With `server.api_keys` configured every request needs `Authorization: Bearer KEY` and the
 key's tenant becomes a filter inside both stores; the body can never widen it. Errors are JSON
 `{"error": message, "code": ...}` (422 adds pydantic's `details`), never a traceback.
 
     app     `create_app`: assembles error handling, routers and the console
-    deps    the serving state, the caller's tenants, the admin guard
+    deps    the serving state, the index as the caller's tenants see it, the admin guard
     errors  error bodies and the body-size check
     admission  back-pressure: in-flight and queue limits, per-key rates, timeouts, draining
     sse     Server-Sent Events frames (streamed answers, the live feed)
-    server  `run_server` (uvicorn on a thread) and `serving` (records the endpoint)
+    server  `serve` (composes a serving process), `serving` (records the endpoint),
+            `run_server` (uvicorn on a thread)
     routes  one module per resource
 """
 
 from ragstream.http.app import create_app
 from ragstream.http.deps import Serving
 from ragstream.http.errors import MAX_BODY
-from ragstream.http.server import run_server, serving
+from ragstream.http.server import run_server, serve, serving
 
-__all__ = ["MAX_BODY", "Serving", "create_app", "run_server", "serving"]
+__all__ = ["MAX_BODY", "Serving", "create_app", "run_server", "serve", "serving"]

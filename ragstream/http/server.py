@@ -1,13 +1,14 @@
-"""Running the app: uvicorn on a background thread (`run_server`), and `serving`, which also
-records the URL in the data dir while it serves so clients of that data dir find it, and
-shuts down gracefully: readiness turns false and new requests get 503 at once, the listener
+"""Running the app: `serve`, which composes a serving process (the HTTP API up first, then
+the served index open: a data dir opened here, or a running flow's stores), `serving`, which
+runs the app over a given `Serving` and records its URL in the data dir while it serves so
+clients of that data dir find it, and `run_server` (uvicorn on a background thread).
+Shutdown is graceful: readiness turns false and new requests get 503 at once, the listener
 closes, and requests in flight get `server.shutdown_grace_s` to finish."""
 
 from __future__ import annotations
 
 import asyncio
 import math
-import os
 import socket
 import threading
 import time
@@ -18,9 +19,36 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ragstream.connectors.state import endpoint_path, write_json_atomic
 from ragstream.http.app import create_app
 from ragstream.http.deps import Serving
+from ragstream.service.connect import endpoint_recorded
+from ragstream.service.feed import OutcomeFeed
+from ragstream.service.served import Servable, open_served, settings_of
+
+
+@contextmanager
+def serve(
+    target: Servable,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    on_serving: Callable[[str], None] | None = None,
+    feed: OutcomeFeed | None = None,
+) -> Iterator[str]:
+    """The HTTP API of a data dir (`Settings`: its stores opened here) or of a running
+    flow's stores (a `Runtime`: `watch --serve`, whose outcomes `feed` carries to the Live
+    page); yields the URL once the index is open. `on_serving(url)` runs as soon as it
+    listens (`/v1/ready` says 503 until the index is open). Host and port default to
+    `server.host` and `server.port` (port 0: any free one)."""
+    settings = settings_of(target)
+    state = Serving(settings)
+    bind_port = settings.server.port if port is None else port
+    with (
+        serving(state, host or settings.server.host, bind_port, on_serving) as url,
+        open_served(target, feed) as index,
+    ):
+        state.index = index  # /v1/ready turns true here
+        yield url
 
 
 @contextmanager
@@ -31,18 +59,18 @@ def serving(
     on_serving: Callable[[str], None] | None = None,
 ) -> Iterator[str]:
     """The HTTP API over `state`; yields its URL, which is recorded in the data dir while it
-    serves. `serve` opens the engine after the server is up (`/v1/ready` says when);
-    `watch --serve` serves the flow's stores and shares its lock with the index batches."""
-    state_dir, grace = state.settings.state_dir, state.settings.server.shutdown_grace_s
-    with run_server(create_app(state), host, port, grace) as url:
-        write_json_atomic(endpoint_path(state_dir), {"url": url, "pid": os.getpid()})
+    serves."""
+    grace = state.settings.server.shutdown_grace_s
+    with (
+        run_server(create_app(state), host, port, grace) as url,
+        endpoint_recorded(state.settings, url),
+    ):
         if on_serving is not None:
             on_serving(url)
         try:
             yield url
         finally:
             state.draining = True  # not ready, new requests 503, before the listener closes
-            endpoint_path(state_dir).unlink(missing_ok=True)
 
 
 IDLE_S = 5  # a connection that says nothing this long is closed (before and between requests)

@@ -5,26 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import queue
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from ragstream.connectors.state import VerifyBook
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.errors import RagstreamError
-from ragstream.core.ids import source_of
-from ragstream.http.deps import Serving, Tenants
-from ragstream.query.engine import QueryEngine
-from ragstream.service.feed import OutcomeFeed
+from ragstream.service.base import Followed, Offload, ServedService
 
 KEEPALIVE_S = 5.0
 
 
 async def answer_events(
-    serving: Serving, engine: QueryEngine, request: QueryRequest, tenants: Tenants
+    index: ServedService, request: QueryRequest, offload: Offload
 ) -> AsyncIterator[str]:
     """SSE frames of one answer: `text` deltas as they are written, then the `answer` (or an
     `error`). The answer runs as its own task; a client that goes away cancels it, and with
@@ -38,7 +33,7 @@ async def answer_events(
     async def run() -> None:
         try:
             on_text = partial(put, "text")
-            answer = await engine.answer_async(request, tenants, on_text, offload=serving.offload)
+            answer = await index.query_async(request, on_text, offload=offload)
             put("answer", answer)
         except RagstreamError as exc:
             put("error", {"error": str(exc), "code": exc.code})
@@ -59,21 +54,15 @@ async def answer_events(
         task.cancel()
 
 
-def outcome_events(serving: Serving, feed: OutcomeFeed, tenants: Tenants) -> Iterator[str]:
-    """SSE frames of the feed (a tenant key: its own sources' documents only); the
-    keep-alive comment makes a gone client end the stream."""
-    own = serving.settings.sources_of(tenants)
-    audit = VerifyBook(serving.settings.state_dir).load()
-    yield frame("drift", json.dumps(audit.counts() if audit is not None else None))
-    with feed.subscribe() as inbox:
-        while True:
-            try:
-                outcome = inbox.get(timeout=KEEPALIVE_S)
-            except queue.Empty:
-                yield ": keep-alive\n\n"
-                continue
-            if own is None or source_of(outcome.doc_id) in own:
-                yield frame("outcome", outcome.model_dump_json())
+def outcome_events(followed: Followed) -> Iterator[str]:
+    """SSE frames of the feed: `drift`, then each `outcome`; the keep-alive comment makes a
+    gone client end the stream."""
+    yield frame("drift", json.dumps(followed.drift))
+    for outcome in followed.outcomes:
+        if outcome is None:
+            yield ": keep-alive\n\n"
+        else:
+            yield frame("outcome", outcome.model_dump_json())
 
 
 def event_stream(frames: Iterator[str] | AsyncIterator[str]) -> StreamingResponse:

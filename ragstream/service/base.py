@@ -1,15 +1,18 @@
 """What an index answers, wherever it lives: the `IndexService` protocol that the local
 implementation (stores opened in this process) and the remote one (a running `serve` or
-`watch --serve`, over HTTP) both satisfy, and the types their methods share."""
+`watch --serve`, over HTTP) both satisfy; `ServedService`, what a serving process adds to it
+(a tenant-scoped view, the awaited answer, its models, the live feed), which the HTTP routes
+call; and the types their methods share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from ragstream.core.answers import Answer, QueryRequest, Retrieval
 from ragstream.core.models import (
+    DocOutcome,
     FileDetail,
     FileRecord,
     ReindexProgress,
@@ -23,6 +26,8 @@ ProgressHandler = Callable[[ReindexProgress], None]
 Question = str | QueryRequest
 States = str | Sequence[str] | None
 Mode = Literal["embedded", "http"]
+Tenants = tuple[str, ...] | None  # an API key's tenants; None: every tenant
+Offload = Callable[..., Awaitable[Any]]  # runs `fn(*args)` on a bounded pool, awaited
 
 
 def query_request(question: Question, options: dict[str, Any]) -> QueryRequest:
@@ -35,6 +40,14 @@ def query_request(question: Question, options: dict[str, Any]) -> QueryRequest:
 def state_list(state: States) -> list[str]:
     """`files(state=...)` as a list: one state, several, or none (every file)."""
     return [state] if isinstance(state, str) else list(state or ())
+
+
+class Followed(NamedTuple):
+    """The live feed as one caller sees it: the last audit's drift counts (None before the
+    first), then each document written (None after every quiet `wait_s`)."""
+
+    drift: dict[str, int] | None
+    outcomes: Iterator[DocOutcome | None]
 
 
 @runtime_checkable
@@ -93,3 +106,38 @@ class IndexService(Protocol):
     def __enter__(self) -> IndexService: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class ServedService(IndexService, Protocol):
+    """An index a serving process holds open: `IndexService`, and what the HTTP routes (and
+    any other face of the process) need beside it. Every route is one call on
+    `scoped(caller's tenants)`."""
+
+    def scoped(self, tenants: Tenants) -> ServedService: ...
+
+    async def query_async(
+        self,
+        request: QueryRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        offload: Offload,
+    ) -> Answer: ...
+
+    def verify(
+        self,
+        *,
+        sample: int | None = None,
+        paths: Sequence[str | Path] = (),
+        repair: bool = False,
+        allow_mass_delete: bool = False,
+        pause: Callable[[], None] = ...,
+    ) -> VerifyReport: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+    def readiness(self) -> dict[str, Any]: ...
+
+    def eval_reports(self) -> list[dict[str, Any]]: ...
+
+    def follow(self, wait_s: float) -> Followed: ...

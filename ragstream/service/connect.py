@@ -1,15 +1,18 @@
 """`connect`: the one place that decides where an index is answered. A URL is a running
-server; a data dir that a live `serve` / `watch --serve` recorded its endpoint in is asked
-there; otherwise its stores are opened in this process, and when another process holds them
-without serving, the error says which and how to query it anyway."""
+server; a data dir that a live `serve` / `watch --serve` recorded its endpoint in
+(`endpoint_recorded`) is asked there; otherwise its stores are opened in this process, and
+when another process holds them without serving, the error says which and how to query it
+anyway."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from ragstream.connectors.state import endpoint_path, read_json
+from ragstream.connectors.state import endpoint_path, read_json, write_json_atomic
 from ragstream.core.errors import DataDirBusyError
 from ragstream.core.settings import Settings, load_settings
 from ragstream.service.base import IndexService
@@ -41,6 +44,17 @@ def connect(
             if recorded is None:
                 raise DataDirBusyError(busy_message(s)) from err
     return RemoteIndex(recorded, api_key=api_key, timeout_s=timeout_s)
+
+
+@contextmanager
+def endpoint_recorded(s: Settings, url: str) -> Iterator[None]:
+    """`url` recorded in the data dir (with this process's pid) while the block runs: the
+    endpoint `recorded_endpoint` finds for every client of that data dir."""
+    write_json_atomic(endpoint_path(s.state_dir), {"url": url, "pid": os.getpid()})
+    try:
+        yield
+    finally:
+        endpoint_path(s.state_dir).unlink(missing_ok=True)
 
 
 def recorded_endpoint(s: Settings) -> str | None:

@@ -1,6 +1,7 @@
 """The local index: an embedded data dir opened in this process. Its stores open on entry
-(a status, an audit and the ledger need nothing more); the query models (embedder,
-reranker, judges, decision, generator) load on the first question or reindex command."""
+(a status, an audit and the ledger need nothing more); on the first question or reindex
+command it becomes the served index over every side (`ServedIndex`), which loads the query
+models (embedder, reranker, judges, decision, generator) and answers from then on."""
 
 from __future__ import annotations
 
@@ -15,13 +16,11 @@ from ragstream.core.answers import Answer, Retrieval
 from ragstream.core.models import (
     FileDetail,
     FileRecord,
-    PromoteOptions,
     ReindexStatus,
     StatusReport,
     VerifyReport,
 )
 from ragstream.core.settings import Settings
-from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import no_index
 from ragstream.service import audit
 from ragstream.service.base import (
@@ -30,13 +29,12 @@ from ragstream.service.base import (
     Question,
     States,
     StreamEvent,
-    query_request,
     state_list,
 )
 from ragstream.service.ingest import query_log
-from ragstream.service.reindex import Maintainer
-from ragstream.service.status import engine_status, status_report
-from ragstream.service.stores import LiveStores, open_engine, open_live
+from ragstream.service.served import ServedIndex, open_served
+from ragstream.service.status import status_report
+from ragstream.service.stores import LiveStores, open_live
 
 
 class LocalIndex:
@@ -47,8 +45,7 @@ class LocalIndex:
         self._scope = ExitStack()
         self._lock = threading.Lock()  # the stores are swapped once, for the engine's
         self._live: LiveStores | None = None
-        self._engine: QueryEngine | None = None
-        self._maintainer: Maintainer | None = None
+        self._index: ServedIndex | None = None
 
     def open(self) -> LocalIndex:
         """Open the stores (no model); raises `StoreBusyError` if another process holds them."""
@@ -65,16 +62,16 @@ class LocalIndex:
 
     # ---- what the open stores answer --------------------------------------------------------
     def _stores(self) -> tuple[VectorStore, LexicalIndex]:
-        if self._engine is not None:
-            r = self._engine.retriever
+        if self._index is not None:
+            r = self._index.engine.retriever
             return r.vectors, r.lexical
         if self._live is None:
             raise no_index(self.settings)
         return self._live[1], self._live[2]
 
     def status(self) -> StatusReport:
-        if self._engine is not None:
-            return engine_status(self._engine)
+        if self._index is not None:
+            return self._index.status()
         live = self._live
         if live is None:
             return status_report(self.settings, None, None)
@@ -116,59 +113,54 @@ class LocalIndex:
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         return query_log(limit=limit, settings=self.settings)
 
-    # ---- what needs the query models ---------------------------------------------------------
-    def _open_engine(self) -> tuple[QueryEngine, Maintainer]:
-        """The engine and the reindex commands, opened once: the model-free stores are
-        closed and the data dir reopened with every side and its embedder."""
+    # ---- what needs the query models: the served index over every side ---------------------
+    def _served(self) -> ServedIndex:
+        """The served index, opened once: the model-free stores are closed and the data dir
+        reopened with every side and its embedder."""
         with self._lock:
-            if self._engine is None or self._maintainer is None:
+            if self._index is None:
                 self._release()
-                engine, maintainer = self._scope.enter_context(open_engine(self.settings))
-                self._engine, self._maintainer = engine, maintainer
-            return self._engine, self._maintainer
+                self._index = self._scope.enter_context(open_served(self.settings))
+            return self._index
 
     def query(self, question: Question, **options: Any) -> Answer:
-        return self._open_engine()[0].answer(query_request(question, options))
+        return self._served().query(question, **options)
 
     def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]:
-        engine = self._open_engine()[0]
-        pieces: list[str] = []
-        answer = engine.answer(query_request(question, options), on_text=pieces.append)
-        yield from pieces
-        yield answer
+        return self._served().stream(question, **options)
 
     def retrieve(self, question: Question, **options: Any) -> Retrieval:
-        return self._open_engine()[0].retrieve(query_request(question, options))
+        return self._served().retrieve(question, **options)
 
     def reindex_status(self) -> ReindexStatus:
-        return self._open_engine()[1].status()
+        return self._served().reindex_status()
 
     def reindex_start(
         self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
     ) -> ReindexStatus:
         """Open the new embedder's side; `wait` backfills it here."""
-        return self._open_engine()[1].start(embedder, wait=wait, on_progress=on_progress)
+        return self._served().reindex_start(embedder, wait=wait, on_progress=on_progress)
 
     def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
-        return self._open_engine()[1].run(on_progress)
+        return self._served().reindex_run(on_progress)
 
     def reindex_promote(self, **options: Any) -> ReindexStatus:
         """Options: `eval_dataset`, `eval_split`, `eval_margin`, `eval_limit_queries`."""
-        return self._open_engine()[1].promote(PromoteOptions(**options))
+        return self._served().reindex_promote(**options)
 
     def reindex_rollback(self) -> ReindexStatus:
-        return self._open_engine()[1].rollback()
+        return self._served().reindex_rollback()
 
     def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
-        return self._open_engine()[1].cleanup(confirm)
+        return self._served().reindex_cleanup(confirm=confirm)
 
     def reindex_abort(self) -> ReindexStatus:
-        return self._open_engine()[1].abort()
+        return self._served().reindex_abort()
 
     def _release(self) -> None:
         self._scope.close()
         self._scope = ExitStack()
-        self._live, self._engine, self._maintainer = None, None, None
+        self._live, self._index = None, None
 
     def close(self) -> None:
         self._release()

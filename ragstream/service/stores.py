@@ -1,5 +1,5 @@
-"""Opening an embedded data dir: its stores alone (an audit, a status: no model), or a query
-engine and the reindex commands over one set of open stores (`serve`, a local index)."""
+"""Opening an embedded data dir's stores alone, without any model: an audit, a status, the
+ledger (the served index over every side is `served.open_served`)."""
 
 from __future__ import annotations
 
@@ -9,28 +9,9 @@ from contextlib import closing, contextmanager
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.stores import configured_live, open_configured, open_lexical_index
 from ragstream.core.settings import Settings
-from ragstream.core.telemetry import configure
-from ragstream.flows.sides import open_sides
-from ragstream.query.engine import QueryEngine
-from ragstream.query.retrieve import Retriever, no_index
-from ragstream.service.reindex import Maintainer
+from ragstream.query.retrieve import no_index
 
 LiveStores = tuple[str, VectorStore, LexicalIndex]  # the live collection, its store, BM25
-
-
-@contextmanager
-def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
-    """A query engine and the reindex commands over one set of open stores: a process opens
-    an embedded data dir once, so both share it."""
-    s = settings
-    if configured_live(s) is None:
-        raise no_index(s)
-    configure(s.telemetry.exporter, s.telemetry.otlp_endpoint)
-    with (
-        open_sides(s) as sides,
-        closing(open_lexical_index(s.lexical, s.lexical_dir, lambda: sides.live.vectors)) as lex,
-    ):
-        yield QueryEngine(s, Retriever(sides, lex)), Maintainer(sides, lex)
 
 
 @contextmanager

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from ragstream.api import serving
 from ragstream.core.errors import (
     AuthError,
     DataDirBusyError,
@@ -24,7 +23,7 @@ from ragstream.core.errors import (
     UnreachableError,
 )
 from ragstream.core.settings import Settings
-from ragstream.http import Serving
+from ragstream.http import Serving, serving
 from tests.harness.helpers import copy_docs
 
 CLI = str(Path(sys.executable).parent / "ragstream")

@@ -258,8 +258,9 @@ def test_a_tenant_key_sees_only_its_own_files_and_answers(
 ) -> None:
     from ragstream import api
     from ragstream.core.settings import Settings, SourceConfig
-    from ragstream.http import Serving
+    from ragstream.http import Serving, serving
     from ragstream.query.engine import QueryEngine
+    from ragstream.service.served import ServedIndex
 
     sources = []
     for tenant, drink in (("acme", "Green tea"), ("globex", "Yerba mate")):
@@ -278,7 +279,7 @@ def test_a_tenant_key_sees_only_its_own_files_and_answers(
     wait = WebDriverWait(browser, 120)
     with (
         QueryEngine.open(settings) as engine,
-        api.serving(Serving(settings, engine), "127.0.0.1", 0) as url,
+        serving(Serving(settings, ServedIndex(engine)), "127.0.0.1", 0) as url,
     ):
         browser.get(f"{url}/")
         for key, own, other in (("key-a", "acme", "globex"), ("key-g", "globex", "acme")):
@@ -307,12 +308,12 @@ def test_quality_shows_the_last_eval_as_a_table_and_plots(
     from PIL import Image
     from typer.testing import CliRunner
 
-    from ragstream import api
     from ragstream.cli import app
     from ragstream.core.settings import Settings
     from ragstream.eval.beir import beir_subset, load_beir, write_beir
-    from ragstream.http import Serving
+    from ragstream.http import Serving, serving
     from ragstream.query.engine import QueryEngine
+    from ragstream.service.served import ServedIndex
 
     dataset = write_beir(tmp_path / "slice", *beir_subset(*load_beir(scifact_dir, "test"), 6, 20))
     data, plots = tmp_path / "data", tmp_path / "plots"
@@ -331,7 +332,7 @@ def test_quality_shows_the_last_eval_as_a_table_and_plots(
     settings = Settings(data_dir=data, sources=[])
     with (
         QueryEngine.open(settings) as engine,
-        api.serving(Serving(settings, engine), "127.0.0.1", 0) as url,
+        serving(Serving(settings, ServedIndex(engine)), "127.0.0.1", 0) as url,
     ):
         browser.get(f"{url}/?quality=1#quality")
         wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#quality-rows tbody tr"))

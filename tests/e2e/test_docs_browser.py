@@ -14,9 +14,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import WebDriverWait
 
-from ragstream.api import serving
 from ragstream.core.settings import Settings
-from ragstream.http import Serving
+from ragstream.http import Serving, serving
 from tests.harness.browser import headless_chromium
 
 # where the screenshot goes: a temp dir, or the README's images with SCREENSHOT_DIR=docs/img

@@ -15,10 +15,10 @@ from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import WebDriverWait
 
 from ragstream import api
-from ragstream.api import serving
 from ragstream.core.settings import Settings
-from ragstream.http import Serving
+from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
+from ragstream.service.served import ServedIndex
 from tests.e2e.test_docs_browser import browser  # noqa: F401 (the fixture)
 from tests.harness.scans import REPORT, render_page, save_png
 
@@ -34,7 +34,7 @@ def test_ocr_citation_shows_its_badge(browser: webdriver.Chrome, tmp_path: Path)
     wait = WebDriverWait(browser, 120)
     with (
         QueryEngine.open(settings) as engine,
-        serving(Serving(settings, engine), "127.0.0.1", 0) as url,
+        serving(Serving(settings, ServedIndex(engine)), "127.0.0.1", 0) as url,
     ):
         browser.get(f"{url}/")
         wait.until(ready.presence_of_element_located((By.ID, "question")))

@@ -16,13 +16,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from conftest import StorePairing, Stub
 from ragstream import api
-from ragstream.api import serving
 from ragstream.client import Client
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.core.telemetry import install_exporter
-from ragstream.http import Serving
+from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
+from ragstream.service.served import ServedIndex
 from tests.harness.helpers import BAD_QUESTIONS, copy_docs
 
 pytestmark = pytest.mark.slow  # real syncs of shared documents, both pairings
@@ -212,7 +212,7 @@ def test_tenant_filter_never_leaks(engine: QueryEngine) -> None:
 
 def test_embedded_and_http_answers_are_identical(engine: QueryEngine) -> None:
     with (
-        serving(Serving(engine.settings, engine), "127.0.0.1", 0) as url,
+        serving(Serving(engine.settings, ServedIndex(engine)), "127.0.0.1", 0) as url,
         Client(url=url) as client,
     ):
         for q in (

@@ -27,10 +27,10 @@ from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.flows import reindex as steps
 from ragstream.flows.runtime import open_runtime
-from ragstream.http import Serving
+from ragstream.http import Serving, serving
 from ragstream.operators.embed import load_embedder
 from ragstream.service import ingest
-from ragstream.service.stores import open_engine
+from ragstream.service.served import ServedIndex, open_engine
 from tests.harness.helpers import copy_docs
 
 pytestmark = pytest.mark.slow  # real syncs and backfills with two embedders, both pairings
@@ -334,8 +334,8 @@ def test_5b_promote_swap_loop_under_load_never_mixes_embedders(
 def test_same_api_over_http_and_cleanup(settings: Settings) -> None:
     s = settings
     with open_engine(s) as (engine, maintainer):
-        state = Serving(s, engine, maintainer)
-        with api.serving(state, "127.0.0.1", 0) as url, Client(url=url) as remote:
+        state = Serving(s, ServedIndex(engine, maintainer))
+        with serving(state, "127.0.0.1", 0) as url, Client(url=url) as remote:
             status = remote.reindex_status()
             assert status.record is not None and status.record.phase == "rolled_back"
             # over HTTP a refused command is the base type the embedded ReindexError extends

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ragstream import api
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.http import MAX_BODY, Serving, create_app
-from ragstream.service.stores import open_engine
+from ragstream.service.served import ServedIndex, open_engine
 
 KEYS = {"k-acme": "acme", "k-initech": "initech", "k-admin": "ops"}
 ADMIN = {"Authorization": "Bearer k-admin"}
@@ -118,7 +118,7 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     )
     api.sync([], settings=s)
     with open_engine(s) as (engine, maintainer):
-        yield TestClient(create_app(Serving(s, engine, maintainer)))
+        yield TestClient(create_app(Serving(s, ServedIndex(engine, maintainer))))
 
 
 @pytest.mark.slow

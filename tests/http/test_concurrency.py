@@ -23,7 +23,7 @@ from ragstream.core.errors import ServerTimeoutError
 from ragstream.core.settings import GeneratorSettings, ServerSettings, Settings
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
-from ragstream.service.stores import open_engine
+from ragstream.service.served import ServedIndex, open_engine
 from tests.conftest import Stub
 from tests.harness.helpers import copy_docs
 
@@ -57,7 +57,7 @@ def served(engine: QueryEngine, stub: Stub | None = None, **server: object) -> I
         update={"generator": generator, "server": ServerSettings(**server)}  # type: ignore[arg-type]
     )
     answering = QueryEngine(settings, engine.retriever, engine.models)
-    with serving(Serving(settings, answering), "127.0.0.1", 0) as url:
+    with serving(Serving(settings, ServedIndex(answering)), "127.0.0.1", 0) as url:
         yield url
 
 

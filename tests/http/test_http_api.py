@@ -19,14 +19,13 @@ import pytest
 
 from conftest import Stub
 from ragstream import api
-from ragstream.api import serving
 from ragstream.client import AsyncClient, Client
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.errors import AuthError, NotReadyError, UnreachableError
 from ragstream.core.settings import GeneratorSettings, ServerSettings, Settings
-from ragstream.http import Serving
+from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
-from ragstream.service.stores import open_engine
+from ragstream.service.served import ServedIndex, open_engine
 from tests.harness.helpers import copy_docs
 
 DOCS = ("md/docling_concepts_chunking.md", "html/python311_tutorial_appetite.html")
@@ -52,7 +51,7 @@ def engine(indexed: Settings) -> Iterator[QueryEngine]:
 
 @pytest.fixture(scope="module")
 def url(engine: QueryEngine) -> Iterator[str]:
-    with serving(Serving(engine.settings, engine), "127.0.0.1", 0) as address:
+    with serving(Serving(engine.settings, ServedIndex(engine)), "127.0.0.1", 0) as address:
         yield address
 
 
@@ -203,7 +202,10 @@ def test_sse_streams_an_llm_answer_piece_by_piece(engine: QueryEngine, stub: Stu
         " It respects tokens [S1].",
     ]
     stub.replies = [pieces, reply]
-    with serving(Serving(llm, streaming), "127.0.0.1", 0) as address, Client(url=address) as c:
+    with (
+        serving(Serving(llm, ServedIndex(streaming)), "127.0.0.1", 0) as address,
+        Client(url=address) as c,
+    ):
         events = list(c.stream(QUESTIONS[0]))
         plain = c.query(QUESTIONS[0])
     *texts, final = events
@@ -223,7 +225,7 @@ def test_ready_is_false_until_the_collection_is_open(engine: QueryEngine) -> Non
         assert json.loads(get(f"{address}/v1/health")[1]) == {"ok": True, "ready": False}
         with Client(url=address) as c, pytest.raises(NotReadyError, match="not open yet"):
             c.query(QUESTIONS[0])
-        state.engine = engine
+        state.index = ServedIndex(engine)
         status, body, _ = get(f"{address}/v1/ready")
         assert status == 200 and json.loads(body)["ready"] is True
         assert json.loads(body)["collection"] == engine.retriever.collection
@@ -234,7 +236,7 @@ def test_ready_is_false_until_the_collection_is_open(engine: QueryEngine) -> Non
 def test_api_keys_and_unreachable_servers_raise_typed_errors(engine: QueryEngine) -> None:
     server = ServerSettings(api_keys={"k1": ""}, admin_api_keys=[])
     keyed = engine.settings.model_copy(update={"server": server})
-    state = Serving(keyed, QueryEngine(keyed, engine.retriever))
+    state = Serving(keyed, ServedIndex(QueryEngine(keyed, engine.retriever)))
     with serving(state, "127.0.0.1", 0) as address:
         with Client(url=address, api_key="wrong") as c, pytest.raises(AuthError, match="key"):
             c.query(QUESTIONS[0])

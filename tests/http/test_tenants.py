@@ -14,11 +14,11 @@ import pytest
 
 from conftest import StorePairing
 from ragstream import api
-from ragstream.api import serving
 from ragstream.connectors.protocols import SearchFilter
 from ragstream.core.settings import Settings, SourceConfig
-from ragstream.http import Serving
+from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
+from ragstream.service.served import ServedIndex
 
 pytestmark = pytest.mark.slow  # 1,000 randomized queries, both pairings
 
@@ -115,7 +115,7 @@ def post(url: str, body: dict, key: str | None, path: str = "/v1/query") -> tupl
 
 def test_api_keys_decide_the_tenant_server_side(engine: tuple[QueryEngine, int]) -> None:
     eng, _ = engine
-    with serving(Serving(eng.settings, eng), "127.0.0.1", 0) as url:
+    with serving(Serving(eng.settings, ServedIndex(eng)), "127.0.0.1", 0) as url:
         query = {"query": "invoice audit payroll", "generate": False}
         assert post(url, query, None)[0] == 401
         assert post(url, query, "key-unknown")[0] == 401
@@ -147,7 +147,7 @@ def test_the_ledger_is_tenant_scoped_and_verify_needs_an_admin_key(
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read())
 
-    with serving(Serving(settings, eng), "127.0.0.1", 0) as url:
+    with serving(Serving(settings, ServedIndex(eng)), "127.0.0.1", 0) as url:
         for tenant in TENANTS:
             status, records = get(url, "/v1/files", f"key-{tenant}")
             assert status == 200 and len(records) == 8
@@ -172,7 +172,7 @@ def test_the_ledger_is_tenant_scoped_and_verify_needs_an_admin_key(
 
 def test_a_tenant_sees_its_own_dead_letters_and_none_of_the_operators_warnings() -> None:
     from ragstream.core.models import DeadLetter, StatusReport
-    from ragstream.http.routes.index import for_tenant
+    from ragstream.service.served import for_tenants
 
     settings = Settings(
         sources=[
@@ -191,6 +191,6 @@ def test_a_tenant_sees_its_own_dead_letters_and_none_of_the_operators_warnings()
         collection=None, last_sync=None, dead_letters=letters,
         warnings=["the answerability decision in /srv/models/judge was fitted on ..."],
     )  # fmt: skip
-    seen = for_tenant(report, settings.sources_of(("acme",)))
+    seen = for_tenants(report, settings.sources_of(("acme",)))
     assert [d.doc_id for d in seen.dead_letters] == ["acme:bad.pdf"]
     assert seen.warnings == [] and report.warnings  # the operator's own view keeps them

@@ -3,10 +3,9 @@ tables and plots."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 
 from ragstream.http.deps import ADMIN, ServingDep
 
@@ -14,10 +13,7 @@ router = APIRouter(tags=["quality"])
 
 
 @router.get("/v1/eval", dependencies=ADMIN)
-def eval_reports(serving: ServingDep) -> JSONResponse:
+def eval_reports(serving: ServingDep) -> list[dict[str, Any]]:
     """The saved `ragstream eval` reports of this data dir, newest first (admin): what
     the console's Quality page tables and plots. `[{"file", "report"}]`."""
-    from ragstream.eval.evaluation import saved_reports
-
-    saved = saved_reports(serving.settings.data_dir)
-    return JSONResponse([{"file": f, "report": json.loads(r.to_json())} for f, r in saved])
+    return serving.ready_index().eval_reports()

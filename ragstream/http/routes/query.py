@@ -25,14 +25,13 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
 @router.post("/v1/query", response_model=Answer, responses=STREAM_DOC)
 async def query(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Any:
     """Answer with verified citations, or a structured refusal."""
-    engine = serving.ready_engine()
+    index = serving.ready_index(caller)
     if request.stream:
-        return event_stream(answer_events(serving, engine, request, caller))
-    return await engine.answer_async(request, caller, offload=serving.offload)
+        return event_stream(answer_events(index, request, serving.offload))
+    return await index.query_async(request, offload=serving.offload)
 
 
 @router.post("/v1/retrieve")
 async def retrieve(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Retrieval:
     """Ranked candidates (fused, reranked) with their text and per-leg ranks; no LLM."""
-    engine = serving.ready_engine()
-    return await serving.offload(engine.retrieve, request, caller)
+    return await serving.offload(serving.ready_index(caller).retrieve, request)

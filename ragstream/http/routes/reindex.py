@@ -5,43 +5,42 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ragstream.core.models import ReindexStatus
+from ragstream.core.models import CleanupOptions, PromoteOptions, ReindexStatus, StartOptions
 from ragstream.http.deps import ADMIN, ServingDep
-from ragstream.service.reindex import CleanupOptions, PromoteOptions, StartOptions
 
 router = APIRouter(prefix="/v1/admin/reindex", tags=["reindex (admin)"], dependencies=ADMIN)
 
 
 @router.post("/status")
 def reindex_status(serving: ServingDep) -> ReindexStatus:
-    return serving.ready_maintainer().status()
+    return serving.ready_index().reindex_status()
 
 
 @router.post("/start")
 def reindex_start(body: StartOptions, serving: ServingDep) -> ReindexStatus:
-    return serving.ready_maintainer().start(body.embedder)
+    return serving.ready_index().reindex_start(body.embedder)
 
 
 @router.post("/run")
 def reindex_run(serving: ServingDep) -> ReindexStatus:
-    return serving.ready_maintainer().run()
+    return serving.ready_index().reindex_run()
 
 
 @router.post("/promote")
 def reindex_promote(serving: ServingDep, body: PromoteOptions | None = None) -> ReindexStatus:
-    return serving.ready_maintainer().promote(body or PromoteOptions())
+    return serving.ready_index().reindex_promote(**(body or PromoteOptions()).model_dump())
 
 
 @router.post("/rollback")
 def reindex_rollback(serving: ServingDep) -> ReindexStatus:
-    return serving.ready_maintainer().rollback()
+    return serving.ready_index().reindex_rollback()
 
 
 @router.post("/cleanup")
 def reindex_cleanup(serving: ServingDep, body: CleanupOptions | None = None) -> ReindexStatus:
-    return serving.ready_maintainer().cleanup((body or CleanupOptions()).confirm)
+    return serving.ready_index().reindex_cleanup(confirm=(body or CleanupOptions()).confirm)
 
 
 @router.post("/abort")
 def reindex_abort(serving: ServingDep) -> ReindexStatus:
-    return serving.ready_maintainer().abort()
+    return serving.ready_index().reindex_abort()

@@ -15,30 +15,16 @@ router = APIRouter(tags=["service"])
 @router.get("/v1/health")
 def health(serving: ServingDep) -> dict[str, Any]:
     """Liveness: the process answers. Model names once the index is open."""
-    engine = serving.engine
-    if engine is None:
+    if serving.index is None:
         return {"ok": True, "ready": False}
-    return {
-        "ok": True,
-        "ready": True,
-        "embedder": engine.retriever.embedder.version.model_dump(mode="json"),
-        "reranker": engine.reranker_name,
-        "generator": engine.generator.name,
-    }
+    return serving.index.health()
 
 
 @router.get("/v1/ready", responses={503: {"description": "not ready"}})
 def ready(serving: ServingDep) -> JSONResponse:
     """Readiness: the live collection is open and its embedder is loaded."""
-    engine = serving.engine
     if serving.draining:
         return JSONResponse({"ready": False, "reason": "shutting down"}, 503)
-    if engine is None:
+    if serving.index is None:
         return JSONResponse({"ready": False, "reason": "index not open yet"}, 503)
-    return JSONResponse(
-        {
-            "ready": True,
-            "collection": engine.retriever.collection,
-            "embedder": engine.retriever.embedder.version.slug,
-        }
-    )
+    return JSONResponse(serving.index.readiness())

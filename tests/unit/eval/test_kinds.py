@@ -15,7 +15,7 @@ from ragstream.cli import app
 from ragstream.eval import kinds
 from ragstream.eval.beir import index_corpus
 from ragstream.eval.squad import SquadQuestion, load_squad
-from ragstream.service.stores import open_engine
+from ragstream.service.served import open_engine
 from ragstream.train import tune_decision
 
 pytestmark = pytest.mark.slow  # indexes a corpus and loads the embedder and the answer judge

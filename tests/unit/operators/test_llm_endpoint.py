@@ -23,7 +23,7 @@ from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.settings import Settings
 from ragstream.query.engine import QueryEngine
 from ragstream.query.verify import strip_invented
-from ragstream.service.stores import open_engine
+from ragstream.service.served import open_engine
 from tests.harness.helpers import copy_docs
 
 pytestmark = [pytest.mark.llm]

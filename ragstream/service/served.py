@@ -1,0 +1,336 @@
+"""The served index: `IndexService` over stores this process holds open (a `serve`, a
+`watch --serve`, an embedded `Client` once it answers), so every face asks one object.
+
+    ServedIndex.over(settings, sides, lexical)   the engine and the reindex commands over
+                                                 one set of open sides (built only here)
+    index.scoped(tenants)                        the view an API key's tenants may see: the
+                                                 same stores, every read restricted to them
+
+Reads of the stores run under `lock.read()` (inside `watch --serve` the index's own lock, so
+they wait only while an index batch or a backfill page writes); the reindex commands take
+the writers' side themselves. `query_async` runs the engine's stages through the caller's
+bounded pool (`offload`), each under the read lock, and awaits an LLM in between.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from ragstream.connectors.protocols import LexicalIndex
+from ragstream.connectors.state import VerifyBook
+from ragstream.connectors.stores import configured_live, open_lexical_index
+from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.core.errors import InvalidRequestError, NotFoundError, NotReadyError
+from ragstream.core.ids import source_of
+from ragstream.core.models import (
+    DocOutcome,
+    FileDetail,
+    FileRecord,
+    PromoteOptions,
+    ReindexStatus,
+    StatusReport,
+    VerifyReport,
+)
+from ragstream.core.settings import Settings
+from ragstream.core.telemetry import configure
+from ragstream.flows.runtime import Runtime
+from ragstream.flows.sides import IndexSides, open_sides
+from ragstream.query.engine import QueryEngine
+from ragstream.query.retrieve import Retriever, no_index
+from ragstream.service import audit
+from ragstream.service.base import (
+    Followed,
+    Mode,
+    Offload,
+    ProgressHandler,
+    Question,
+    States,
+    StreamEvent,
+    Tenants,
+    query_request,
+    state_list,
+)
+from ragstream.service.feed import OutcomeFeed
+from ragstream.service.ingest import query_log
+from ragstream.service.reindex import Maintainer
+from ragstream.service.status import engine_status
+
+T = TypeVar("T")
+
+Servable = Settings | Runtime  # a data dir to open, or a running flow's open stores
+
+
+class ReadLock(Protocol):
+    def read(self) -> AbstractContextManager[None]: ...
+
+
+class Unlocked:
+    """The read side of a lock that no writer takes (stores nobody else changes)."""
+
+    def read(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+
+@dataclass(frozen=True)
+class ServedIndex:
+    """One index held open by this process, answering as one caller's tenants see it
+    (`tenants` None: every tenant, as an operator or a keyless server)."""
+
+    engine: QueryEngine
+    maintainer: Maintainer | None = None
+    lock: ReadLock = field(default_factory=Unlocked)
+    feed: OutcomeFeed | None = None  # sync outcomes, when this process syncs (`watch --serve`)
+    tenants: Tenants = None
+
+    @classmethod
+    def over(
+        cls,
+        settings: Settings,
+        sides: IndexSides,
+        lexical: LexicalIndex,
+        kick: Callable[[], None] | None = None,
+        feed: OutcomeFeed | None = None,
+    ) -> ServedIndex:
+        """The engine and the reindex commands over one set of open sides, reading under
+        the sides' lock; `kick` wakes the backfill of a running flow (`watch --serve`)."""
+        engine = QueryEngine(settings, Retriever(sides, lexical))
+        return cls(engine, Maintainer(sides, lexical, kick=kick), sides.lock, feed)
+
+    def scoped(self, tenants: Tenants) -> ServedIndex:
+        """The same index as `tenants` see it: every read, count and feed restricted."""
+        return replace(self, tenants=tenants)
+
+    @property
+    def settings(self) -> Settings:
+        return self.engine.settings
+
+    @property
+    def mode(self) -> Mode:
+        return "embedded"
+
+    @property
+    def url(self) -> None:
+        return None
+
+    def _locked(self, fn: Callable[..., T]) -> Callable[..., T]:
+        def read(*args: Any, **kwargs: Any) -> T:
+            with self.lock.read():
+                return fn(*args, **kwargs)
+
+        return read
+
+    # ---- what the process answers about itself ----------------------------------------------
+    def health(self) -> dict[str, Any]:
+        """Liveness with the model names: embedder, reranker, generator."""
+        engine = self.engine
+        return {
+            "ok": True,
+            "ready": True,
+            "embedder": engine.retriever.embedder.version.model_dump(mode="json"),
+            "reranker": engine.reranker_name,
+            "generator": engine.generator.name,
+        }
+
+    def readiness(self) -> dict[str, Any]:
+        """What is open: the live collection and its embedder."""
+        retriever = self.engine.retriever
+        return {
+            "ready": True,
+            "collection": retriever.collection,
+            "embedder": retriever.embedder.version.slug,
+        }
+
+    # ---- questions --------------------------------------------------------------------------
+    def query(self, question: Question, **options: Any) -> Answer:
+        request = query_request(question, options)
+        return self._locked(self.engine.answer)(request, self.tenants)
+
+    async def query_async(
+        self,
+        request: QueryRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        offload: Offload,
+    ) -> Answer:
+        """`query` for an asyncio server: the CPU stages run on `offload` (a bounded pool),
+        each under the read lock; an endpoint generator's completion is awaited between."""
+
+        async def locked(fn: Callable[..., T], *args: Any) -> T:
+            return await offload(self._locked(fn), *args)
+
+        return await self.engine.answer_async(request, self.tenants, on_text, offload=locked)
+
+    def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]:
+        pieces: list[str] = []
+        request = query_request(question, options)
+        answer = self._locked(self.engine.answer)(request, self.tenants, pieces.append)
+        yield from pieces
+        yield answer
+
+    def retrieve(self, question: Question, **options: Any) -> Retrieval:
+        request = query_request(question, options)
+        return self._locked(self.engine.retrieve)(request, self.tenants)
+
+    # ---- the index and its ledger -----------------------------------------------------------
+    def status(self) -> StatusReport:
+        """Docs, chunks, embedder, last sync, dead letters (tenants: their own only)."""
+        report = self._locked(engine_status)(self.engine)
+        return for_tenants(report, self.settings.sources_of(self.tenants))
+
+    def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
+        r, s = self.engine.retriever, audit.audited(self.settings, paths)
+        states = state_list(state)
+        return self._locked(audit.files_of_stores)(s, r.vectors, r.lexical, states, self.tenants)
+
+    def file(self, doc_id: str) -> FileDetail:
+        r, s = self.engine.retriever, audit.audited(self.settings)
+        return self._locked(audit.file_detail)(s, r.vectors, r.lexical, doc_id, self.tenants)
+
+    def verify(
+        self,
+        *,
+        sample: int | None = None,
+        paths: Sequence[str | Path] = (),
+        repair: bool = False,
+        allow_mass_delete: bool = False,
+        pause: Callable[[], None] = lambda: None,
+    ) -> VerifyReport:
+        """Audit disk ↔ vectors ↔ BM25; `pause` runs between the pages it reads. Repair
+        rewrites the stores, which a served index reads only: it is a sync pass's work."""
+        if repair:
+            raise InvalidRequestError(
+                "a served index audits only: repair with `ragstream verify --repair` once "
+                "it stops, or restart `watch` (its catch-up scan repairs the drift)"
+            )
+        r, s = self.engine.retriever, audit.audited(self.settings, paths)
+        verify = self._locked(audit.verify_stores)
+        return verify(s, r.vectors, r.lexical, sample, pause=pause)
+
+    def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        return query_log(limit=limit, settings=self.settings)
+
+    def eval_reports(self) -> list[dict[str, Any]]:
+        """The saved `ragstream eval` reports of this data dir, newest first, as JSON."""
+        from ragstream.eval.evaluation import saved_reports
+
+        saved = saved_reports(self.settings.data_dir)
+        return [{"file": f, "report": json.loads(r.to_json())} for f, r in saved]
+
+    # ---- the live feed ----------------------------------------------------------------------
+    def follow(self, wait_s: float) -> Followed:
+        """The last audit's counts and every document written from now on (the recent ones
+        first), the tenants' own only; `NotFoundError` where this process syncs nothing."""
+        if self.feed is None:
+            raise NotFoundError("the live feed is served by `ragstream watch --serve`")
+        audited_last = VerifyBook(self.settings.state_dir).load()
+        drift = audited_last.counts() if audited_last is not None else None
+        own = self.settings.sources_of(self.tenants)
+        return Followed(drift, _outcomes(self.feed, own, wait_s))
+
+    # ---- blue/green commands ----------------------------------------------------------------
+    def _maintainer(self) -> Maintainer:
+        if self.maintainer is None:
+            raise NotReadyError("reindex commands are not served by this process yet")
+        return self.maintainer
+
+    def reindex_status(self) -> ReindexStatus:
+        return self._maintainer().status()
+
+    def reindex_start(
+        self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
+    ) -> ReindexStatus:
+        return self._maintainer().start(embedder, wait=wait, on_progress=on_progress)
+
+    def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
+        return self._maintainer().run(on_progress)
+
+    def reindex_promote(self, **options: Any) -> ReindexStatus:
+        """Options: `eval_dataset`, `eval_split`, `eval_margin`, `eval_limit_queries`."""
+        return self._maintainer().promote(PromoteOptions(**options))
+
+    def reindex_rollback(self) -> ReindexStatus:
+        return self._maintainer().rollback()
+
+    def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
+        return self._maintainer().cleanup(confirm)
+
+    def reindex_abort(self) -> ReindexStatus:
+        return self._maintainer().abort()
+
+    def close(self) -> None:
+        """Nothing to close: whoever opened the stores closes them."""
+
+    def __enter__(self) -> ServedIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def for_tenants(report: StatusReport, own: frozenset[str] | None) -> StatusReport:
+    """A tenant's view of the status: the dead letters and redactions of its own sources
+    only, and none of the operator's warnings (they name server paths and models)."""
+    if own is None:
+        return report
+    return report.model_copy(
+        update={
+            "dead_letters": [d for d in report.dead_letters if source_of(d.doc_id) in own],
+            "redactions": [r for r in report.redactions if source_of(r.doc_id) in own],
+            "warnings": [],
+        }
+    )
+
+
+def _outcomes(
+    feed: OutcomeFeed, own: frozenset[str] | None, wait_s: float
+) -> Iterator[DocOutcome | None]:
+    """The outcomes `feed` publishes from now on, of the `own` sources (None: all); None
+    after each `wait_s` without one, so a reader can check that its client is still there."""
+    with feed.subscribe() as inbox:
+        while True:
+            try:
+                outcome = inbox.get(timeout=wait_s)
+            except queue.Empty:
+                yield None
+                continue
+            if own is None or source_of(outcome.doc_id) in own:
+                yield outcome
+
+
+def settings_of(target: Servable) -> Settings:
+    return target if isinstance(target, Settings) else target.settings
+
+
+@contextmanager
+def open_served(target: Servable, feed: OutcomeFeed | None = None) -> Iterator[ServedIndex]:
+    """The served index over a data dir opened here (every side and its embedder), or over
+    a running flow's stores (its lock, its backfill woken by reindex commands, `feed`
+    carrying its outcomes)."""
+    if isinstance(target, Runtime):
+        kick = target.backfill.kick if target.backfill is not None else None
+        yield ServedIndex.over(target.settings, target.sides, target.lexical, kick, feed)
+        return
+    s = target
+    if configured_live(s) is None:
+        raise no_index(s)
+    configure(s.telemetry.exporter, s.telemetry.otlp_endpoint)
+    with (
+        open_sides(s) as sides,
+        closing(open_lexical_index(s.lexical, s.lexical_dir, lambda: sides.live.vectors)) as lex,
+    ):
+        yield ServedIndex.over(s, sides, lex, feed=feed)
+
+
+@contextmanager
+def open_engine(settings: Settings) -> Iterator[tuple[QueryEngine, Maintainer]]:
+    """The served index's engine and reindex commands, for programs that drive them
+    directly (benchmarks, tests)."""
+    with open_served(settings) as index:
+        assert index.maintainer is not None  # `over` always builds one
+        yield index.engine, index.maintainer
