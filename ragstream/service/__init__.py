@@ -1,10 +1,11 @@
 """The index as a service: one protocol, a local and a remote implementation, one `connect`.
 
-base     the `IndexService` protocol and the types its methods share
+base     the `IndexService` and `ServedService` protocols and the types their methods share
+served   `ServedIndex`: the index a process holds open, scoped per caller's tenants
 connect  `connect()`: the recorded-endpoint rule, the only copy
 local    `LocalIndex`: an embedded data dir opened in this process
 remote   `RemoteIndex`, `AsyncRemoteIndex`: a running server over HTTP
-stores   opening an embedded data dir's stores, with or without the query models
+stores   opening an embedded data dir's stores without any model
 ingest   sync, watch, gc, rebuild_lexical, status, query_log over a data dir
 audit    verify and the per-file ledger over open stores
 reindex  `Maintainer`: the blue/green reindex commands over open sides
