@@ -16,6 +16,7 @@ Fusion = Literal["rrf", "dbsf"]
 # RRF's k, chosen on SciFact train (k=5..100 swept: smaller is slightly better; k=10 is all
 # but as good as the best and less extreme). Figures: docs/notes/retrieval-scifact.md.
 DEFAULT_RRF_K = 10
+MAX_QUESTION_CHARS = 4000
 
 
 class QueryFilters(BaseModel):
@@ -45,7 +46,7 @@ class QueryRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     k: int = Field(default=8, ge=1, le=50)  # chunks after rerank
     n: int = Field(default=100, ge=1, le=1000)  # candidates per retrieval leg
     fusion: Fusion = "rrf"
@@ -61,6 +62,111 @@ class QueryRequest(BaseModel):
         if not query.strip():
             raise ValueError("the question is blank")
         return query
+
+
+# a conversation's bounds (`ChatRequest`): past them a request is rejected (422 over HTTP);
+# within them `query.conversation` bounds how much history the rewrite reads
+MAX_CHAT_MESSAGES = 1000
+MAX_MESSAGE_CHARS = 32_000
+
+
+class ChatMessage(BaseModel):
+    """One message of a conversation (OpenAI-style): who said it and what was said."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+class ChatRequest(BaseModel):
+    """A conversation whose last message is the question: the body of `POST /v1/chat` and
+    the options of `Client.chat`. It is answered exactly like a `QueryRequest` (citations,
+    verification, refusals), with retrieval shaped by the history (`query/conversation.py`).
+
+    Attributes:
+        messages: The conversation, oldest first (1 to 1,000 messages, each at most 32,000
+            characters); the last one is the user's question (at most 4,000 characters).
+        k, n, fusion, rrf_k, filters, generate, stream: as in `QueryRequest`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_CHAT_MESSAGES)
+    k: int = Field(default=8, ge=1, le=50)
+    n: int = Field(default=100, ge=1, le=1000)
+    fusion: Fusion = "rrf"
+    rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
+    filters: QueryFilters = Field(default_factory=QueryFilters)
+    generate: bool = True
+    stream: bool = False
+
+    @field_validator("messages")
+    @classmethod
+    def _ends_with_a_question(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        last = messages[-1]
+        if last.role != "user":
+            raise ValueError("the last message must be the user's question (role 'user')")
+        if not last.content.strip():
+            raise ValueError("the question is blank")
+        if len(last.content) > MAX_QUESTION_CHARS:
+            raise ValueError(f"the question is over {MAX_QUESTION_CHARS} characters")
+        return messages
+
+    @property
+    def question(self) -> str:
+        """The last message: the question to answer."""
+        return self.messages[-1].content
+
+    @property
+    def history(self) -> list[ChatMessage]:
+        """Every message before the question, oldest first."""
+        return self.messages[:-1]
+
+    def as_query(self) -> QueryRequest:
+        """The question with this request's options, as a `QueryRequest`."""
+        options = self.model_dump(exclude={"messages"})
+        return QueryRequest(query=self.question, **options)
+
+
+class EffectiveQuery(BaseModel):
+    """What retrieval ran for a conversation's question, per leg, and the question the
+    answerability decision, the judge and the refusal rules read.
+
+    Attributes:
+        question: The effective question (the rewrite, or the question as asked).
+        dense: The text the dense leg embedded.
+        sparse: The text the BM25 leg searched with.
+    """
+
+    question: str
+    dense: str
+    sparse: str
+
+
+class Conversation(BaseModel):
+    """How a conversation's history shaped an answer (the answer's metadata of a chat).
+
+    Attributes:
+        history_messages: Messages of history the rewrite read.
+        dropped_messages: The oldest messages left out (`query.conversation.max_turns` /
+            `max_chars`); 0 when the whole history was read.
+        standalone: The question stands alone: retrieval ran on it unchanged.
+        reasons: Why it does not stand alone (`deictic`, `short`, `no_topic`), else empty.
+        rewrite: How the effective query was made: `none` (the question as asked),
+            `offline` (topic terms of earlier turns carried into the BM25 leg) or `llm`.
+        added_terms: The words the rewrite added that the question does not hold.
+        llm_rejected: An LLM rewrite was rejected for terms no earlier turn holds (the
+            offline rewrite ran instead); those terms.
+    """
+
+    history_messages: int
+    dropped_messages: int = 0
+    standalone: bool
+    reasons: list[str] = Field(default_factory=list)
+    rewrite: Literal["none", "offline", "llm"] = "none"
+    added_terms: list[str] = Field(default_factory=list)
+    llm_rejected: list[str] = Field(default_factory=list)
 
 
 class ChunkView(BaseModel):
@@ -265,6 +371,10 @@ class Answer(BaseModel):
         generator: `extractive`, or the endpoint's model.
         timings_ms: Milliseconds per stage (`retrieve.embed`, `retrieve.dense`, ..., `verify`).
         trace_id: The OpenTelemetry trace id of this answer's `ragstream.query` span.
+        effective_query: A conversation's answer: what each retrieval leg ran, and the
+            question the decision read; None for a single question.
+        conversation: A conversation's answer: how much history was read (and dropped),
+            whether the question stood alone, and how it was rewritten.
     """
 
     query: str
@@ -287,6 +397,10 @@ class Answer(BaseModel):
     generator: str
     timings_ms: dict[str, float] = Field(default_factory=dict)
     trace_id: str
+    # a conversation's answer (`QueryEngine.chat`): what retrieval ran and how the history
+    # shaped it; None for a single question
+    effective_query: EffectiveQuery | None = None
+    conversation: Conversation | None = None
 
 
 class RetrievedChunk(ChunkView):

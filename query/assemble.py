@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ragstream.core.answers import SourceChunk
+from ragstream.core.answers import ChatMessage, SourceChunk
 from ragstream.core.models import IndexedChunk
 from ragstream.core.telemetry import span
 from ragstream.query.rerank import Reranked
@@ -49,6 +49,9 @@ class Context(BaseModel):
     # the sentences the answerability judge read as answering, best first (the engine adds
     # them after assembly): the extractive generator falls back on them
     evidence: list[str] = Field(default_factory=list)
+    # a conversation's earlier messages, for a generator that reads them (the engine adds
+    # them after assembly; `query` then is the question as asked)
+    history: list[ChatMessage] = Field(default_factory=list)
 
 
 def neutralize(text: str) -> str:

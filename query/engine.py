@@ -23,12 +23,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from ragstream.connectors.retrieval_log import RetrievalLog
-from ragstream.core.answers import Answer, QueryRequest, Refusal, Retrieval
+from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Refusal, Retrieval
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
 from ragstream.operators.embed import Embedder, with_vector_memo
 from ragstream.query import pipelines, shapes
+from ragstream.query.conversation import Bounded, Rewriter, bounded
 from ragstream.query.generate import ExtractiveGenerator, Generator
 from ragstream.query.models import QueryModels
 from ragstream.query.pipelines import Pipeline
@@ -64,6 +65,8 @@ class QueryEngine:
         )
         # query transforms (keywords / HyDE / decompose): None unless switched on in settings
         self.transformer = QueryTransformer.from_settings(settings)
+        # a conversation's standalone test and rewrite (query/conversation.py)
+        self.rewriter = Rewriter.from_settings(settings)
 
     @classmethod
     @contextmanager
@@ -120,6 +123,45 @@ class QueryEngine:
         self._logged(request, tenants, run.answer)
         return run.answer
 
+    def chat(
+        self,
+        request: ChatRequest,
+        tenants: tuple[str, ...] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Answer:
+        """Answer a conversation's last message as `answer` answers a question (citations,
+        verification, refusals), retrieval shaped by the history: the `converse` stage
+        sets the effective question every later stage reads. The answer carries it
+        (`effective_query`) and how the history was read (`conversation`)."""
+        query, history = self._conversation(request)
+        answer = self.run(self._chatting(query), query, tenants, on_text, history=history).answer
+        self._logged(query, tenants, answer)
+        return answer
+
+    async def chat_async(
+        self,
+        request: ChatRequest,
+        tenants: tuple[str, ...] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        offload: Offload,
+    ) -> Answer:
+        """`chat` for an asyncio server (as `answer_async` is `answer`'s): the LLM rewrite
+        and the completion are awaited, the CPU stages run through `offload`."""
+        query, history = self._conversation(request)
+        pipeline = self._chatting(query)
+        run = await self.run_async(
+            pipeline, query, tenants, on_text, offload=offload, history=history
+        )
+        self._logged(query, tenants, run.answer)
+        return run.answer
+
+    def _conversation(self, request: ChatRequest) -> tuple[QueryRequest, Bounded]:
+        """The question as a `QueryRequest`, and the history within `query.conversation`'s
+        bounds (the oldest messages dropped first)."""
+        c = self.settings.query.conversation
+        return request.as_query(), bounded(request.history, c.max_turns, c.max_chars)
+
     def retrieve(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Retrieval:
         """Ranked candidates with their text and the gate's verdict; nothing is generated."""
         run = self.run(pipelines.RETRIEVE, request, tenants)
@@ -139,10 +181,12 @@ class QueryEngine:
         tenants: tuple[str, ...] | None = None,
         on_text: Callable[[str], None] | None = None,
         given: Sequence[IndexedChunk] = (),
+        history: Bounded | None = None,
     ) -> AnswerRun:
         """One request through `pipeline` (query/pipelines.py), blocking; the finished run,
-        its `answer` closed. `given`: the chunks a `GIVEN` stage answers from."""
-        with self._started(request, tenants, on_text, given) as run:
+        its `answer` closed. `given`: the chunks a `GIVEN` stage answers from; `history`: a
+        conversation's (the `converse` stage reads it)."""
+        with self._started(request, tenants, on_text, given, history) as run:
             self._closed(run, pipelines.run_blocking(self, run, pipeline))
         return run
 
@@ -155,13 +199,15 @@ class QueryEngine:
         given: Sequence[IndexedChunk] = (),
         *,
         offload: Offload,
+        history: Bounded | None = None,
     ) -> AnswerRun:
         """`run` awaited: with nothing to await (`pipelines.awaits`), the whole run is one
         `offload` call; else the runner's awaiting form, each stage's awaitable form awaited."""
         if not pipelines.awaits(self, pipeline):
-            done: AnswerRun = await offload(self.run, pipeline, request, tenants, on_text, given)
+            args = (pipeline, request, tenants, on_text, given, history)
+            done: AnswerRun = await offload(self.run, *args)
             return done
-        with self._started(request, tenants, on_text, given) as run:
+        with self._started(request, tenants, on_text, given, history) as run:
             self._closed(run, await pipelines.run_awaited(self, run, pipeline, offload))
         return run
 
@@ -173,6 +219,11 @@ class QueryEngine:
     def _answering(request: QueryRequest) -> Pipeline:
         """The pipeline of an answer: the whole one, or up to the decision without generating."""
         return pipelines.ANSWER if request.generate else pipelines.DECIDE
+
+    @staticmethod
+    def _chatting(request: QueryRequest) -> Pipeline:
+        """The pipeline of a conversation's answer: `converse`, then `_answering`'s."""
+        return pipelines.CHAT if request.generate else pipelines.CHAT_DECIDE
 
     def _closed(self, run: AnswerRun, refused: Refusal | None) -> Answer:
         run.answer.refusal, run.answer.timings_ms = refused, run.timings
@@ -195,16 +246,20 @@ class QueryEngine:
         tenants: tuple[str, ...] | None = None,
         on_text: Callable[[str], None] | None = None,
         given: Sequence[IndexedChunk] = (),
+        history: Bounded | None = None,
     ) -> Iterator[AnswerRun]:
         """One answer's run, on the side it pinned and under its root span, whose trace id
-        the answer carries; the question it answers is set here, once."""
+        the answer carries; the question it answers is set here (a conversation's
+        `converse` stage, the first, sets the effective one)."""
         question = request.query
         extra = {"gold_context": len(given)} if given else {"k": request.k, "n": request.n}
         with self._pinned(), span("query", query_chars=len(question), **extra) as root:
             trace_id = format(root.get_span_context().trace_id, "032x")
             name, generator = self.reranker_name, self.generator.name
             answer = shapes.blank_answer(question, name, generator, trace_id)
-            yield AnswerRun(request, question, answer, root, tenants, on_text, given)
+            run = AnswerRun(request, question, answer, root, tenants, on_text, given)
+            run.history = history
+            yield run
 
     @contextmanager
     def _pinned(self) -> Iterator[LiveSide]:

@@ -112,6 +112,8 @@ class OpenAIGenerator:
         self.base_url, self.model = base_url, model
         self.max_tokens, self.temperature = max_tokens, temperature
         self.name = f"openai:{model}"
+        # a conversation's answer is written from the question as asked with the history
+        self.reads_history = True
 
     def generate(self, question: str, context: ContextLike) -> str:
         return "".join(self._run(question, context, stream=False))
@@ -207,11 +209,19 @@ class OpenAIGenerator:
 
 
 def _messages(question: str, context: ContextLike) -> list[ChatCompletionMessageParam]:
-    """The chat messages of one answer: the system rules and the sources with the question."""
+    """The chat messages of one answer: the system rules, a conversation's earlier
+    messages (when the context carries them), and the sources with the question."""
     user = context.user
     if question and question not in user:  # the assembler normally embeds the question
         user = f"{user}\n\nQuestion: {question}"
-    return [{"role": "system", "content": context.system}, {"role": "user", "content": user}]
+    history: list[ChatCompletionMessageParam] = [
+        {"role": "assistant", "content": m.content}
+        if m.role == "assistant"
+        else {"role": "user", "content": m.content}
+        for m in getattr(context, "history", ())
+    ]
+    system: ChatCompletionMessageParam = {"role": "system", "content": context.system}
+    return [system, *history, {"role": "user", "content": user}]
 
 
 def _judged(candidates: Sequence[tuple[int, int, str, str]], evidence: Sequence[str]) -> list[int]:

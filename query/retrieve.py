@@ -250,6 +250,10 @@ class Retriever:
             query=query, fusion=fusion, k=k, candidates=candidates, hits=hits, timings_ms=timings
         )
 
+    def lexical_search(self, query: str, n: int, flt: SearchFilter = NO_FILTER) -> list[Hit]:
+        """The BM25 leg alone, on the side searched now (a conversation's weak-turn test)."""
+        return self._lexical(self.side, query, n, flt)
+
     def _lexical(self, side: LiveSide, query: str, n: int, flt: SearchFilter) -> list[Hit]:
         """BM25 hits; with the sparse leg, from the query's own side (its points carry it), so
         a promote between the legs cannot mix two collections in one query."""

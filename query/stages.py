@@ -19,7 +19,13 @@ from typing import Any, Protocol, cast
 
 from opentelemetry.trace import Span
 
-from ragstream.core.answers import Answer, Answerability, QueryRequest, Refusal, SourceChunk
+from ragstream.core.answers import (
+    Answer,
+    Answerability,
+    QueryRequest,
+    Refusal,
+    SourceChunk,
+)
 from ragstream.core.answers import Verification as Verified
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
@@ -30,10 +36,11 @@ from ragstream.query import refusal, shapes
 from ragstream.query.answerable import Asked, Limits, answering, judge, unmentioned_in
 from ragstream.query.answerable import ranking_signals as ranking
 from ragstream.query.assemble import Context, assemble
+from ragstream.query.conversation import Bounded, ChatPlan, Rewriter
 from ragstream.query.decision import LEAD_TAIL, Decision, leg_leads
 from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR
-from ragstream.query.generate import Generator
+from ragstream.query.generate import GenerationError, Generator
 from ragstream.query.rerank import Reranked, Reranker, rerank, rerank_depth
 from ragstream.query.retrieve import Candidate, FixedSide, LiveSide, Retriever
 from ragstream.query.transforms import QueryTransformer, retrieve_transformed
@@ -46,7 +53,9 @@ class AnswerRun:
     stages so far computed."""
 
     request: QueryRequest
-    question: str  # the question every stage answers: set once, when the run starts
+    # the question every stage answers: set once, when the run starts, or (a conversation)
+    # by the `converse` stage, the first, to the effective question
+    question: str
     answer: Answer
     root: Span  # the answer's root span
     tenants: tuple[str, ...] | None = None
@@ -59,6 +68,8 @@ class AnswerRun:
     evidence: list[str] = field(default_factory=list)  # sentences read as answering
     sources: list[SourceChunk] = field(default_factory=list)  # what the generator was shown
     checked: Verified | None = None
+    history: Bounded | None = None  # a conversation's history (None: a single question)
+    legs: ChatPlan | None = None  # a conversation's plan: what each retrieval leg searches
 
 
 class EngineParts(Protocol):
@@ -72,6 +83,7 @@ class EngineParts(Protocol):
     decision: Decision | None
     generator: Generator
     transformer: QueryTransformer | None
+    rewriter: Rewriter
 
     @property
     def sentence_embedder(self) -> Embedder: ...
@@ -97,10 +109,67 @@ class Stage:
     awaited: AwaitedFn | None = None
 
 
+def converse(parts: EngineParts, run: AnswerRun) -> None:
+    """A conversation's question and history → the effective question and each leg's text
+    (query/conversation.py): the offline plan, or the endpoint's rewrite when the question
+    does not stand alone. Every later stage reads the effective question."""
+    plan, rewriter = _offline(parts, run), parts.rewriter
+    if rewriter.llm is not None and rewriter.wants_llm(plan):
+        prompt = rewriter.prompt(run.answer.query, _history(run))
+        try:
+            with timed(run.timings, "converse.llm"):
+                reply: str | None = rewriter.llm.generate("", prompt)
+        except GenerationError:
+            reply = None
+        plan = rewriter.with_llm(plan, run.answer.query, _history(run), reply)
+    _planned(run, plan)
+
+
+async def converse_awaited(parts: EngineParts, run: AnswerRun, offload: Offload) -> None:
+    """`converse` with the endpoint's rewrite awaited (the offline plan on `offload`)."""
+    plan: ChatPlan = await offload(_offline, parts, run)
+    rewriter = parts.rewriter
+    agenerate = getattr(rewriter.llm, "agenerate", None)
+    if agenerate is not None and rewriter.wants_llm(plan):
+        prompt = rewriter.prompt(run.answer.query, _history(run))
+        start = time.perf_counter()
+        try:
+            reply: str | None = await agenerate("", prompt)
+        except GenerationError:
+            reply = None
+        run.timings["converse.llm"] = round((time.perf_counter() - start) * 1000, 3)
+        plan = rewriter.with_llm(plan, run.answer.query, _history(run), reply)
+    _planned(run, plan)
+
+
+def _history(run: AnswerRun) -> Bounded:
+    return run.history if run.history is not None else Bounded()
+
+
+def _offline(parts: EngineParts, run: AnswerRun) -> ChatPlan:
+    flt = shapes.search_filter(run.request.filters, run.tenants)
+    retriever = Retriever(FixedSide(parts.side()), parts.retriever.lexical)
+
+    def best_bm25(text: str) -> float:
+        hits = retriever.lexical_search(text, 1, flt)
+        return hits[0].score if hits else 0.0
+
+    with timed(run.timings, "converse"):
+        doc_freqs = parts.retriever.lexical.doc_freqs
+        return parts.rewriter.offline(run.answer.query, _history(run), doc_freqs, best_bm25)
+
+
+def _planned(run: AnswerRun, plan: ChatPlan) -> None:
+    run.question, run.legs = plan.question, plan
+    run.answer.effective_query, run.answer.conversation = plan.effective, plan.record
+    run.root.set_attribute("conversation.rewrite", plan.record.rewrite)
+    run.root.set_attribute("conversation.standalone", plan.record.standalone)
+
+
 def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     """retrieve → fuse → rerank under the caller's filters and tenants; also how far each
     leg's best candidate leads its pool (an answerability signal)."""
-    q, request = parts.settings.query, run.request
+    q, request, plan = parts.settings.query, run.request, run.legs
     result = retrieve_transformed(
         Retriever(FixedSide(parts.side()), parts.retriever.lexical),
         run.question,
@@ -109,6 +178,8 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
         flt=shapes.search_filter(request.filters, run.tenants),
         fusion=request.fusion,
         k=request.rrf_k,
+        dense_text=plan.dense if plan is not None else None,
+        lexical_query=plan.sparse if plan is not None else None,
     )
     run.timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
     depth = rerank_depth(parts.reranker, q.rerank_depth, request.k)
@@ -205,6 +276,10 @@ def assembled(parts: EngineParts, run: AnswerRun) -> Context:
     """The sources in the prompt (token budget, stable ids, delimiters), with the sentences
     the answer judge read as answering."""
     q, side = parts.settings.query, parts.side()
+    # an endpoint writes a conversation's answer from the question as asked, with the
+    # history; the extractive generator reads the effective question
+    history = run.history.messages if run.history is not None else ()
+    with_history = bool(history) and getattr(parts.generator, "reads_history", False)
     with timed(run.timings, "assemble"):
         context = assemble(
             run.ranked,
@@ -213,9 +288,10 @@ def assembled(parts: EngineParts, run: AnswerRun) -> Context:
             order=q.order,
             expand_parent=q.expand_parent,
             parent_lookup=side.vectors.live_chunks,
-            query=run.question,
+            query=run.answer.query if with_history else run.question,
         )
     context.evidence, run.sources = list(run.evidence), context.sources
+    context.history = list(history) if with_history else []
     return context
 
 
@@ -298,6 +374,7 @@ def timed(timings: dict[str, float], name: str) -> Iterator[None]:
 
 
 # the stages by name; query/pipelines.py puts them in order
+CONVERSE = Stage("converse", converse, awaited=converse_awaited)
 RANK = Stage("rank", rank)
 ANSWERABLE = Stage("answerable", answerable)
 GIVEN = Stage("given", given)

@@ -244,13 +244,25 @@ def retrieve_transformed(
     flt: SearchFilter = NO_FILTER,
     fusion: Fusion = "rrf",
     k: int = DEFAULT_RRF_K,
+    dense_text: str | None = None,
+    lexical_query: str | None = None,
 ) -> RetrievalResult:
     """Retrieve for `question` as planned by `transformer` (plain retrieval when None).
 
+    `dense_text` / `lexical_query`: what each leg searches with when there is no
+    transformer (a conversation's plan); a transformer plans from `question` alone.
     `timings_ms` adds `transform.<name>` to the legs' timings (summed over sub-questions),
     and `total` covers the transforms too: it is what the user waits for."""
     if transformer is None:
-        return retriever.retrieve(question, n=n, flt=flt, fusion=fusion, k=k)
+        return retriever.retrieve(
+            question,
+            n=n,
+            flt=flt,
+            fusion=fusion,
+            k=k,
+            lexical_query=lexical_query,
+            dense_text=dense_text,
+        )
     start = time.perf_counter()
     plan = transformer.plan(question)
     results = [
