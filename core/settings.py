@@ -233,6 +233,41 @@ class AnswerableSettings(BaseModel):
     sentence_floor: float = Field(default=0.01, ge=0.0, le=1.0)
 
 
+class ConversationSettings(BaseModel):
+    """How a conversation's history shapes retrieval (query/conversation.py): how much of it
+    is read, the test of whether a question stands alone, and the rewrite of one that does
+    not. The figures behind the defaults: docs/conversations.md."""
+
+    model_config = ConfigDict(extra="forbid")
+    # history read, newest first: at most `max_turns` messages and `max_chars` characters;
+    # older messages are dropped (the answer's `conversation.dropped_messages` says how many)
+    max_turns: int = Field(default=20, ge=0, le=1000)
+    max_chars: int = Field(default=24_000, ge=0)
+    # "auto": the LLM rewrite when `generator.base_url` is set, else the offline one;
+    # "offline": topic terms of earlier user turns carried into the BM25 leg only;
+    # "none": every question is retrieved as asked
+    rewrite: Literal["auto", "offline", "llm", "none"] = "auto"
+    # the standalone test: a question does not stand alone when one of these holds:
+    # "deictic" (a pronoun or a deictic opener: "and it?", "what about those?"), "short"
+    # (fewer than `short_words` words), "no_topic" (no term the index scores as a topic)
+    not_standalone: tuple[Literal["deictic", "short", "no_topic"], ...] = (
+        "deictic",
+        "short",
+        "no_topic",
+    )
+    short_words: int = Field(default=5, ge=1)
+    # a topic term: its BM25 idf over the index is at least this share of the idf of a term
+    # held by one chunk (the rarest a known term can be)
+    topic_idf: float = Field(default=0.35, ge=0.0, le=1.0)
+    topic_terms: int = Field(default=8, ge=0, le=64)  # most terms carried, rarest first
+    # sub-topic terms (any known term) of the last `subtopic_turns` user turns are carried
+    # too when the question alone retrieves weakly: its best BM25 score below `weak_bm25`
+    subtopic_turns: int = Field(default=1, ge=0, le=10)
+    weak_bm25: float = Field(default=0.0, ge=0.0)
+    # what the dense leg embeds: "turn" (the question as asked) or "rewrite"
+    dense: Literal["turn", "rewrite"] = "turn"
+
+
 class QuerySettings(BaseModel):
     """Query-time choices; none of them touches the index."""
 
@@ -274,6 +309,8 @@ class QuerySettings(BaseModel):
     # texts whose vectors the generator and verifier share (LRU entries; size per entry:
     # docs/measurements.md, "Vector memo size"); 0 turns the memo off
     vector_memo: int = Field(default=8192, ge=0)
+    # conversations (`QueryEngine.chat`): history bounds and the follow-up rewrite
+    conversation: ConversationSettings = Field(default_factory=ConversationSettings)
 
 
 class GeneratorSettings(BaseModel):
