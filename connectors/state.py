@@ -134,9 +134,9 @@ class ReindexBook:
 
 
 class SourcesBook:
-    """The folders last synced into this data dir, `<state_dir>/sources.json`: `verify` and
-    `files` audit them when no PATH is given and none is configured (a `sync ./docs` names its
-    folder on the command line only)."""
+    """The sources (folders, git repositories at a ref) last synced into this data dir,
+    `<state_dir>/sources.json`: `verify` and `files` audit them when no PATH is given and none
+    is configured (a `sync ./docs` names its folder on the command line only)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / "sources.json"

@@ -20,7 +20,10 @@ AsJson = Annotated[
         "--json", help="print JSON on stdout (watch: one line per change, then the totals)"
     ),
 ]
-Paths = Annotated[list[Path], typer.Argument(help="folders to keep in sync")]
+Paths = Annotated[
+    list[Path],
+    typer.Argument(help="folders (or git+file:///repo@ref repositories) to keep in sync"),
+]
 AllowMass = Annotated[
     bool,
     typer.Option(

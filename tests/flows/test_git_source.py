@@ -5,13 +5,18 @@ One commit edits a paragraph of one file and deletes another: the next sync re-e
 the edited file's changed chunks and tombstones exactly the deleted file's, `verify` is clean,
 and an answer cites the path and the commit it was read at. A branch reset is one more
 change, and bad input (an unknown ref, a path that is no repository) is a one-line error.
+`watch` polls the ref and follows commits and resets.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -112,3 +117,41 @@ def test_unknown_ref_and_non_repository_are_clear_errors(tmp_path: Path) -> None
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and says in lines[0], done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_watch_polls_the_ref_and_follows_commits_and_resets(tmp_path: Path) -> None:
+    repo = GitRepo(tmp_path / "notes")
+    repo.write("a.md", "# Alpha\n\nThe first note talks about apples and pears.\n")
+    first = repo.commit()
+    env = dict(os.environ, RAGSTREAM_SYNC__GIT_POLL_S="0.2", RAGSTREAM_SYNC__DEBOUNCE_MS="50")
+    args = [sys.executable, "-m", "ragstream.cli", "watch", f"{repo.url}@main"]
+    proc = subprocess.Popen(
+        [*args, "--data-dir", str(tmp_path / "data"), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    lines: queue.Queue[dict] = queue.Queue()
+    threading.Thread(target=_reader, args=(proc, lines), daemon=True).start()
+    try:
+        assert _next(lines, "notes:a.md")["chunks_embedded"] == 1
+        repo.write("b.md", "# Beta\n\nA second note about bananas.\n")
+        repo.commit("add b")
+        assert _next(lines, "notes:b.md")["chunks_embedded"] == 1
+        repo.reset_branch(first)  # b.md leaves the tree
+        assert _next(lines, "notes:b.md")["deleted"] is True
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert lines.empty(), "a.md never changed: it is not read again"
+
+
+def _reader(proc: subprocess.Popen[str], lines: queue.Queue[dict]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("{"):
+            lines.put(json.loads(line))
+
+
+def _next(lines: queue.Queue[dict], doc_id: str, timeout: float = 120) -> dict:
+    item = lines.get(timeout=timeout)
+    assert item["doc_id"] == doc_id, item
+    return item

@@ -1,0 +1,156 @@
+"""A folder and a git repository of the same N small text files, side by side: the first
+sync, the catch-up scan of an unchanged source (a no-op sync, and the listing alone), and
+the re-sync after one file changes (the git side: one commit), all in one process after a
+warm-up sync (the model loads once, outside the figures). The git side counts the blobs it
+reads: its scan must read none, the one-file re-sync exactly one.
+
+    .venv/bin/python bench/sources.py [--files 2000] [--embedder minilm-l6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ragstream.connectors import git
+from ragstream.connectors.sources import open_source, path_filter_of
+from ragstream.core.models import SyncReport
+from ragstream.core.settings import Settings, SourceConfig
+from ragstream.service import ingest
+from tests.harness.gitrepo import GitRepo
+
+WORDS = "river stone lantern orchard signal copper meadow harbor ledger violet quartz".split()
+
+
+@dataclass(frozen=True)
+class Run:
+    """One source's figures (seconds; blob reads on the git side only)."""
+
+    kind: str
+    first_s: float
+    scan_s: float  # listing + fingerprints, no index
+    noop_s: float  # a sync that finds nothing changed
+    noop_reads: int
+    one_s: float  # a sync after one file changed
+    one_changed: int
+    one_embedded: int
+    one_reads: int
+
+
+def text_of(i: int, rng: random.Random) -> str:
+    words = " ".join(rng.choice(WORDS) for _ in range(40))
+    return f"Document {i}. It records entry {i * 7919 % 100003}: {words}.\n"
+
+
+def files_of(n: int, seed: int = 5) -> dict[str, str]:
+    rng = random.Random(seed)
+    return {f"d{i // 100:02d}/doc{i:05d}.txt": text_of(i, rng) for i in range(n)}
+
+
+def timed(fn: Callable[[], SyncReport]) -> tuple[float, SyncReport, int]:
+    reads = git.blob_reads()
+    started = time.perf_counter()
+    report = fn()
+    return time.perf_counter() - started, report, git.blob_reads() - reads
+
+
+def measure(kind: str, spec: str, settings: Settings, edit: Callable[[], None]) -> Run:
+    def sync() -> SyncReport:
+        return ingest.sync([spec], settings=settings)
+
+    first_s, first, _ = timed(sync)
+    assert not first.dead_letters, first.dead_letters
+    (config,) = settings.with_paths([spec]).sources
+    source = open_source(config, path_filter_of(settings))
+    started = time.perf_counter()
+    listed = [e.fingerprint for e in source.entries()]
+    scan_s = time.perf_counter() - started
+    assert all(listed)
+    noop_s, noop, noop_reads = timed(sync)
+    assert noop.docs_changed == 0, noop
+    edit()
+    one_s, one, one_reads = timed(sync)
+    return Run(
+        kind,
+        first_s,
+        scan_s,
+        noop_s,
+        noop_reads,
+        one_s,
+        one.docs_changed,
+        one.chunks_embedded,
+        one_reads,
+    )
+
+
+def run(n: int, embedder: str, base: Path) -> list[Run]:
+    files = files_of(n)
+    edited = sorted(files)[n // 2]
+    new_text = files[edited].replace("Document", "Edited document", 1)
+    folder = base / "folder"
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    repo = GitRepo(base / "repo")
+    for rel, text in files.items():
+        (repo.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo.root / rel).write_text(text)
+    from dulwich import porcelain
+
+    porcelain.add(repo.repo, [str(repo.root / rel) for rel in files])
+    repo.commit("the files")
+
+    def edit_folder() -> None:
+        path = folder / edited
+        mtime = path.stat().st_mtime_ns + 10**9
+        path.write_text(new_text)
+        os.utime(path, ns=(mtime, mtime))
+
+    def edit_repo() -> None:
+        repo.write(edited, new_text)
+        repo.commit("edit one file")
+
+    warm = base / "warm"
+    (warm / "w.txt").parent.mkdir(parents=True)
+    (warm / "w.txt").write_text("A warm-up file: the model loads here, not in the figures.\n")
+    ingest.sync([warm], settings=Settings(data_dir=base / "data-warm", embedder=embedder))
+    out = []
+    for kind, spec, edit in (
+        ("folder", str(folder), edit_folder),
+        ("git", f"{repo.url}@main", edit_repo),
+    ):
+        settings = Settings(data_dir=base / f"data-{kind}", embedder=embedder)
+        out.append(measure(kind, spec, settings, edit))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--embedder", default="minilm-l6")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = run(args.files, args.embedder, Path(tmp))
+    print(f"{args.files} files, embedder {args.embedder}")
+    print(
+        f"{'source':<8} {'first sync':>11} {'listing':>9} {'no-op sync':>11} {'reads':>6} "
+        f"{'1-file sync':>12} {'changed':>8} {'embedded':>9} {'reads':>6}"
+    )
+    for r in runs:
+        reads = (str(r.noop_reads), str(r.one_reads)) if r.kind == "git" else ("-", "-")
+        print(
+            f"{r.kind:<8} {r.first_s:>10.1f}s {r.scan_s:>8.3f}s {r.noop_s:>10.2f}s {reads[0]:>6} "
+            f"{r.one_s:>11.2f}s {r.one_changed:>8} {r.one_embedded:>9} {reads[1]:>6}"
+        )
+
+
+if __name__ == "__main__":
+    main()
