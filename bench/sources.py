@@ -23,11 +23,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ragstream.connectors import git
 from ragstream.connectors.sources import open_source, path_filter_of
 from ragstream.core.models import SyncReport
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
 from ragstream.service import ingest
 from tests.harness.gitrepo import GitRepo
 
-WORDS = "river stone lantern orchard signal copper meadow harbor ledger violet quartz".split()
+WORDS = [
+    "river",
+    "stone",
+    "lantern",
+    "orchard",
+    "signal",
+    "copper",
+    "meadow",
+    "harbor",
+    "ledger",
+    "violet",
+    "quartz",
+]
 
 
 @dataclass(frozen=True)
