@@ -6,6 +6,7 @@ render   rich tables for a person, one JSON document for a program (`--json`)
 index    sync, watch, status, gc, rebuild-lexical
 audit    verify, files, file
 ask      query, serve, log
+mcp      mcp (the index as an MCP server over stdio)
 reindex  the `reindex` command group (blue/green)
 measure  eval, config
 tune     tune (train models for this index's corpus)

@@ -1,7 +1,7 @@
 """ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
 Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex.
-Ask: query, serve, log.
+Ask: query, serve, log, mcp.
 Measure: eval, tune. Settings: config. Every command takes --data-dir; most take --json.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from ragstream.cli import ask, audit, index, measure, reindex, tune
+from ragstream.cli import ask, audit, index, mcp, measure, reindex, tune
 from ragstream.core.errors import EXIT_CODES, RagstreamError
 
 EPILOG = (
@@ -38,6 +38,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "query": ask.query,
     "serve": ask.serve,
     "log": ask.log,
+    "mcp": mcp.mcp,
     "eval": measure.eval_,
     "tune": tune.tune,
     "config": measure.config,

@@ -1,8 +1,8 @@
 """Admission control: the service stays responsive past its capacity instead of collapsing.
 
 A pure ASGI middleware in front of every route that does work (questions, the ledger, the
-audit, status, the log, the reindex commands; never liveness, readiness, the live feed, the
-console or the API docs):
+audit, status, the log, the reindex commands, MCP calls: `POST /mcp`; never liveness,
+readiness, the live feed, the console or the API docs):
 
 - **draining**: once shutdown has begun, 503 with `Retry-After`, at once;
 - **per-key rate**: a token bucket per API key (requests per minute, `server.rate_per_key`;
@@ -40,6 +40,7 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 FREE = ("/v1/health", "/v1/ready", "/v1/events")  # exact paths that are never held back
 GUARDED_PREFIX = "/v1/"
+MCP_PATH = "/mcp"  # its POSTs carry tool calls (a GET is its notification stream: free)
 
 
 def default_max_inflight(llm: bool, cores: int | None = None) -> int:
@@ -173,8 +174,7 @@ class Admission:
         self.buckets = TokenBuckets(limits.rate_per_key)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith(GUARDED_PREFIX) or path in FREE:
+        if not guarded(scope):
             await self.app(scope, receive, send)
             return
         if self.draining():
@@ -218,6 +218,16 @@ class Admission:
         finally:
             if holding:
                 self.slots.leave()
+
+
+def guarded(scope: Scope) -> bool:
+    """Whether admission holds this request back: the work routes of `/v1/` and MCP calls."""
+    if scope["type"] != "http":
+        return False
+    path = scope.get("path", "")
+    if path == MCP_PATH:
+        return bool(scope.get("method") == "POST")
+    return path.startswith(GUARDED_PREFIX) and path not in FREE
 
 
 def api_key(scope: Scope) -> str:

@@ -1,6 +1,6 @@
 """`create_app`: the FastAPI app of `ragstream serve` and `ragstream watch --serve`,
-assembled from its parts (error handling, routers, the console); the routes live in
-`routes/`, what they depend on in `deps`."""
+assembled from its parts (error handling, routers, the MCP endpoint, the console); the
+routes live in `routes/`, what they depend on in `deps`, MCP in `mcp`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fastapi_offline import FastAPIOffline
 from ragstream.http.admission import Admission, Limits, default_max_inflight
 from ragstream.http.deps import Serving
 from ragstream.http.errors import install_error_handling
+from ragstream.http.mcp import mount_mcp
 from ragstream.http.routes import ROUTERS
 from ragstream.http.routes.console import mount_console
 
@@ -51,5 +52,6 @@ def create_app(serving: Serving) -> FastAPI:
     install_error_handling(app)
     for router in ROUTERS:
         app.include_router(router)
+    mount_mcp(app, serving)
     mount_console(app)
     return app

@@ -166,17 +166,19 @@ def test_every_method_of_the_remote_client_loads_no_heavy_dependency() -> None:
 
 # ---- the face: what each part of `ragstream/` above the floors may import ------------------
 # eval sits on the floors; service on the floors and eval (the promote gate scores a side by
-# nDCG@10); http on core and service alone (every route is one call on the served index);
+# nDCG@10); http on core and service alone (every route is one call on the served index)
+# and the MCP server it mounts; mcp on core and service (its tools are service calls);
 # the public facades on service; the CLI on everything below it.
 BELOW = set(FLOORS)
 FACE = {
     "eval": BELOW | {"eval"},
     "service": BELOW | {"service", "eval"},
     "train": BELOW | {"train", "eval", "service"},
-    "http": {"core", "http", "service"},
+    "http": {"core", "http", "service", "mcp"},
+    "mcp": {"core", "service", "mcp"},
     "api": BELOW | {"service", "http"},
     "client": BELOW | {"service"},
-    "cli": BELOW | {"cli", "service", "http", "eval", "train", "api", "client"},
+    "cli": BELOW | {"cli", "service", "http", "eval", "train", "api", "client", "mcp"},
 }
 RAGSTREAM = REPO / "ragstream"
 

@@ -1,0 +1,33 @@
+"""`ragstream mcp`: the index as a Model Context Protocol server over stdio, the command a
+desktop host (Claude Desktop, Cursor, VS Code) launches."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ragstream.cli.options import ApiKey, DataDir, Url
+
+
+def mcp(
+    data_dir: DataDir = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant",
+            envvar="RAGSTREAM_MCP_TENANT",
+            help="answer as this tenant: only its sources' chunks, paths and ledger rows",
+        ),
+    ] = None,
+    url: Url = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Serve the index over MCP on stdin/stdout (tools: search, ask, read, files, file,
+    status; resources ragstream://doc/...). Asks the `watch --serve` owning the data dir
+    when one runs, else opens it here. Logs go to stderr; stdout carries the protocol."""
+    from ragstream.mcp.server import run_stdio
+    from ragstream.mcp.stdio import stdio_index
+
+    with stdio_index(data_dir, tenant=tenant, url=url, api_key=api_key) as index:
+        run_stdio(index)

@@ -1,0 +1,69 @@
+"""`/mcp`: the MCP server (`ragstream.mcp`) over the SDK's streamable HTTP transport, on the
+app's port. A request without a known API key is a 401 before it reaches the transport, and
+each tool call asks the served index as the tenants of that request's own key see it
+(`deps.caller_tenants`, the rule of `/v1/*`); the admission middleware holds back `POST
+/mcp` like the work routes. The transport's session manager starts with the first request,
+on the server's event loop (the app runs without a lifespan)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mcp.server import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+
+from ragstream.core.errors import AuthError, RagstreamError
+from ragstream.http.admission import Receive, Scope, Send
+from ragstream.http.deps import Serving, caller_tenants
+from ragstream.http.errors import user_error
+from ragstream.mcp.server import build_server
+from ragstream.service.base import IndexService
+
+PATH = "/mcp"
+
+
+class McpEndpoint:
+    """The ASGI app mounted at `/mcp`."""
+
+    def __init__(self, serving: Serving) -> None:
+        self.serving = serving
+
+        async def index_of(ctx: ServerRequestContext[Any, Any]) -> IndexService:
+            if not isinstance(ctx.request, Request):
+                raise AuthError("an MCP call over HTTP carries its API key on each request")
+            return serving.ready_index(await caller_tenants(ctx.request, serving))
+
+        server = build_server(index_of, serving.offload)
+        self.manager = StreamableHTTPSessionManager(app=server)
+        self._started: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self, started: asyncio.Event) -> None:
+        async with self.manager.run():
+            started.set()
+            await asyncio.Event().wait()  # until the loop ends (the server stops)
+
+    async def _ensure_started(self) -> None:
+        if self._started is None:
+            self._started = asyncio.Event()
+            self._task = asyncio.create_task(self._run(self._started))
+        await self._started.wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            await caller_tenants(request, self.serving)  # unknown key: 401, as on /v1/*
+        except RagstreamError as exc:
+            await (await user_error(request, exc))(scope, receive, send)
+            return
+        await self._ensure_started()
+        await self.manager.handle_request(scope, receive, send)
+
+
+def mount_mcp(app: Any, serving: Serving) -> None:
+    """`/mcp` on `app`: streamable HTTP, the same keys, tenants and admission as `/v1/*`."""
+    endpoint = McpEndpoint(serving)
+    app.state.mcp = endpoint
+    app.add_route(PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)

@@ -1,0 +1,59 @@
+"""The official MCP SDK's client, opened the two ways a host opens ragstream: `ragstream mcp`
+as a subprocess over stdio, and streamable HTTP against a served app's `/mcp` with an API
+key. Shared by the MCP tests and `bench/mcp.py`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+@asynccontextmanager
+async def stdio_session(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """`python -m ragstream.cli mcp --data-dir D ARGS` as a subprocess, initialized."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "ragstream.cli", "mcp", "--data-dir", str(data_dir), *args],
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    with open(os.devnull, "w") as quiet:
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def http_session(url: str, key: str | None = None) -> AsyncIterator[ClientSession]:
+    """The streamable HTTP client on `URL/mcp`, sending `key` as the bearer token."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    timeout = httpx2.Timeout(120.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
+        streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A tool call's `structuredContent` (asserting it is not a tool error)."""
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
