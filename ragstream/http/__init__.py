@@ -29,6 +29,7 @@ key's tenant becomes a filter inside both stores; the body can never widen it. E
     errors  error bodies and the body-size check
     admission  back-pressure: in-flight and queue limits, per-key rates, timeouts, draining
     sse     Server-Sent Events frames (streamed answers, the live feed)
+    mcp     `/mcp`: the MCP server over streamable HTTP, behind the same keys and admission
     server  `serve` (composes a serving process), `serving` (records the endpoint),
             `run_server` (uvicorn on a thread)
     routes  one module per resource
