@@ -10,6 +10,7 @@
 - `qdrant_server`: the vector store of a Qdrant server, or qdrant-client's local mode.
 - `retrieval_log`: the append-only JSON-lines log of every query.
 - `situate_cache`: the situating sentences already paid for, by content hash.
+- `snapshot_files`: a data dir as one checked snapshot file (Edge shards as shard snapshots).
 - `source_input`: the sync flow's bytewax input: every source's catch-up scan, then changes.
 - `sources`: opening a source by its kind, or the one a document's locator belongs to.
 - `sparse`: BM25 as a Qdrant sparse vector (the lexical leg inside the vector store).

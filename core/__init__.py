@@ -11,5 +11,6 @@ Nothing here imports any other ragstream package.
 - `rwlock`: a readers–writer lock (queries read at once; a write waits for them).
 - `settings`: the settings (environment over TOML file over defaults).
 - `settings_check`: the settings' machinery: typos refused, each value's source reported.
+- `snapshot`: a snapshot's manifest and listing, and the storage format version.
 - `telemetry`: the OpenTelemetry tracer, exporters and the drift gauge.
 """

@@ -55,6 +55,13 @@ class NotFoundError(InvalidRequestError):
     http_status = 404
 
 
+class BadSnapshotError(InvalidRequestError):
+    """A snapshot file that is not whole: a member missing, changed or cut short, or a
+    manifest whose counts its stores do not hold; the message names which (exit 2)."""
+
+    code = "bad_snapshot"
+
+
 class RefusedError(RagstreamError):
     """A reindex command that does not apply now, such as a promote whose gate fails or a
     rollback with nothing promoted; nothing changed (exit 4, HTTP 409)."""

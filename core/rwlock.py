@@ -6,7 +6,8 @@ which adds a writers' mutex so an index batch excludes queries only while it wri
 `with lock:` takes it for writing and is reentrant for the thread that holds it (a writer
 may call code that writes again); `with lock.read():` takes it for reading. A thread that
 holds it for writing may also read. Reading is not reentrant across a waiting writer: a
-reader must not take `read()` again inside `read()`.
+reader must not take `read()` again inside `read()`. `StoreLock` is what a reader needs of
+an `IndexLock`; `Unlocked` is one for stores that nobody else writes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,28 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Protocol
+
+
+class StoreLock(Protocol):
+    """What a reader of the stores takes: `read()` for a query (out only while a write is in
+    progress), `writers_out()` for a long read that must see one point in time (a snapshot:
+    writers wait, queries go on)."""
+
+    def read(self) -> AbstractContextManager[None]: ...
+
+    def writers_out(self) -> AbstractContextManager[Any]: ...
+
+
+class Unlocked:
+    """The lock of stores that nobody else writes: taking it waits for nothing."""
+
+    def read(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def writers_out(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
 
 class ReadWriteLock:
@@ -91,6 +113,10 @@ class IndexLock:
 
     def read(self) -> contextlib.AbstractContextManager[None]:
         return self.gate.read()
+
+    def writers_out(self) -> contextlib.AbstractContextManager[Any]:
+        """Keep every writer out (they queue on `writers`) while queries go on reading."""
+        return self.writers
 
     def __enter__(self) -> IndexLock:
         self.writers.acquire()

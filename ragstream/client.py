@@ -28,6 +28,7 @@ from typing import Any
 from ragstream.core.answers import Answer, Retrieval
 from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
 from ragstream.core.settings import Settings
+from ragstream.core.snapshot import SnapshotInfo
 from ragstream.service.base import Mode, ProgressHandler, Question, States, StreamEvent
 from ragstream.service.connect import connect
 from ragstream.service.remote import AsyncRemoteIndex
@@ -125,6 +126,16 @@ class Client:
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         """The newest `limit` retrieval-log entries, oldest first (an admin key over HTTP)."""
         return self._index.log(limit=limit)
+
+    def snapshot(self) -> SnapshotInfo:
+        """Snapshot the data dir into its `snapshots/` (`ragstream snapshot create`; an
+        admin key over HTTP): while a server holds it, that process writes the file, and
+        queries keep answering meanwhile."""
+        return self._index.snapshot()
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        """The data dir's snapshots, newest first (`ragstream snapshot list`)."""
+        return self._index.snapshots()
 
     # ---- blue/green reindex (the same commands as `ragstream reindex ...`) -----------------
     def reindex_status(self) -> ReindexStatus:
@@ -240,6 +251,14 @@ class AsyncClient:
     async def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         """`Client.log`, awaited (an admin key)."""
         return await self._index.log(limit=limit)
+
+    async def snapshot(self) -> SnapshotInfo:
+        """`Client.snapshot`, awaited (an admin key)."""
+        return await self._index.snapshot()
+
+    async def snapshots(self) -> list[SnapshotInfo]:
+        """`Client.snapshots`, awaited."""
+        return await self._index.snapshots()
 
     async def reindex_status(self) -> ReindexStatus:
         """`Client.reindex_status`, awaited."""

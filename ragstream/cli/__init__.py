@@ -8,6 +8,7 @@ audit    verify, files, file
 ask      query, serve, log
 mcp      mcp (the index as an MCP server over stdio)
 reindex  the `reindex` command group (blue/green)
+snapshot the `snapshot` command group (create, list, verify, restore)
 measure  eval, config
 tune     tune (train models for this index's corpus)
 __main__ `python -m ragstream.cli`

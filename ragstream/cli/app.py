@@ -1,6 +1,6 @@
 """ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
-Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex.
+Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex, snapshot.
 Ask: query, serve, log, mcp.
 Measure: eval, tune. Settings: config. Every command takes --data-dir; most take --json.
 """
@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from ragstream.cli import ask, audit, index, mcp, measure, reindex, tune
+from ragstream.cli import ask, audit, index, mcp, measure, reindex, snapshot, tune
 from ragstream.core.errors import EXIT_CODES, RagstreamError
 
 EPILOG = (
@@ -46,6 +46,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
 for name, command in COMMANDS.items():
     app.command(name=name)(command)
 app.add_typer(reindex.app, name="reindex", help="blue/green reindex on an embedder upgrade")
+app.add_typer(snapshot.app, name="snapshot", help="one file that holds the data dir, checked")
 
 
 @app.callback()

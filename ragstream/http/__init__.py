@@ -15,6 +15,8 @@
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
     POST /v1/admin/reindex/{cmd} blue/green commands; with `server.api_keys` set, an admin
                                  key only
+    POST /v1/snapshots           snapshot the data dir now (admin); GET lists them, GET
+                                 /v1/snapshots/{id} downloads one
     GET  /openapi.json, /docs, /redoc   the schema and its viewers, every asset served here
     GET  /, /console/*           the web console (Ask, Files, Live, Reindex, Quality)
 

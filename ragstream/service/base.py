@@ -20,6 +20,7 @@ from ragstream.core.models import (
     StatusReport,
     VerifyReport,
 )
+from ragstream.core.snapshot import SnapshotInfo
 
 StreamEvent = str | Answer  # a text delta, then the verified Answer last
 ProgressHandler = Callable[[ReindexProgress], None]
@@ -85,6 +86,10 @@ class IndexService(Protocol):
 
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]: ...
 
+    def snapshot(self) -> SnapshotInfo: ...
+
+    def snapshots(self) -> list[SnapshotInfo]: ...
+
     def reindex_status(self) -> ReindexStatus: ...
 
     def reindex_start(
@@ -141,3 +146,5 @@ class ServedService(IndexService, Protocol):
     def eval_reports(self) -> list[dict[str, Any]]: ...
 
     def follow(self, wait_s: float) -> Followed: ...
+
+    def snapshot_file(self, snapshot_id: str) -> Path: ...

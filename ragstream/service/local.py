@@ -20,9 +20,11 @@ from ragstream.core.models import (
     StatusReport,
     VerifyReport,
 )
+from ragstream.core.rwlock import Unlocked
 from ragstream.core.settings import Settings
+from ragstream.core.snapshot import SnapshotInfo
 from ragstream.query.retrieve import no_index
-from ragstream.service import audit
+from ragstream.service import audit, snapshots
 from ragstream.service.base import (
     Mode,
     ProgressHandler,
@@ -112,6 +114,18 @@ class LocalIndex:
 
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         return query_log(limit=limit, settings=self.settings)
+
+    def snapshot(self) -> SnapshotInfo:
+        """A snapshot of the data dir, in its `snapshots/` (this process holds it)."""
+        if self._index is not None:
+            return self._index.snapshot()
+        if self._live is None:
+            raise no_index(self.settings)
+        name, vectors, lexical = self._live
+        return snapshots.take(self.settings, (name, vectors), lexical, Unlocked())
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        return snapshots.listed_snapshots(self.settings)
 
     # ---- what needs the query models: the served index over every side ---------------------
     def _served(self) -> ServedIndex:

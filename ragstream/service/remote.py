@@ -37,6 +37,7 @@ from ragstream.core.models import (
     StatusReport,
     VerifyReport,
 )
+from ragstream.core.snapshot import SnapshotInfo
 from ragstream.service.base import (
     Mode,
     ProgressHandler,
@@ -50,6 +51,7 @@ from ragstream.service.base import (
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 FILES = TypeAdapter(list[FileRecord])
+SNAPSHOTS = TypeAdapter(list[SnapshotInfo])
 POLL_S = 1.0  # how often a waiting `reindex_start` asks the server how the backfill goes
 RETRIES = 3  # a 429 or 503 that says when to come back is tried again this many times
 MAX_RETRY_WAIT_S = 30.0  # and never waited for longer than this, whatever it says
@@ -109,6 +111,14 @@ def file_call(doc_id: str) -> Call[FileDetail]:
 def log_call(limit: int | None) -> Call[list[dict[str, Any]]]:
     query = f"?limit={limit}" if limit else ""
     return Call("GET", f"/v1/log{query}", None, _adapted(TypeAdapter(list[dict[str, Any]])))
+
+
+def snapshot_call() -> Call[SnapshotInfo]:
+    return Call("POST", "/v1/snapshots", None, _model(SnapshotInfo))
+
+
+def snapshots_call() -> Call[list[SnapshotInfo]]:
+    return Call("GET", "/v1/snapshots", None, _adapted(SNAPSHOTS))
 
 
 def reindex_call(command: str, **body: Any) -> Call[ReindexStatus]:
@@ -325,6 +335,12 @@ class RemoteIndex(Endpoint):
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         return self._do(log_call(limit))
 
+    def snapshot(self) -> SnapshotInfo:
+        return self._do(snapshot_call())
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        return self._do(snapshots_call())
+
     def reindex_status(self) -> ReindexStatus:
         return self._do(reindex_call("status"))
 
@@ -426,6 +442,12 @@ class AsyncRemoteIndex(Endpoint):
 
     async def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         return await self._do(log_call(limit))
+
+    async def snapshot(self) -> SnapshotInfo:
+        return await self._do(snapshot_call())
+
+    async def snapshots(self) -> list[SnapshotInfo]:
+        return await self._do(snapshots_call())
 
     async def reindex_status(self) -> ReindexStatus:
         return await self._do(reindex_call("status"))

@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import queue
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ragstream.connectors.protocols import LexicalIndex
 from ragstream.connectors.state import VerifyBook
@@ -37,13 +37,15 @@ from ragstream.core.models import (
     StatusReport,
     VerifyReport,
 )
+from ragstream.core.rwlock import StoreLock, Unlocked
 from ragstream.core.settings import Settings
+from ragstream.core.snapshot import SnapshotInfo
 from ragstream.core.telemetry import configure
 from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import IndexSides, open_sides
 from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import Retriever, no_index
-from ragstream.service import audit
+from ragstream.service import audit, snapshots
 from ragstream.service.base import (
     Followed,
     Mode,
@@ -66,17 +68,6 @@ T = TypeVar("T")
 Servable = Settings | Runtime  # a data dir to open, or a running flow's open stores
 
 
-class ReadLock(Protocol):
-    def read(self) -> AbstractContextManager[None]: ...
-
-
-class Unlocked:
-    """The read side of a lock that no writer takes (stores nobody else changes)."""
-
-    def read(self) -> AbstractContextManager[None]:
-        return nullcontext()
-
-
 @dataclass(frozen=True)
 class ServedIndex:
     """One index held open by this process, answering as one caller's tenants see it
@@ -84,7 +75,7 @@ class ServedIndex:
 
     engine: QueryEngine
     maintainer: Maintainer | None = None
-    lock: ReadLock = field(default_factory=Unlocked)
+    lock: StoreLock = field(default_factory=Unlocked)
     feed: OutcomeFeed | None = None  # sync outcomes, when this process syncs (`watch --serve`)
     tenants: Tenants = None
 
@@ -221,6 +212,23 @@ class ServedIndex:
 
         saved = saved_reports(self.settings.data_dir)
         return [{"file": f, "report": json.loads(r.to_json())} for f, r in saved]
+
+    # ---- snapshots ----------------------------------------------------------------------------
+    def snapshot(self) -> SnapshotInfo:
+        """A snapshot of the data dir now, in its `snapshots/`: index batches wait while it
+        is written, queries go on."""
+        r = self.engine.retriever
+        return snapshots.take(self.settings, (r.collection, r.vectors), r.lexical, self.lock)
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        return snapshots.listed_snapshots(self.settings)
+
+    def snapshot_file(self, snapshot_id: str) -> Path:
+        """The file of one listed snapshot (`NotFoundError` for any other id)."""
+        for info in snapshots.listed_snapshots(self.settings):
+            if info.id == snapshot_id:
+                return Path(info.path)
+        raise NotFoundError(f"no snapshot {snapshot_id!r}; GET /v1/snapshots lists them")
 
     # ---- the live feed ----------------------------------------------------------------------
     def follow(self, wait_s: float) -> Followed:

@@ -24,6 +24,7 @@ from ragstream.core.models import (
     VerifyReport,
 )
 from ragstream.core.settings import Settings
+from ragstream.core.snapshot import LegCounts, SnapshotInfo
 from ragstream.http import Serving, create_app
 from ragstream.service.base import Followed, ServedService, Tenants
 
@@ -45,6 +46,10 @@ STATUS = StatusReport(
 )  # fmt: skip
 RECORD = FileRecord(doc_id="acme:a.md", source="acme", path="/x/a.md", state="indexed")
 REINDEX = ReindexStatus(open=False, embedder=None, collection=None)
+SNAPSHOT = SnapshotInfo(
+    id="s1", path="/x/s1.tar", size=1, created_at=0.0, embedder=None,
+    counts=LegCounts(chunks_live=0, chunks_deleted=0, lexical_live=0),
+)  # fmt: skip
 
 
 @dataclass
@@ -122,6 +127,18 @@ class RecordingIndex:
         self._record("follow")
         outcome = DocOutcome(doc_id="acme:a.md")
         return Followed({"stale": 0}, iter([outcome]))
+
+    def snapshot(self) -> SnapshotInfo:
+        self._record("snapshot")
+        return SNAPSHOT
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        self._record("snapshots")
+        return [SNAPSHOT]
+
+    def snapshot_file(self, snapshot_id: str) -> Path:
+        self._record("snapshot_file", snapshot_id)
+        return Path(__file__)
 
     def reindex_status(self) -> ReindexStatus:
         self._record("reindex_status")
@@ -202,6 +219,10 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, dict[str, str], Call]] = [
     ("POST", "/v1/admin/reindex/cleanup", {"confirm": True}, ADMIN,
      ("reindex_cleanup", None, (True,))),
     ("POST", "/v1/admin/reindex/abort", None, ADMIN, ("reindex_abort", None, ())),
+    # router "snapshots"
+    ("POST", "/v1/snapshots", None, ADMIN, ("snapshot", None, ())),
+    ("GET", "/v1/snapshots", None, ADMIN, ("snapshots", None, ())),
+    ("GET", "/v1/snapshots/s1", None, ADMIN, ("snapshot_file", None, ("s1",))),
 ]  # fmt: skip
 
 
@@ -225,7 +246,10 @@ def test_every_api_route_is_covered_here(app: tuple[TestClient, RecordingIndex])
     client, _ = app
     paths = set(client.get("/openapi.json").json()["paths"])
     covered = {path.split("?")[0] for _, path, *_ in ROUTES}
-    assert {p.replace("{doc_id}", "acme:a.md") for p in paths} == covered
+    named = {"{doc_id}": "acme:a.md", "{snapshot_id}": "s1"}
+    assert {
+        next((p.replace(k, v) for k, v in named.items() if k in p), p) for p in paths
+    } == covered
 
 
 def test_a_streamed_answer_is_one_call_and_ends_with_its_answer(

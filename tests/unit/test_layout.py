@@ -115,7 +115,7 @@ REMOTE_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "reindex_start": (("e",), {"wait": True}), "reindex_run": ((), {}),
     "reindex_promote": ((), {"eval_dataset": "d", "eval_margin": 0.1}),
     "reindex_rollback": ((), {}), "reindex_cleanup": ((), {"confirm": True}),
-    "reindex_abort": ((), {}),
+    "reindex_abort": ((), {}), "snapshot": ((), {}), "snapshots": ((), {}),
 }  # fmt: skip
 REMOTE_PROBE = """
 import asyncio, sys, httpx

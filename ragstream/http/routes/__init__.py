@@ -5,11 +5,19 @@ query    POST /v1/query (an Answer, or Server-Sent Events), POST /v1/retrieve
 index    GET /v1/status, /v1/files, /v1/files/{doc_id}, /v1/verify, /v1/log, /v1/events
 quality  GET /v1/eval
 reindex  POST /v1/admin/reindex/{command}
+snapshots  POST /v1/snapshots, GET /v1/snapshots, GET /v1/snapshots/{id} (admin)
 console  GET / and /console/*: the web console
 """
 
-from ragstream.http.routes import console, index, quality, query, reindex, service
+from ragstream.http.routes import console, index, quality, query, reindex, service, snapshots
 
-ROUTERS = (service.router, query.router, index.router, quality.router, reindex.router)
+ROUTERS = (
+    service.router,
+    query.router,
+    index.router,
+    quality.router,
+    reindex.router,
+    snapshots.router,
+)
 
 __all__ = ["ROUTERS", "console"]

@@ -1,0 +1,58 @@
+"""A snapshot of a data dir: its manifest (what the one file holds, each member's checksum,
+the counts of both legs it was taken at) and what `snapshot list` / `create` report, and the
+storage format version a data dir records."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+SNAPSHOT_FORMAT = "ragstream-snapshot/1"
+# the layout of a data dir's stores and state; a snapshot records the one it was taken from
+STORAGE_FORMAT = 1
+
+
+class SnapshotMember(BaseModel):
+    """One file of the snapshot: its path under the data dir, size and SHA-256."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    size: int
+    sha256: str
+
+
+class LegCounts(BaseModel):
+    """Points of the live collection (dense leg) and documents of the lexical leg."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chunks_live: int
+    chunks_deleted: int
+    lexical_live: int
+
+
+class SnapshotManifest(BaseModel):
+    """What a snapshot file holds, written as its last member."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = SNAPSHOT_FORMAT
+    id: str
+    created_at: float
+    ragstream_version: str
+    storage_format: int = STORAGE_FORMAT
+    embedder: str | None  # the live side's embedder tag (slug)
+    collection: str | None  # the live collection
+    counts: LegCounts
+    members: list[SnapshotMember]
+
+
+class SnapshotInfo(BaseModel):
+    """A snapshot file as `snapshot list` and `create` report it."""
+
+    id: str
+    path: str
+    size: int
+    created_at: float
+    embedder: str | None
+    counts: LegCounts
