@@ -135,6 +135,7 @@ class SourceConfig(BaseModel):
 
     @property
     def kind(self) -> Literal["folder", "git"]:
+        """"git" for a repository at a ref, else "folder" (the default kind)."""
         return "git" if self.git else "folder"
 
 
@@ -255,17 +256,21 @@ class ConversationSettings(BaseModel):
         "short",
         "no_topic",
     )
-    short_words: int = Field(default=5, ge=1)
+    short_words: int = Field(default=4, ge=1)
     # a topic term: its BM25 idf over the index is at least this share of the idf of a term
     # held by one chunk (the rarest a known term can be)
-    topic_idf: float = Field(default=0.35, ge=0.0, le=1.0)
+    topic_idf: float = Field(default=0.45, ge=0.0, le=1.0)
     topic_terms: int = Field(default=8, ge=0, le=64)  # most terms carried, rarest first
     # sub-topic terms (any known term) of the last `subtopic_turns` user turns are carried
     # too when the question alone retrieves weakly: its best BM25 score below `weak_bm25`
     subtopic_turns: int = Field(default=1, ge=0, le=10)
-    weak_bm25: float = Field(default=0.0, ge=0.0)
-    # what the dense leg embeds: "turn" (the question as asked) or "rewrite"
-    dense: Literal["turn", "rewrite"] = "turn"
+    weak_bm25: float = Field(default=25.0, ge=0.0)
+    # how many times the question's own words count in the BM25 leg against the carried ones
+    turn_weight: int = Field(default=2, ge=1, le=4)
+    # what the dense leg embeds: "turn" (the question as asked) or "rewrite" (the question
+    # and the carried terms: the effective question)
+    # (chosen on mtrag-un train: "rewrite" ranks follow-ups better there)
+    dense: Literal["turn", "rewrite"] = "rewrite"
 
 
 class QuerySettings(BaseModel):

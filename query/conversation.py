@@ -289,8 +289,10 @@ class Rewriter:
         if not added:
             return ChatPlan(question, question, question, record)
         record.rewrite, record.added_terms = "offline", [t.word for t in added]
-        sparse = f"{question} {' '.join(record.added_terms)}"
-        return ChatPlan(sparse, sparse if s.dense == "rewrite" else question, sparse, record)
+        effective = f"{question} {' '.join(record.added_terms)}"
+        # the question's own words weigh `turn_weight` times in the BM25 leg
+        sparse = " ".join([question] * (s.turn_weight - 1) + [effective])
+        return ChatPlan(effective, effective if s.dense == "rewrite" else question, sparse, record)
 
     def wants_llm(self, plan: ChatPlan) -> bool:
         """Whether to ask the endpoint: there is one, some history, and the question does
