@@ -2,6 +2,7 @@
 
 - `answerable`: answerability evidence: do the retrieved chunks hold what is asked?
 - `assemble`: reranked chunks to a token-bounded, spotlighted prompt with citation ids.
+- `conversation`: follow-ups: history bounds, the standalone test, the offline and LLM rewrite.
 - `decision`: the calibrated answerability decision over the judge's and index's signals.
 - `engine`: runs a request through a named pipeline, blocking or awaited, on one side.
 - `freshness`: which file version an answer quotes, and whether the file changed since.

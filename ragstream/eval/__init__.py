@@ -3,6 +3,7 @@
 - `answer_ablation`: the assembly ablation, measured on answers.
 - `answer_eval`: answer-level checks: gold context, and abstention.
 - `beir`: BEIR-format datasets: loading, slicing, indexing a corpus as files.
+- `conversations`: conversational retrieval (mtrag-un) by rewrite mode, last turn alone vs rewrite.
 - `evaluation`: retrieval evaluation and ablation rows (`ragstream eval`), saved reports.
 - `kinds`: every kind of answerable and unanswerable question, read through the engine.
 - `failures`: the failure report: the first stage that broke per failing query.
