@@ -135,7 +135,7 @@ class SourceConfig(BaseModel):
 
     @property
     def kind(self) -> Literal["folder", "git"]:
-        """"git" for a repository at a ref, else "folder" (the default kind)."""
+        """The kind of source: "git" for a repository at a ref, else "folder" (the default)."""
         return "git" if self.git else "folder"
 
 
