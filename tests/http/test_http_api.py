@@ -80,22 +80,24 @@ def test_openapi_lists_every_route(url: str) -> None:
     status, body, _ = get(f"{url}/openapi.json")
     assert status == 200
     paths = json.loads(body)["paths"]
-    expected = {
-        "/v1/health": "get",
-        "/v1/ready": "get",
-        "/v1/status": "get",
-        "/v1/query": "post",
-        "/v1/retrieve": "post",
-        "/v1/files": "get",
-        "/v1/files/{doc_id}": "get",
-        "/v1/eval": "get",
-        "/v1/verify": "get",
-        "/v1/log": "get",
-        "/v1/events": "get",
-        **{f"/v1/admin/reindex/{c}": "post" for c in ("status", "start", "run", "promote")},
-        **{f"/v1/admin/reindex/{c}": "post" for c in ("rollback", "cleanup", "abort")},
+    expected: dict[str, set[str]] = {
+        "/v1/health": {"get"},
+        "/v1/ready": {"get"},
+        "/v1/status": {"get"},
+        "/v1/query": {"post"},
+        "/v1/retrieve": {"post"},
+        "/v1/files": {"get"},
+        "/v1/files/{doc_id}": {"get"},
+        "/v1/eval": {"get"},
+        "/v1/verify": {"get"},
+        "/v1/log": {"get"},
+        "/v1/events": {"get"},
+        "/v1/snapshots": {"get", "post"},
+        "/v1/snapshots/{snapshot_id}": {"get"},
+        **{f"/v1/admin/reindex/{c}": {"post"} for c in ("status", "start", "run", "promote")},
+        **{f"/v1/admin/reindex/{c}": {"post"} for c in ("rollback", "cleanup", "abort")},
     }
-    assert {p: set(m) for p, m in paths.items()} == {p: {m} for p, m in expected.items()}
+    assert {p: set(m) for p, m in paths.items()} == expected
     schemas = json.loads(body)["components"]["schemas"]
     assert {"QueryRequest", "Answer", "Retrieval", "StatusReport"} <= set(schemas)
     assert {"VerifyReport", "FileRecord", "FileDetail", "ChunkRecord"} <= set(schemas)
