@@ -420,6 +420,7 @@ class Retrieval(BaseModel):
     query: str
     results: list[RetrievedChunk]
     refusal: Refusal | None = None  # what the sufficiency gate would answer with
+    effective_query: EffectiveQuery | None = None  # a conversation's: what retrieval ran
     embedder: str
     reranker: str
     timings_ms: dict[str, float] = Field(default_factory=dict)

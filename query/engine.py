@@ -167,6 +167,15 @@ class QueryEngine:
         run = self.run(pipelines.RETRIEVE, request, tenants)
         return shapes.retrieval(run.answer, run.ranked)
 
+    def chat_retrieve(
+        self, request: ChatRequest, tenants: tuple[str, ...] | None = None
+    ) -> Retrieval:
+        """`retrieve` for a conversation's last message: the candidates of the effective
+        question (`converse`, then `rank`), which the retrieval carries (`effective_query`)."""
+        query, history = self._conversation(request)
+        run = self.run(pipelines.CHAT_RETRIEVE, query, tenants, history=history)
+        return shapes.retrieval(run.answer, run.ranked)
+
     def answer_from(self, request: QueryRequest, chunks: Sequence[IndexedChunk]) -> Answer:
         """Generate and verify from exactly these chunks (best first), skipping retrieval,
         rerank and the gate: the gold-context evaluation asks whether the generator and the

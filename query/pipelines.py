@@ -11,9 +11,10 @@ the refusal rules (query/refusal.py) each stage applies; the first refusal ends 
 - `FROM_CHUNKS`: `given` (the chunks given stand in for `RETRIEVE`), `read` (the answer
   judge's reading, its verdict not applied), then `WRITE` (`engine.answer_from`, the
   gold-context evaluation).
-- `CHAT` / `CHAT_DECIDE`: `converse` (a conversation's question and history → the effective
-  question and each retrieval leg's text, query/conversation.py; no refusal rule), then
-  `ANSWER` / `DECIDE` on the effective question (`engine.chat`, `engine.chat_async`).
+- `CHAT` / `CHAT_DECIDE` / `CHAT_RETRIEVE`: `converse` (a conversation's question and
+  history → the effective question and each retrieval leg's text, query/conversation.py; no
+  refusal rule), then `ANSWER` / `DECIDE` / `RETRIEVE` on the effective question
+  (`engine.chat`, `engine.chat_async`, `engine.chat_retrieve`).
 - `WRITE`: `generate`: assemble → generate → verify, refused by `declined_answer`; `cite`:
   text, citations and file versions, refused by `no_answer` and `low_grounding`; `names`: the
   question's proper names in the cited documents, refused by `unnamed`.
@@ -55,6 +56,7 @@ ANSWER: Pipeline = (*DECIDE, *WRITE)
 FROM_CHUNKS: Pipeline = (GIVEN, READ, *WRITE)
 CHAT: Pipeline = (CONVERSE, *ANSWER)
 CHAT_DECIDE: Pipeline = (CONVERSE, *DECIDE)
+CHAT_RETRIEVE: Pipeline = (CONVERSE, *RETRIEVE)
 
 
 def run_blocking(parts: EngineParts, run: AnswerRun, pipeline: Pipeline) -> Refusal | None:

@@ -89,6 +89,7 @@ def retrieval(answer: Answer, ranked: Sequence[Reranked]) -> Retrieval:
         query=answer.query,
         results=[retrieved_chunk(i, r) for i, r in enumerate(ranked, 1)],
         refusal=answer.refusal,
+        effective_query=answer.effective_query,
         embedder=answer.embedder,
         reranker=answer.reranker,
         timings_ms=answer.timings_ms,

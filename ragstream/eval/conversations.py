@@ -19,7 +19,6 @@ answers, whether it was answered and whether a gold passage was cited.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 
 from ragstream.core.answers import Answer, ChatMessage, ChatRequest
 from ragstream.eval.beir import Corpus, doc_key
-from ragstream.eval.kinds import load_mtrag, mtrag_key
+from ragstream.eval.kinds import load_mtrag
 from ragstream.query import pipelines
 from ragstream.query.conversation import bounded
 from ragstream.query.engine import QueryEngine
@@ -72,23 +71,17 @@ class Outcome:
 def load_turns(folder: Path, split: str) -> tuple[Corpus, list[Turn]]:
     """mtrag-un's passages and the turns of `split`'s conversations (`split.json`)."""
     corpus, tasks = load_mtrag(folder, split)
-    wanted = {t.id for t in tasks}
-    turns = []
-    for line in (folder / "conversations.jsonl").read_text(encoding="utf-8").splitlines():
-        t = json.loads(line)
-        if t["task_id"] not in wanted:
-            continue
-        messages = tuple(
-            ChatMessage(role="user" if m["speaker"] == "user" else "assistant", content=m["text"])
-            for m in t["turns"]
-            if m["text"].strip()
+    turns = [
+        Turn(
+            t.id,
+            t.conversation,
+            t.domain,
+            (*t.history, ChatMessage(role="user", content=t.question)),
+            t.answerability,
+            t.gold,
         )
-        gold = tuple(mtrag_key(d) for d in t["gold_doc_ids"])
-        turns.append(
-            Turn(
-                t["task_id"], t["conversation_id"], t["domain"], messages, t["answerability"], gold
-            )
-        )
+        for t in tasks
+    ]
     return corpus, turns
 
 
@@ -125,8 +118,7 @@ def ask(engine: QueryEngine, turn: Turn, *, answers: bool) -> Outcome:
     request = ChatRequest(messages=list(turn.messages), k=RANKED, generate=False)
     c = engine.settings.query.conversation
     history = bounded(request.history, c.max_turns, c.max_chars)
-    retrieval = pipelines.CHAT_DECIDE[:2]  # converse, rank
-    got = engine.run(retrieval, request.as_query(), history=history).answer
+    got = engine.run(pipelines.CHAT_RETRIEVE, request.as_query(), history=history).answer
     effective = got.effective_query
     changed = effective is not None and (
         effective.dense != turn.question or effective.sparse != turn.question

@@ -12,7 +12,10 @@ index (`KINDS`):
 - `adversarial`: SQuAD 2.0's questions written to look answerable from their paragraph;
 - `off_topic`: questions about subjects the index never treats (some share a name with it);
 - `conversational`: the last turns of conversations the documents do not answer
-  (mtrag-un's UNANSWERABLE and UNDERSPECIFIED tasks), asked as the engine receives them.
+  (mtrag-un's UNANSWERABLE and UNDERSPECIFIED tasks), asked as the engine receives them: with
+  their history, through the conversation's rewrite (`QueryEngine.chat_retrieve`), so the
+  judge and the decision read the effective question, as they do for a chat. mtrag-un's
+  answerable turns are read the same way.
 
 Each question becomes a `Reading`: its kind, data set, group (the unit of the
 leave-one-group-out folds: an article, a conversation, a tenth of the claims) and the
@@ -31,10 +34,11 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import BaseModel
 
-from ragstream.core.answers import QueryRequest, RetrievedChunk
+from ragstream.core.answers import ChatMessage, ChatRequest, QueryRequest, RetrievedChunk
 from ragstream.core.settings import Settings
 from ragstream.eval.beir import Corpus, doc_key, load_beir
 from ragstream.eval.squad import SquadQuestion, contains_answer
@@ -82,15 +86,22 @@ class Pair:
     hidden_in_top: bool = False  # a hidden candidate was among the top k as retrieved
 
 
-Read = Callable[[str, Hidden | None], Pair]
+class Read(Protocol):
+    """Read a question (with its conversation's earlier messages, if any) as the engine
+    would, with and without the candidates `hidden` names."""
+
+    def __call__(
+        self, question: str, hidden: Hidden | None = None, history: Sequence[ChatMessage] = ()
+    ) -> Pair: ...
 
 
 def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL, *, gate: bool = True) -> Read:
-    """`read(question, hidden)`: the answerability signals of the question's top `k`
-    candidates, as the engine records them, and (when `hidden` is given) of the top `k`
+    """`read(question, hidden, history)`: the answerability signals of the question's top
+    `k` candidates, as the engine records them, and (when `hidden` is given) of the top `k`
     left once the candidates `hidden` names are taken out; None where the dense gate refuses
     (no reranker: the best cosine of the top k is below the gate's floor), unless `gate` is
-    off."""
+    off. With a `history`, the question is a conversation's last message: retrieved through
+    the conversation's rewrite and judged as its effective question."""
     lexical, scorer = engine.retriever.lexical, engine.answer_judge
     limits = answerable.Limits.from_settings(engine.settings.query)
     floor = engine.settings.query.dense_floor
@@ -108,9 +119,16 @@ def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL, *, gate: bo
         verdict, _ = answerable.judge(asked, limits, scorer)
         return dict(verdict.signals)
 
-    def read(question: str, hidden: Hidden | None = None) -> Pair:
-        request = QueryRequest(query=question, k=pool, generate=False)
-        ranked = engine.retrieve(request).results
+    def read(
+        question: str, hidden: Hidden | None = None, history: Sequence[ChatMessage] = ()
+    ) -> Pair:
+        if history:
+            messages = [*history, ChatMessage(role="user", content=question)]
+            got = engine.chat_retrieve(ChatRequest(messages=messages, k=pool, generate=False))
+            question = got.effective_query.question if got.effective_query else question
+        else:
+            got = engine.retrieve(QueryRequest(query=question, k=pool, generate=False))
+        ranked = got.results
         if hidden is None:
             return Pair(signals(question, ranked))
         rest = [r for r in ranked if not hidden(r)]
@@ -193,6 +211,8 @@ class Task:
     question: str
     answerability: str
     gold: tuple[str, ...]
+    domain: str = ""
+    history: tuple[ChatMessage, ...] = ()  # the messages before the question, oldest first
 
 
 def load_mtrag(folder: Path, split: str) -> tuple[Corpus, list[Task]]:
@@ -214,6 +234,15 @@ def load_mtrag(folder: Path, split: str) -> tuple[Corpus, list[Task]]:
                     t["question"],
                     t["answerability"],
                     tuple(mtrag_key(d) for d in t["gold_doc_ids"]),
+                    t["domain"],
+                    tuple(
+                        ChatMessage(
+                            role="user" if m["speaker"] == "user" else "assistant",
+                            content=m["text"],
+                        )
+                        for m in t["turns"][:-1]
+                        if m["text"].strip()
+                    ),
                 )
             )
     return corpus, tasks
@@ -231,15 +260,15 @@ def mtrag_key(doc_id: str) -> str:
 def mtrag_readings(read: Read, tasks: Sequence[Task], dataset: str = "mtrag") -> list[Reading]:
     """ANSWERABLE tasks read with and without their reference passages; UNANSWERABLE and
     UNDERSPECIFIED ones as `conversational`; PARTIAL ones are left out (half an answer is
-    neither)."""
+    neither). Each is read with its history, as a chat asks it."""
     out = []
     for t in tasks:
         if t.answerability == "ANSWERABLE":
-            pair = read(t.question, hiding(set(t.gold)))
+            pair = read(t.question, hiding(set(t.gold)), t.history)
             out.append(Reading(t.id, "answerable", dataset, t.conversation, pair.present))
             out.append(Reading(t.id, "gold_removed", dataset, t.conversation, pair.absent))
         elif t.answerability in ("UNANSWERABLE", "UNDERSPECIFIED"):
-            signals = read(t.question, None).present
+            signals = read(t.question, None, t.history).present
             out.append(Reading(t.id, "conversational", dataset, t.conversation, signals))
     return out
 
@@ -365,6 +394,7 @@ def _cached(sets: Sets, name: str, split: str) -> list[Reading]:
     data_dir.mkdir(parents=True, exist_ok=True)
     cache = data_dir / f"kinds-{name}-{split}.json"
     key = f"{bundled_answer_judge().version} k={K} pool={POOL} off={len(sets.off_topic)}"
+    key += _READ_AS.get(name, "")
     saved = load(cache, key)
     if saved is not None:
         return saved
@@ -473,6 +503,8 @@ def _docs(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
         return out + off_topic_readings(read, off, "docs")
 
 
+# how a data set's questions are read, where that changed what its cached readings hold
+_READ_AS = {"mtrag": " with-history"}
 _INDEX: dict[str, Callable[[str], str]] = {
     "squad": lambda split: f"squad-{split}-data",
     "scifact": lambda _: "scifact-data",

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragstream.cli import app
+from ragstream.core.answers import ChatMessage, ChatRequest
 from ragstream.eval import kinds
 from ragstream.eval.beir import index_corpus
 from ragstream.eval.squad import SquadQuestion, load_squad
@@ -98,6 +99,45 @@ def test_each_kind_is_read_with_and_without_its_gold_paragraph(mini: tuple[Path,
     assert present is not None and absent is not None
     assert present["judge_best"] > absent["judge_best"]
     assert offtopic[0].kind == "off_topic" and offtopic[0].group == "off"
+
+
+def test_a_follow_up_is_read_with_its_history_as_a_chat_asks_it(mini: tuple[Path, Path]) -> None:
+    """With its history, a follow-up is retrieved through the conversation's rewrite and
+    judged as its effective question: the kestrel's eggs, not "they" alone."""
+    folder, data_dir = mini
+    history = (
+        ChatMessage(role="user", content="Tell me about the common kestrel."),
+        ChatMessage(role="assistant", content="It is a small bird of prey that hovers."),
+    )
+    with open_engine(index_corpus(load_squad(folder).corpus, data_dir)) as (engine, _):
+        read = kinds.engine_reader(engine, gate=False)
+        question = "How many eggs do they lay?"
+        alone = read(question).present
+        followed = read(question, None, history).present
+        retrieval = engine.chat_retrieve(
+            ChatRequest(messages=[*history, ChatMessage(role="user", content=question)])
+        )
+    assert retrieval.effective_query is not None
+    assert "kestrel" in retrieval.effective_query.sparse.lower()
+    assert alone is not None and followed is not None
+    assert followed != alone
+
+
+def test_mtrag_tasks_carry_the_conversation_before_their_question(shared_docs: Path) -> None:
+    folder = shared_docs.parent / "mtrag-un"
+    _, tasks = kinds.load_mtrag(folder, "train")
+    raw = {
+        (t := json.loads(line))["task_id"]: t
+        for line in (folder / "conversations.jsonl").read_text("utf-8").splitlines()
+    }
+    for task in tasks:
+        turns = raw[task.id]["turns"]
+        assert turns[-1]["text"] == task.question
+        assert [m.content for m in task.history] == [
+            m["text"] for m in turns[:-1] if m["text"].strip()
+        ]
+        assert task.domain == raw[task.id]["domain"]
+    assert any(len(t.history) >= 2 for t in tasks) and any(not t.history for t in tasks)
 
 
 def test_a_gold_removed_question_another_paragraph_answers_is_left_out() -> None:
