@@ -59,8 +59,16 @@ $(BROWSER):
 # Two pytest-xdist workers (TEST_WORKERS), a test file each at a time (the files holding slow
 # tests first: conftest.py), each pinned to its own share of the CPUs (tests/conftest.py);
 # TEST_WORKERS=0 runs the suite in one process.
+# File permissions are tested with real users and POSIX ACLs (Debian's acl: setfacl,
+# getfacl; docs/guide/permissions.md), installed the same way.
+ACL_TOOLS := $(VENV)/.acl
+$(ACL_TOOLS):
+	command -v setfacl >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq acl; }
+	touch $@
+
 TEST_WORKERS ?= 2
-test: install lint $(BROWSER) $(OCR)  ## the whole suite: lint, the browser check, every test (CI runs this)
+test: install lint $(BROWSER) $(OCR) $(ACL_TOOLS)  ## the whole suite: lint, the browser check, every test (CI runs this)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --durations=30
 

@@ -26,6 +26,17 @@ from ragstream.connectors.protocols import SourceEntry, SourceReadError, Touch
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import doc_id as make_doc_id
 from ragstream.core.models import FileEvent, FileFingerprint
+from ragstream.core.permissions import (
+    DIR_NEED,
+    FILE_NEED,
+    AclFormatError,
+    ObjectPermissions,
+    Readers,
+    UserDb,
+    owner_only,
+    parse_acl,
+    readers,
+)
 from ragstream.core.settings import SourceConfig
 
 # doc_id -> the one (size, mtime) the index holds for it (None: several, or unknown)
@@ -141,6 +152,42 @@ def read_file(path: Path, root: Path) -> bytes:
         raise SourceReadError("permission denied: the file is not readable") from None
     except OSError as exc:
         raise SourceReadError(f"could not read file: {exc.strerror or exc}") from None
+
+
+ACL_ATTRIBUTE = "system.posix_acl_access"
+_NO_ACL = (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP)  # no ACL here, or no ACLs at all
+
+
+def object_permissions(path: Path, need: int) -> ObjectPermissions:
+    """Owner, group, mode and access ACL of one object (links followed, as a reader's open
+    follows them). `OSError` or `AclFormatError` when they cannot be read."""
+    st = os.stat(path)
+    try:
+        acl = parse_acl(os.getxattr(path, ACL_ATTRIBUTE))
+    except OSError as err:
+        if err.errno not in _NO_ACL:
+            raise
+        acl = None
+    return ObjectPermissions(st.st_uid, st.st_gid, st.st_mode & 0o777, acl, need)
+
+
+def file_readers(path: Path, root: Path, db: UserDb) -> Readers:
+    """Who may read the file at `path`: its permissions and those of every folder from the
+    watched `root` down (`core.permissions.readers`). Fail closed: what cannot be read leaves
+    the file to its owner, with the reason."""
+    try:
+        uid: int | None = os.stat(path).st_uid
+    except OSError as err:
+        return owner_only(None, db, f"permissions unreadable: {err.strerror or err}")
+    try:
+        rel = path.relative_to(root)
+        folders = [root, *(root / p for p in reversed(rel.parents[:-1]))] if rel.parts else []
+        chain = [object_permissions(d, DIR_NEED) for d in folders]
+        chain.append(object_permissions(path, FILE_NEED))
+    except (OSError, AclFormatError, ValueError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        return owner_only(uid, db, f"permissions unreadable: {why}")
+    return readers(chain, db)
 
 
 @dataclass
