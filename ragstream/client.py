@@ -8,6 +8,11 @@ over HTTP.
         c.retrieve("deleted files", k=5).results
     async with AsyncClient(url="http://127.0.0.1:8765") as c:
         answer = await c.query("...")
+    with Client(data_dir=".ragstream") as c:           # a conversation: the last message
+        first = c.query("How do I resize a volume?")   # is the question, the rest history
+        c.chat([{"role": "user", "content": "How do I resize a volume?"},
+                {"role": "assistant", "content": first.text},
+                {"role": "user", "content": "and without downtime?"}])
 
     ragstream.status(data_dir=".ragstream")            # the package's verb: one question
 
@@ -25,11 +30,18 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragstream.core.answers import Answer, Retrieval
+from ragstream.core.answers import Answer, ChatMessage, Retrieval
 from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
 from ragstream.core.settings import Settings
 from ragstream.core.snapshot import SnapshotInfo
-from ragstream.service.base import Mode, ProgressHandler, Question, States, StreamEvent
+from ragstream.service.base import (
+    Messages,
+    Mode,
+    ProgressHandler,
+    Question,
+    States,
+    StreamEvent,
+)
 from ragstream.service.connect import connect
 from ragstream.service.remote import AsyncRemoteIndex
 
@@ -95,6 +107,22 @@ class Client:
     def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]:
         """The answer's text as it is generated (str deltas), then the verified `Answer`."""
         return self._index.stream(question, **options)
+
+    def chat(self, messages: Messages, **options: Any) -> Answer:
+        """Answer a conversation's last message as `query` answers a question (citations,
+        verification, refusals), retrieval shaped by the history.
+
+        Args:
+            messages: The conversation, oldest first: `ChatMessage`s or `{"role": "user" |
+                "assistant", "content": ...}` dicts; the last one is the user's question.
+            **options: `k`, `n`, `fusion`, `rrf_k`, `filters`, `generate`, as in `query`.
+
+        Returns:
+            The `Answer`, with `effective_query` (what each retrieval leg ran) and
+            `conversation` (how much history was read or dropped, and how the question was
+            rewritten).
+        """
+        return self._index.chat(messages, **options)
 
     def retrieve(self, question: Question, **options: Any) -> Retrieval:
         """Ranked candidates with their text and per-leg ranks and scores; no generation."""
@@ -220,6 +248,10 @@ class AsyncClient:
         """`Client.stream` as an async iterator: str deltas, then the verified `Answer`."""
         return self._index.stream(question, **options)
 
+    async def chat(self, messages: Messages, **options: Any) -> Answer:
+        """`Client.chat`, awaited: a conversation's last message answered with its history."""
+        return await self._index.chat(messages, **options)
+
     async def retrieve(self, question: Question, **options: Any) -> Retrieval:
         """`Client.retrieve`, awaited: ranked candidates, no generation."""
         return await self._index.retrieve(question, **options)
@@ -301,4 +333,4 @@ class AsyncClient:
         await self.close()
 
 
-__all__ = ["AsyncClient", "Client", "StreamEvent", "status"]
+__all__ = ["AsyncClient", "ChatMessage", "Client", "StreamEvent", "status"]

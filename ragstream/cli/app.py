@@ -1,7 +1,8 @@
 """ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
-Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex, snapshot.
-Ask: query, serve, log, mcp.
+Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex, snapshot,
+migrate.
+Ask: query, ask (--chat: a conversation), serve, log, mcp.
 Measure: eval, tune. Settings: config. Every command takes --data-dir; most take --json.
 """
 
@@ -35,7 +36,9 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "file": audit.file,
     "gc": index.gc,
     "rebuild-lexical": index.rebuild_lexical,
+    "migrate": snapshot.migrate,
     "query": ask.query,
+    "ask": ask.ask,
     "serve": ask.serve,
     "log": ask.log,
     "mcp": mcp.mcp,

@@ -1,19 +1,27 @@
-"""Asking the index: `query`, `serve` (the HTTP API and the web console) and `log` (the
-retrieval log)."""
+"""Asking the index: `query`, `ask` (one question, or with `--chat` a conversation in the
+terminal), `serve` (the HTTP API and the web console) and `log` (the retrieval log)."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from ragstream.cli.options import ApiKey, AsJson, DataDir, Url, stop_on_sigterm
 from ragstream.cli.render import emit_json, err, print_answer, print_log, print_retrieval
-from ragstream.core.errors import InvalidRequestError
+from ragstream.core.errors import InvalidRequestError, RagstreamError
 
 if TYPE_CHECKING:
-    from ragstream.core.answers import QueryFilters
+    from ragstream.core.answers import Answer, ChatMessage, QueryFilters
+    from ragstream.service.base import IndexService
+
+CHAT_HELP = (
+    "a conversation in the terminal: each line is a question answered with the history "
+    "before it; /reset starts over, /quit or Ctrl-D ends"
+)
 
 FILTER_KEYS = {
     "path": "path_prefix",
@@ -81,6 +89,93 @@ def query(
             return
         answer = index.query(question, k=k, filters=flt)
     emit_json(answer) if as_json else print_answer(answer)
+
+
+def ask(
+    question: Annotated[
+        str | None, typer.Argument(help="the question (with --chat: the first one)")
+    ] = None,
+    chat: Annotated[bool, typer.Option("--chat", help=CHAT_HELP)] = False,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    k: Annotated[int, typer.Option("--k", help="chunks after rerank")] = 8,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="KEY=VALUE, repeatable: path=SOURCE:DIR/ (doc id prefix), type=md, doc=DOC_ID",
+        ),
+    ] = None,
+    url: Url = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Ask the index a question (as `query` does); with --chat, hold a conversation: follow-up
+    questions are answered with the history kept (--json: one Answer per line)."""
+    from ragstream.service.connect import connect
+
+    if not chat:
+        if question is None:
+            raise InvalidRequestError("give a QUESTION, or --chat for a conversation")
+        query(question, data_dir, as_json, k, filters=filters, url=url, api_key=api_key)
+        return
+    flt = parse_filters(filters or [])
+    with connect(data_dir, url=url, api_key=api_key) as index:
+        converse(index, questions(question), as_json, k=k, filters=flt)
+
+
+def questions(first: str | None) -> Iterator[str]:
+    """The lines the person types (after `first`, when given), until Ctrl-D or Ctrl-C; the
+    prompt shows only at a terminal."""
+    import sys
+
+    if first is not None:
+        yield first
+    prompt = "you> " if sys.stdin.isatty() else ""
+    while True:
+        try:
+            yield input(prompt)
+        except (EOFError, KeyboardInterrupt):
+            return
+
+
+def converse(index: IndexService, lines: Iterator[str], as_json: bool, **options: Any) -> None:
+    """The chat loop: each question asked with the conversation before it, each answer
+    printed as it comes (with its citations, and the effective query when the history
+    changed what retrieval ran). An error is printed and the conversation goes on."""
+    from pydantic import ValidationError
+
+    from ragstream.core.answers import MAX_CHAT_MESSAGES, ChatMessage
+
+    history: list[ChatMessage] = []
+    for line in lines:
+        text = line.strip()
+        if text == "/quit":
+            return
+        if text == "/reset":
+            history.clear()
+            err.print("[dim]new conversation[/]")
+            continue
+        if not text:
+            continue
+        try:
+            asked = ChatMessage(role="user", content=text)
+            answer = index.chat([*history, asked], **options)
+        except (RagstreamError, ValidationError) as exc:
+            err.print(f"[red]error:[/] {escape(' '.join(str(exc).split()))}")
+            continue
+        history = [*history, asked, *reply_of(answer)][-(MAX_CHAT_MESSAGES - 1) :]
+        emit_json(answer) if as_json else print_answer(answer)
+
+
+def reply_of(answer: Answer) -> list[ChatMessage]:
+    """The answer as the assistant's turn of the history: its text without the `[S1]`
+    markers; none for a refusal (the question alone stays in the history)."""
+    import re
+
+    from ragstream.core.answers import MAX_MESSAGE_CHARS, ChatMessage
+
+    text = re.sub(r"\s*\[S\d+\]", "", answer.text).strip()[:MAX_MESSAGE_CHARS]
+    return [ChatMessage(role="assistant", content=text)] if text else []
 
 
 def serve(

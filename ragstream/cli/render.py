@@ -124,6 +124,8 @@ def print_answer(answer: Answer) -> None:
         out.print(f"[yellow]no answer[/] ({r.reason}{best}): {escape(r.detail)}")
     else:
         out.print(escape(answer.text))
+    if (line := effective_line(answer)) is not None:
+        out.print(f"[dim]{escape(line)}[/]")
     if answer.citations:
         out.print("\nsources:")
     for n, c in enumerate(answer.citations, 1):
@@ -139,6 +141,23 @@ def print_answer(answer: Answer) -> None:
         f"reranker {answer.reranker} · generator {answer.generator} · trace {answer.trace_id}[/]"
     )
     out.print(f"[dim]{timings_line(answer.timings_ms)}[/]")
+
+
+def effective_line(answer: Answer) -> str | None:
+    """A conversation's answer: what retrieval ran where it differs from the question as
+    asked (the leg named when only one differs), and how many of the oldest messages were
+    left out; None when there is nothing to say."""
+    eq, conv, parts = answer.effective_query, answer.conversation, []
+    if eq is not None:
+        legs = {"BM25": eq.sparse, "dense": eq.dense}
+        changed = {leg: text for leg, text in legs.items() if text != answer.query}
+        if len(changed) == 2 and eq.sparse == eq.dense:
+            parts.append(f"effective query: {eq.dense}")
+        else:
+            parts += [f"effective query ({leg}): {text}" for leg, text in changed.items()]
+    if conv is not None and conv.dropped_messages:
+        parts.append(f"{conv.dropped_messages} oldest messages left out")
+    return " · ".join(parts) or None
 
 
 def print_retrieval(found: Retrieval) -> None:

@@ -1,6 +1,7 @@
 """Every failure as a JSON body `{"error": message, "code": ...}` with its status (422 adds
-pydantic's `details`), never a traceback; and the body-size check that runs before a body
-is read (411 without a Content-Length, 413 past the limit)."""
+pydantic's `details`, echoing an offending input only when it is short), never a traceback;
+and the body-size check that runs before a body is read (411 without a Content-Length, 413
+past the limit)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ MAX_BODY = 1 << 20
 # reading more would let anyone make it read unbounded input.
 DRAIN_LIMIT = 16 * MAX_BODY
 RETRY_NOT_READY_S = 2
+ECHO_LIMIT = 200  # a 422's details repeat an offending input up to this many JSON characters
 
 
 def error_body(status: int, message: str, code: str, **extra: Any) -> JSONResponse:
@@ -55,6 +57,9 @@ async def user_error(request: Request, exc: Exception) -> JSONResponse:
 async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     details = json.loads(json.dumps(exc.errors(), default=str))
+    for detail in details:  # a 1 MB message or 10,000 turns are not sent back
+        if len(json.dumps(detail.get("input"))) > ECHO_LIMIT:
+            del detail["input"]
     return error_body(422, "invalid request", "invalid_request", details=details)
 
 

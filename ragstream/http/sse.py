@@ -5,22 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from functools import partial
 from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from ragstream.core.answers import Answer, QueryRequest
+from ragstream.core.answers import Answer
 from ragstream.core.errors import RagstreamError
-from ragstream.service.base import Followed, Offload, ServedService
+from ragstream.service.base import Followed
 
 KEEPALIVE_S = 5.0
+# one answer, run with a callback that receives its text as it is written: a served index's
+# `query_async` or `chat_async` with the request and the offload bound
+Answering = Callable[[Callable[[str], None]], Awaitable[Answer]]
 
 
-async def answer_events(
-    index: ServedService, request: QueryRequest, offload: Offload
-) -> AsyncIterator[str]:
+async def answer_events(answering: Answering) -> AsyncIterator[str]:
     """SSE frames of one answer: `text` deltas as they are written, then the `answer` (or an
     `error`). The answer runs as its own task; a client that goes away cancels it, and with
     it the generation (an endpoint's request is closed)."""
@@ -32,9 +33,7 @@ async def answer_events(
 
     async def run() -> None:
         try:
-            on_text = partial(put, "text")
-            answer = await index.query_async(request, on_text, offload=offload)
-            put("answer", answer)
+            put("answer", await answering(partial(put, "text")))
         except RagstreamError as exc:
             put("error", {"error": str(exc), "code": exc.code})
         except Exception as exc:  # the stream has started: report, never hang the client

@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
-from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.core.answers import Answer, ChatMessage, ChatRequest, QueryRequest, Retrieval
+from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import (
     DocOutcome,
     FileDetail,
@@ -25,6 +26,9 @@ from ragstream.core.snapshot import SnapshotInfo
 StreamEvent = str | Answer  # a text delta, then the verified Answer last
 ProgressHandler = Callable[[ReindexProgress], None]
 Question = str | QueryRequest
+# a conversation, oldest first, the last message the question: `ChatMessage`s or plain
+# `{"role", "content"}` dicts, or a whole `ChatRequest`
+Messages = ChatRequest | Sequence[ChatMessage | dict[str, Any]]
 States = str | Sequence[str] | None
 Mode = Literal["embedded", "http"]
 Tenants = tuple[str, ...] | None  # an API key's tenants; None: every tenant
@@ -36,6 +40,22 @@ def query_request(question: Question, options: dict[str, Any]) -> QueryRequest:
     if isinstance(question, QueryRequest):
         return question.model_copy(update=options) if options else question
     return QueryRequest(query=question, **options)
+
+
+def chat_request(messages: Messages, options: dict[str, Any]) -> ChatRequest:
+    """A conversation and keyword options (`k`, `filters`, ...) as one `ChatRequest`,
+    validated (`ValidationError` names what is wrong: no message, a last message that is
+    not the user's, past `MAX_CHAT_MESSAGES` or `MAX_MESSAGE_CHARS`)."""
+    if isinstance(messages, ChatRequest):
+        if not options:
+            return messages
+        return ChatRequest.model_validate({**messages.model_dump(), **options})
+    if isinstance(messages, str):
+        raise InvalidRequestError(
+            "messages is a list of {role, content} messages, the last one the question; "
+            "ask a single question with `query`"
+        )
+    return ChatRequest.model_validate({"messages": list(messages), **options})
 
 
 def state_list(state: States) -> list[str]:
@@ -66,6 +86,8 @@ class IndexService(Protocol):
     def query(self, question: Question, **options: Any) -> Answer: ...
 
     def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]: ...
+
+    def chat(self, messages: Messages, **options: Any) -> Answer: ...
 
     def retrieve(self, question: Question, **options: Any) -> Retrieval: ...
 
@@ -124,6 +146,14 @@ class ServedService(IndexService, Protocol):
     async def query_async(
         self,
         request: QueryRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        offload: Offload,
+    ) -> Answer: ...
+
+    async def chat_async(
+        self,
+        request: ChatRequest,
         on_text: Callable[[str], None] | None = None,
         *,
         offload: Offload,

@@ -26,6 +26,7 @@ from ragstream.core.snapshot import SnapshotInfo
 from ragstream.query.retrieve import no_index
 from ragstream.service import audit, snapshots
 from ragstream.service.base import (
+    Messages,
     Mode,
     ProgressHandler,
     Question,
@@ -142,6 +143,9 @@ class LocalIndex:
 
     def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]:
         return self._served().stream(question, **options)
+
+    def chat(self, messages: Messages, **options: Any) -> Answer:
+        return self._served().chat(messages, **options)
 
     def retrieve(self, question: Question, **options: Any) -> Retrieval:
         return self._served().retrieve(question, **options)

@@ -21,7 +21,7 @@ from urllib.parse import quote, urlencode
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Retrieval
 from ragstream.core.errors import (
     DataDirBusyError,
     InvalidRequestError,
@@ -39,11 +39,13 @@ from ragstream.core.models import (
 )
 from ragstream.core.snapshot import SnapshotInfo
 from ragstream.service.base import (
+    Messages,
     Mode,
     ProgressHandler,
     Question,
     States,
     StreamEvent,
+    chat_request,
     query_request,
     state_list,
 )
@@ -74,6 +76,12 @@ def status_call() -> Call[StatusReport]:
 
 def query_call(request: QueryRequest) -> Call[Answer]:
     return Call("POST", "/v1/query", query_body(request), _model(Answer))
+
+
+def chat_call(request: ChatRequest) -> Call[Answer]:
+    """`POST /v1/chat` with the whole conversation (answered, not streamed)."""
+    body = request.model_dump(mode="json", exclude_defaults=True, exclude={"stream"})
+    return Call("POST", "/v1/chat", body, _model(Answer))
 
 
 def retrieve_call(request: QueryRequest) -> Call[Retrieval]:
@@ -313,6 +321,9 @@ class RemoteIndex(Endpoint):
         except httpx.TransportError as exc:
             raise unreachable(self._url, exc) from exc
 
+    def chat(self, messages: Messages, **options: Any) -> Answer:
+        return self._do(chat_call(chat_request(messages, options)))
+
     def retrieve(self, question: Question, **options: Any) -> Retrieval:
         return self._do(retrieve_call(query_request(question, options)))
 
@@ -418,6 +429,9 @@ class AsyncRemoteIndex(Endpoint):
                         yield item
         except httpx.TransportError as exc:
             raise unreachable(self._url, exc) from exc
+
+    async def chat(self, messages: Messages, **options: Any) -> Answer:
+        return await self._do(chat_call(chat_request(messages, options)))
 
     async def retrieve(self, question: Question, **options: Any) -> Retrieval:
         return await self._do(retrieve_call(query_request(question, options)))

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ragstream.connectors.protocols import LexicalIndex
 from ragstream.connectors.state import VerifyBook
 from ragstream.connectors.stores import configured_live, open_lexical_index
-from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Retrieval
 from ragstream.core.errors import InvalidRequestError, NotFoundError, NotReadyError
 from ragstream.core.ids import source_of
 from ragstream.core.models import (
@@ -48,6 +48,7 @@ from ragstream.query.retrieve import Retriever, no_index
 from ragstream.service import audit, snapshots
 from ragstream.service.base import (
     Followed,
+    Messages,
     Mode,
     Offload,
     ProgressHandler,
@@ -55,6 +56,7 @@ from ragstream.service.base import (
     States,
     StreamEvent,
     Tenants,
+    chat_request,
     query_request,
     state_list,
 )
@@ -151,11 +153,32 @@ class ServedIndex:
     ) -> Answer:
         """`query` for an asyncio server: the CPU stages run on `offload` (a bounded pool),
         each under the read lock; an endpoint generator's completion is awaited between."""
+        locked = self._offloaded(offload)
+        return await self.engine.answer_async(request, self.tenants, on_text, offload=locked)
+
+    def chat(self, messages: Messages, **options: Any) -> Answer:
+        """Answer a conversation's last message, retrieval shaped by its history."""
+        request = chat_request(messages, options)
+        return self._locked(self.engine.chat)(request, self.tenants)
+
+    async def chat_async(
+        self,
+        request: ChatRequest,
+        on_text: Callable[[str], None] | None = None,
+        *,
+        offload: Offload,
+    ) -> Answer:
+        """`chat` for an asyncio server, run as `query_async` runs a question."""
+        locked = self._offloaded(offload)
+        return await self.engine.chat_async(request, self.tenants, on_text, offload=locked)
+
+    def _offloaded(self, offload: Offload) -> Offload:
+        """`offload` with each call under the read lock."""
 
         async def locked(fn: Callable[..., T], *args: Any) -> T:
             return await offload(self._locked(fn), *args)
 
-        return await self.engine.answer_async(request, self.tenants, on_text, offload=locked)
+        return locked
 
     def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]:
         pieces: list[str] = []

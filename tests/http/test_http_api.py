@@ -85,6 +85,7 @@ def test_openapi_lists_every_route(url: str) -> None:
         "/v1/ready": {"get"},
         "/v1/status": {"get"},
         "/v1/query": {"post"},
+        "/v1/chat": {"post"},
         "/v1/retrieve": {"post"},
         "/v1/files": {"get"},
         "/v1/files/{doc_id}": {"get"},
@@ -100,6 +101,7 @@ def test_openapi_lists_every_route(url: str) -> None:
     assert {p: set(m) for p, m in paths.items()} == expected
     schemas = json.loads(body)["components"]["schemas"]
     assert {"QueryRequest", "Answer", "Retrieval", "StatusReport"} <= set(schemas)
+    assert {"ChatRequest", "ChatMessage", "EffectiveQuery", "Conversation"} <= set(schemas)
     assert {"VerifyReport", "FileRecord", "FileDetail", "ChunkRecord"} <= set(schemas)
 
 

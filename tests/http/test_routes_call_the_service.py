@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Retrieval
 from ragstream.core.models import (
     DocOutcome,
     FileDetail,
@@ -31,6 +31,11 @@ from ragstream.service.base import Followed, ServedService, Tenants
 Call = tuple[str, Tenants, tuple[Any, ...]]
 TENANT = {"Authorization": "Bearer key-acme"}
 ADMIN = {"Authorization": "Bearer key-admin"}
+CHAT = [
+    {"role": "user", "content": "what broke?"},
+    {"role": "assistant", "content": "the valve"},
+    {"role": "user", "content": "why?"},
+]
 
 
 def answer(query: str) -> Answer:
@@ -98,6 +103,17 @@ class RecordingIndex:
 
     def stream(self, question: Any, **options: Any) -> Iterator[Any]:
         raise AssertionError("a route streams through `query_async`")
+
+    def chat(self, messages: Any, **options: Any) -> Answer:
+        raise AssertionError("a route awaits `chat_async`")
+
+    async def chat_async(
+        self, request: ChatRequest, on_text: Callable[[str], None] | None = None, **_: Any
+    ) -> Answer:
+        self._record("chat_async", len(request.messages), request.question)
+        if on_text is not None:
+            on_text("streamed ")
+        return answer(request.question)
 
     def retrieve(self, question: QueryRequest, **options: Any) -> Retrieval:
         self._record("retrieve", question.query)
@@ -199,6 +215,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, dict[str, str], Call]] = [
     # router "query"
     ("POST", "/v1/query", {"query": "why?"}, TENANT, ("query_async", ("acme",), ("why?",))),
     ("POST", "/v1/retrieve", {"query": "why?"}, TENANT, ("retrieve", ("acme",), ("why?",))),
+    ("POST", "/v1/chat", {"messages": CHAT}, TENANT, ("chat_async", ("acme",), (3, "why?"))),
     # router "index"
     ("GET", "/v1/status", None, TENANT, ("status", ("acme",), ())),
     ("GET", "/v1/files?state=dead", None, TENANT, ("files", ("acme",), (("dead",),))),
@@ -262,6 +279,17 @@ def test_a_streamed_answer_is_one_call_and_ends_with_its_answer(
     assert frames[-1].startswith("event: answer\ndata: ")
     assert json.loads(frames[-1].split("data: ", 1)[1])["query"] == "why?"
     assert index.calls == [("query_async", ("acme",), ("why?",))]
+
+
+def test_a_streamed_chat_is_one_call_and_ends_with_its_answer(
+    app: tuple[TestClient, RecordingIndex],
+) -> None:
+    client, index = app
+    got = client.post("/v1/chat", json={"messages": CHAT, "stream": True}, headers=TENANT)
+    frames = [f for f in got.text.split("\n\n") if f]
+    assert frames[0] == 'event: text\ndata: {"delta": "streamed "}'
+    assert json.loads(frames[-1].split("data: ", 1)[1])["query"] == "why?"
+    assert index.calls == [("chat_async", ("acme",), (3, "why?"))]
 
 
 def test_a_tenant_key_is_refused_the_admin_routes_before_any_call(

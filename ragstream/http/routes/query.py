@@ -1,13 +1,16 @@
-"""Questions: `POST /v1/query` (an Answer, or with `"stream": true` Server-Sent Events) and
-`POST /v1/retrieve` (ranked candidates, no generation), under the caller's tenants."""
+"""Questions: `POST /v1/query` (an Answer, or with `"stream": true` Server-Sent Events),
+`POST /v1/chat` (a conversation's last message answered the same way, retrieval shaped by
+the history) and `POST /v1/retrieve` (ranked candidates, no generation), under the caller's
+tenants."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter
 
-from ragstream.core.answers import Answer, QueryRequest, Retrieval
+from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Retrieval
 from ragstream.http.deps import ServingDep, TenantsDep
 from ragstream.http.sse import answer_events, event_stream
 
@@ -25,10 +28,17 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
 @router.post("/v1/query", response_model=Answer, responses=STREAM_DOC)
 async def query(request: QueryRequest, caller: TenantsDep, serving: ServingDep) -> Any:
     """Answer with verified citations, or a structured refusal."""
-    index = serving.ready_index(caller)
-    if request.stream:
-        return event_stream(answer_events(index, request, serving.offload))
-    return await index.query_async(request, offload=serving.offload)
+    answering = partial(serving.ready_index(caller).query_async, request, offload=serving.offload)
+    return event_stream(answer_events(answering)) if request.stream else await answering()
+
+
+@router.post("/v1/chat", response_model=Answer, responses=STREAM_DOC)
+async def chat(request: ChatRequest, caller: TenantsDep, serving: ServingDep) -> Any:
+    """Answer a conversation's last message (OpenAI-style `messages`, oldest first) exactly
+    as `/v1/query` answers a question; the Answer adds `effective_query` (what retrieval
+    ran) and `conversation` (the history read, dropped, and how it was rewritten)."""
+    answering = partial(serving.ready_index(caller).chat_async, request, offload=serving.offload)
+    return event_stream(answer_events(answering)) if request.stream else await answering()
 
 
 @router.post("/v1/retrieve")
