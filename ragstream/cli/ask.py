@@ -11,13 +11,27 @@ import typer
 from rich.markup import escape
 
 from ragstream.cli.options import ApiKey, AsJson, DataDir, Url, stop_on_sigterm
-from ragstream.cli.render import emit_json, err, print_answer, print_log, print_retrieval
-from ragstream.core.errors import InvalidRequestError, RagstreamError
+from ragstream.cli.render import (
+    emit_json,
+    err,
+    out,
+    print_answer,
+    print_log,
+    print_retrieval,
+)
+from ragstream.core.errors import (
+    InvalidRequestError,
+    NotReadyError,
+    OverloadedError,
+    ServerTimeoutError,
+)
 
 if TYPE_CHECKING:
     from ragstream.core.answers import Answer, ChatMessage, QueryFilters
     from ragstream.service.base import IndexService
 
+# errors of one question in a conversation: printed, and the next question is asked
+PASSING = (InvalidRequestError, OverloadedError, ServerTimeoutError, NotReadyError)
 CHAT_HELP = (
     "a conversation in the terminal: each line is a question answered with the history "
     "before it; /reset starts over, /quit or Ctrl-D ends"
@@ -131,6 +145,8 @@ def questions(first: str | None) -> Iterator[str]:
     if first is not None:
         yield first
     prompt = "you> " if sys.stdin.isatty() else ""
+    if prompt:
+        err.print("[dim]ask a question; /reset starts over, /quit or Ctrl-D ends[/]")
     while True:
         try:
             yield input(prompt)
@@ -141,7 +157,8 @@ def questions(first: str | None) -> Iterator[str]:
 def converse(index: IndexService, lines: Iterator[str], as_json: bool, **options: Any) -> None:
     """The chat loop: each question asked with the conversation before it, each answer
     printed as it comes (with its citations, and the effective query when the history
-    changed what retrieval ran). An error is printed and the conversation goes on."""
+    changed what retrieval ran). An error of this question (a bad message, the server busy
+    or timing out) is printed and the conversation goes on; any other ends it."""
     from pydantic import ValidationError
 
     from ragstream.core.answers import MAX_CHAT_MESSAGES, ChatMessage
@@ -160,11 +177,15 @@ def converse(index: IndexService, lines: Iterator[str], as_json: bool, **options
         try:
             asked = ChatMessage(role="user", content=text)
             answer = index.chat([*history, asked], **options)
-        except (RagstreamError, ValidationError) as exc:
+        except (*PASSING, ValidationError) as exc:
             err.print(f"[red]error:[/] {escape(' '.join(str(exc).split()))}")
             continue
         history = [*history, asked, *reply_of(answer)][-(MAX_CHAT_MESSAGES - 1) :]
-        emit_json(answer) if as_json else print_answer(answer)
+        if as_json:
+            emit_json(answer)
+        else:
+            print_answer(answer)
+            out.print()  # a blank line between the turns
 
 
 def reply_of(answer: Answer) -> list[ChatMessage]:

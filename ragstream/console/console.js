@@ -1,5 +1,7 @@
 // ragstream console: plain JavaScript over the HTTP API (no build step, no CDN).
-// Ask: POST /v1/query {"stream": true} (Server-Sent Events: `text` deltas, then `answer`).
+// Ask: a conversation, POST /v1/chat {"messages", "stream": true} (Server-Sent Events: `text`
+// deltas, then `answer`); the thread lives in the page ("New conversation" or a reload
+// starts over), each turn with its answer, citations and effective query.
 // Files: GET /v1/files (the per-file ledger; a tenant key sees its own sources only), a
 // file's page GET /v1/files/{doc_id} (its chunks in order). Live: GET /v1/events (SSE).
 // Reindex: /v1/admin/reindex/*. Quality: GET /v1/eval (the saved `ragstream eval` reports).
@@ -48,39 +50,71 @@ function show(route) {
 }
 window.addEventListener("hashchange", () => show(location.hash.slice(1) || "ask"));
 
-// ---- Ask -----------------------------------------------------------------------------------
+// ---- Ask: a conversation ------------------------------------------------------------------
+// Each finished turn adds the question and, unless refused, the answer's text (without its
+// [S1] markers) to the history the next question is sent with.
+let history = [];
+
+function startTurn(question) {
+  for (const id of ["answer", "refusal"]) {  // the newest turn's parts carry the ids
+    const old = document.getElementById(id);
+    if (old) old.removeAttribute("id");
+  }
+  const turn = el("li", { class: "turn" },
+    el("p", { class: "asked", text: question }),
+    el("article", { id: "answer", class: "answer" }),
+    el("p", { class: "effective muted", hidden: "" }),
+    el("div", { id: "refusal", class: "refusal", hidden: "" }));
+  $("#thread").append(turn);
+  return turn;
+}
+
 $("#ask-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const question = $("#question").value.trim();
   if (!question) return;
-  const answerBox = $("#answer");
-  answerBox.textContent = "";
+  $("#question").value = "";
+  const turn = startTurn(question);
+  const answerBox = turn.querySelector(".answer");
   answerBox.dataset.state = "streaming";
-  $("#refusal").hidden = true;
   $("#source").hidden = true;
-  $("#why").hidden = true;
   $("#ask-status").textContent = "asking…";
+  const messages = [...history, { role: "user", content: question }];
   try {
-    const response = await fetch("/v1/query", {
+    const response = await fetch("/v1/chat", {
       method: "POST",
       headers: headers(true),
-      body: JSON.stringify({ query: question, stream: true }),
+      body: JSON.stringify({ messages, stream: true }),
     });
     if (!response.ok) {
       const err = await response.json().catch(() => ({ error: response.statusText }));
-      throw new Error(err.error || response.statusText);
+      const where = err.details && err.details[0] ? `: ${err.details[0].msg}` : "";
+      throw new Error((err.error || response.statusText) + where);
     }
     await readEvents(response, (kind, data) => {
       if (kind === "text") answerBox.textContent += data.delta;
-      else if (kind === "answer") renderAnswer(data);
-      else if (kind === "error") throw new Error(data.error);
+      else if (kind === "answer") {
+        renderAnswer(data, turn);
+        const reply = data.text.replace(/\s*\[S\d+\]/g, "").trim();
+        history = [...messages, ...(reply ? [{ role: "assistant", content: reply }] : [])];
+      } else if (kind === "error") throw new Error(data.error);
     });
     $("#ask-status").textContent = "";
   } catch (error) {
+    turn.classList.add("failed");  // not part of the conversation sent next
     $("#ask-status").textContent = "error: " + error.message;
   } finally {
     answerBox.dataset.state = "done";
   }
+});
+
+$("#new-conversation").addEventListener("click", () => {
+  history = [];
+  $("#thread").textContent = "";
+  $("#source").hidden = true;
+  $("#why").hidden = true;
+  $("#ask-status").textContent = "";
+  $("#question").focus();
 });
 
 async function readEvents(response, onEvent) {
@@ -107,8 +141,8 @@ function claimClass(claim) {
   return claim.supported ? "supported" : "unsupported";
 }
 
-function renderAnswer(answer) {
-  const box = $("#answer");
+function renderAnswer(answer, turn) {
+  const box = turn.querySelector(".answer");
   box.textContent = "";
   const sources = Object.fromEntries(answer.sources.map((s) => [s.cid, s]));
   for (const claim of answer.claims) {
@@ -119,14 +153,21 @@ function renderAnswer(answer) {
     span.textContent = claim.text.replace(/\s*\[S\d+\]/g, "");
     for (const cid of claim.cids) {
       const cite = el("button", { class: "cite", type: "button", text: cid });
-      cite.addEventListener("click", () => showSource(sources[cid], claim));
+      cite.addEventListener("click", () => {
+        showSource(sources[cid], claim);
+        renderWhy(answer);
+      });
       span.append(cite);
     }
     box.append(span, " ");
   }
+  const effective = effectiveText(answer);
+  const line = turn.querySelector(".effective");
+  line.hidden = !effective;
+  line.textContent = effective;
   if (answer.refusal) {
     const r = answer.refusal;
-    const panel = $("#refusal");
+    const panel = turn.querySelector(".refusal");
     panel.hidden = false;
     panel.textContent = "";
     panel.append(
@@ -142,6 +183,21 @@ function renderAnswer(answer) {
     panel.append(list);
   }
   renderWhy(answer);
+}
+
+// What retrieval ran, where the history changed it: the legs whose text differs from the
+// question as asked (one line when both ran the same rewrite), and the history left out.
+function effectiveText(answer) {
+  const eq = answer.effective_query;
+  const parts = [];
+  if (eq) {
+    const changed = [["BM25", eq.sparse], ["dense", eq.dense]].filter(([, t]) => t !== answer.query);
+    if (changed.length === 2 && eq.sparse === eq.dense) parts.push("effective query: " + eq.dense);
+    else for (const [leg, text] of changed) parts.push(`effective query (${leg}): ${text}`);
+  }
+  const dropped = answer.conversation ? answer.conversation.dropped_messages : 0;
+  if (dropped) parts.push(`${dropped} oldest messages left out`);
+  return parts.join(" · ");
 }
 
 function showSource(source, claim) {
