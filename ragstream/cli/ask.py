@@ -134,7 +134,10 @@ def ask(
         return
     flt = parse_filters(filters or [])
     with connect(data_dir, url=url, api_key=api_key) as index:
-        converse(index, questions(question), as_json, k=k, filters=flt)
+        try:
+            converse(index, questions(question), as_json, k=k, filters=flt)
+        except KeyboardInterrupt:  # Ctrl-C while an answer is on its way: end, as Ctrl-D
+            err.print()
 
 
 def questions(first: str | None) -> Iterator[str]:

@@ -12,6 +12,9 @@
     GET  /v1/events              sync outcomes live, Server-Sent Events (`watch --serve` only)
     POST /v1/query               QueryRequest -> Answer; {"stream": true} -> Server-Sent
                                  Events: `text` deltas as generated, then `answer`
+    POST /v1/chat                ChatRequest -> Answer: a conversation's last message
+                                 answered like /v1/query, retrieval shaped by the history
+                                 (the same `stream`)
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
     POST /v1/admin/reindex/{cmd} blue/green commands; with `server.api_keys` set, an admin
                                  key only
