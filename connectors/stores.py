@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from ragstream.connectors.data_format import ensure_format
 from ragstream.connectors.lexical import RankBM25Index, TantivyIndex
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.sparse import SparseLexicalIndex
@@ -117,8 +118,10 @@ def set_live_collection(
 
 
 def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrantStore:
-    """`open_vector_store` with the backend, location, index and retry policy of `settings`."""
+    """`open_vector_store` with the backend, location, index and retry policy of `settings`,
+    once the data dir is at the current storage format (a new one records it)."""
     s = settings
+    ensure_format(s.data_dir, s.store.migrate, creating=True)
     return open_vector_store(
         s.store.vector_backend,
         s.vectors_dir,
@@ -131,8 +134,10 @@ def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrant
 
 
 def configured_live(settings: Settings) -> tuple[str, EmbedderVersion] | None:
-    """`live_collection` of the index `settings` describe."""
+    """`live_collection` of the index `settings` describe, once its data dir is at the
+    current storage format (`connectors.data_format`)."""
     s = settings
+    ensure_format(s.data_dir, s.store.migrate)
     return live_collection(
         s.store.vector_backend, s.vectors_dir, s.store.index_name, s.store.qdrant_url
     )

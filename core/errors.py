@@ -21,6 +21,7 @@ message is one line that says what to do; the CLI prints it without a traceback.
 | 12 | (not an error) `verify` found drift (with `--repair`: drift the repair left behind) |
 | 13 | `OverloadedError`: the server is at capacity, or this key past its rate (HTTP 429) |
 | 14 | `ServerTimeoutError`: the server gave up on the request (HTTP 504) |
+| 15 | `StorageFormatError`: a data dir of a newer storage format, or an older one not migrated |
 
 `EXIT_CODES` is the same table for programs (the CLI's `--help` prints it).
 """
@@ -167,6 +168,16 @@ class ServerTimeoutError(RagstreamError):
     http_status = 504
 
 
+class StorageFormatError(RagstreamError):
+    """The data dir records a storage format this ragstream does not open: a newer one
+    (upgrade ragstream), or an older one with `store.migrate = "ask"` (the message names
+    `ragstream migrate --data-dir D`) (exit 15, HTTP 409)."""
+
+    exit_code = 15
+    code = "storage_format"
+    http_status = 409
+
+
 def error_class(code: str) -> type[RagstreamError]:
     """The error type an HTTP error body's `code` names (the base type if unknown)."""
     return next((c for c in _all(RagstreamError) if c.code == code), RagstreamError)
@@ -200,4 +211,5 @@ EXIT_CODES: dict[int, str] = {
     EXIT_DRIFT: "verify found drift",
     OverloadedError.exit_code: "server overloaded",
     ServerTimeoutError.exit_code: "server timed out",
+    StorageFormatError.exit_code: "storage format not opened",
 }

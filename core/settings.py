@@ -344,6 +344,10 @@ class StoreSettings(BaseModel):
     # exponential backoff, at most this many calls and this many seconds of waiting in all
     retry_attempts: int = Field(default=8, ge=1)
     retry_max_wait_s: float = Field(default=30.0, ge=0.0)
+    # a data dir of an older storage format: "auto" migrates it in place when first opened
+    # (after a snapshot of it when a step rewrites data), "ask" refuses with the command
+    # (`ragstream migrate`); docs/guide/snapshots.md "Storage format and migrations"
+    migrate: Literal["auto", "ask"] = "auto"
 
 
 class SyncSettings(BaseModel):
@@ -372,6 +376,15 @@ class SyncSettings(BaseModel):
     mass_delete_min_docs: int = 10
     # `watch` reads each git source's ref this often (seconds): a moved ref is re-listed
     git_poll_s: float = Field(default=5.0, gt=0.0)
+
+
+class SnapshotSettings(BaseModel):
+    """Scheduled snapshots under `watch` (docs/guide/snapshots.md): one every `every`
+    seconds (0: none), the newest `keep` of the data dir's snapshots kept."""
+
+    model_config = ConfigDict(extra="forbid")
+    every: float = Field(default=0.0, ge=0.0)
+    keep: int = Field(default=7, ge=1)
 
 
 class VerifySettings(BaseModel):
@@ -486,6 +499,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     sync: SyncSettings = Field(default_factory=SyncSettings)
     verify: VerifySettings = Field(default_factory=VerifySettings)
+    snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
     generator: GeneratorSettings = Field(default_factory=GeneratorSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

@@ -1,14 +1,26 @@
 """A snapshot of a data dir: its manifest (what the one file holds, each member's checksum,
-the counts of both legs it was taken at) and what `snapshot list` / `create` report, and the
-storage format version a data dir records."""
+the counts of both legs it was taken at) and what `snapshot list` / `create` report, the
+storage format version this ragstream writes, and the installed ragstream version."""
 
 from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
 
 from pydantic import BaseModel, ConfigDict
 
 SNAPSHOT_FORMAT = "ragstream-snapshot/1"
-# the layout of a data dir's stores and state; a snapshot records the one it was taken from
+# the layout of a data dir's stores and state (recorded in `state/format.json`); a snapshot
+# records the one it was taken from. Raise it with a migration step in
+# `connectors.data_format.MIGRATIONS` whenever a stored layout changes.
 STORAGE_FORMAT = 1
+
+
+def ragstream_version() -> str:
+    """The installed ragstream's version ("0+unknown" when run from a tree not installed)."""
+    try:
+        return version("ragstream")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 class SnapshotMember(BaseModel):
@@ -43,7 +55,9 @@ class SnapshotManifest(BaseModel):
     storage_format: int = STORAGE_FORMAT
     embedder: str | None  # the live side's embedder tag (slug)
     collection: str | None  # the live collection
-    counts: LegCounts
+    # None: taken before a migration, of stores in an older format this version does not
+    # count (verify checks its checksums only)
+    counts: LegCounts | None
     members: list[SnapshotMember]
 
 
@@ -55,4 +69,5 @@ class SnapshotInfo(BaseModel):
     size: int
     created_at: float
     embedder: str | None
-    counts: LegCounts
+    counts: LegCounts | None
+    storage_format: int = STORAGE_FORMAT

@@ -1,4 +1,5 @@
-"""`ragstream snapshot ...`: one file that holds a data dir whole, checked and restored.
+"""`ragstream snapshot ...`: one file that holds a data dir whole, checked and restored;
+`ragstream migrate`: a data dir taken to this ragstream's storage format.
 
 `create` and `list` ask the index where `connect` finds it: while `watch --serve` or `serve`
 holds the data dir, that process writes the snapshot (and keeps answering). `verify` and
@@ -16,7 +17,7 @@ import typer
 
 from ragstream.cli.options import ApiKey, AsJson, DataDir, Url
 from ragstream.cli.render import emit_json, err
-from ragstream.core.snapshot import SnapshotInfo, SnapshotManifest
+from ragstream.core.snapshot import LegCounts, SnapshotInfo, SnapshotManifest
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 SnapshotFile = Annotated[Path, typer.Argument(help="a snapshot file (`snapshot list` shows them)")]
@@ -26,11 +27,16 @@ def _when(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _counted(counts: LegCounts | None, storage_format: int) -> str:
+    if counts is None:
+        return f"format {storage_format}, not counted (taken before a migration)"
+    return f"{counts.chunks_live} chunks, {counts.lexical_live} in BM25"
+
+
 def _line(info: SnapshotInfo) -> str:
-    c = info.counts
     return (
         f"{info.id}  {_when(info.created_at)}  {info.size / 1e6:.1f} MB  {info.embedder}  "
-        f"{c.chunks_live} chunks, {c.lexical_live} in BM25  {info.path}"
+        f"{_counted(info.counts, info.storage_format)}  {info.path}"
     )
 
 
@@ -77,10 +83,14 @@ def _show(manifest: SnapshotManifest, what: str, as_json: bool) -> None:
         emit_json(manifest)
         return
     c = manifest.counts
+    counted = (
+        f"{c.chunks_live} chunks live ({c.chunks_deleted} deleted), {c.lexical_live} in BM25"
+        if c is not None
+        else _counted(c, manifest.storage_format)
+    )
     print(
         f"{what}: snapshot {manifest.id} of {_when(manifest.created_at)}, "
-        f"{len(manifest.members)} members, {c.chunks_live} chunks live "
-        f"({c.chunks_deleted} deleted), {c.lexical_live} in BM25, embedder {manifest.embedder}"
+        f"{len(manifest.members)} members, {counted}, embedder {manifest.embedder}"
     )
 
 
@@ -111,3 +121,19 @@ def restore(
 
     settings = load_settings(data_dir)
     _show(snapshots.restore(settings, file, data_dir, force), "restored", as_json)
+
+
+def migrate(data_dir: DataDir = None, as_json: AsJson = False) -> None:
+    """Take the data dir to this ragstream's storage format now (opening it does the same
+    unless store.migrate = "ask"); a snapshot comes first when a step rewrites data."""
+    from ragstream.core.settings import load_settings
+    from ragstream.service import snapshots
+
+    steps = snapshots.migrate(load_settings(data_dir))
+    if as_json:
+        emit_json(steps)
+        return
+    for step in steps:
+        print(step)
+    if not steps:
+        err.print("the data dir is at the current storage format: nothing to migrate")

@@ -23,6 +23,7 @@ from ragstream.flows.runtime import Runtime
 from ragstream.flows.sources import with_folders
 from ragstream.flows.sync import OutcomeHandler, run_sync
 from ragstream.query.retrieve import no_index
+from ragstream.service import snapshots
 from ragstream.service.audit import scheduled_verify
 from ragstream.service.status import status_report
 from ragstream.service.stores import live_vectors, open_live
@@ -67,7 +68,8 @@ def watch(
 ) -> SyncReport:
     """Catch up, then follow every change until interrupted (bytewax recovery on, under
     `<data_dir>/recovery/`). `alongside(runtime)` runs beside the flow (an HTTP server over
-    its stores); the scheduled audit runs when `verify.every_s` is set."""
+    its stores); the scheduled audit runs when `verify.every_s` is set, scheduled snapshots
+    when `snapshot.every` is."""
     chosen = with_folders(settings or load_settings(data_dir), paths)
 
     @contextmanager
@@ -75,6 +77,8 @@ def watch(
         with ExitStack() as scope:
             if chosen.verify.every_s > 0:
                 scope.enter_context(scheduled_verify(rt, chosen))
+            if chosen.snapshot.every > 0:
+                scope.enter_context(snapshots.scheduled(rt, chosen))
             if alongside is not None:
                 scope.enter_context(alongside(rt))
             yield

@@ -7,12 +7,17 @@ The file layer is `connectors.snapshot_files`; this module adds the counts and t
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ragstream.connectors.data_format import migrate_forward, too_new
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.snapshot_files import (
     checked,
@@ -24,8 +29,18 @@ from ragstream.connectors.snapshot_files import (
 from ragstream.core.errors import BadSnapshotError, InvalidRequestError
 from ragstream.core.rwlock import StoreLock
 from ragstream.core.settings import Settings
-from ragstream.core.snapshot import LegCounts, SnapshotInfo, SnapshotManifest, SnapshotMember
+from ragstream.core.snapshot import (
+    STORAGE_FORMAT,
+    LegCounts,
+    SnapshotInfo,
+    SnapshotManifest,
+    SnapshotMember,
+    ragstream_version,
+)
+from ragstream.flows.runtime import Runtime
 from ragstream.service.stores import open_live
+
+log = logging.getLogger(__name__)
 
 
 def snapshots_dir(settings: Settings) -> Path:
@@ -48,16 +63,8 @@ def info_of(path: Path, manifest: SnapshotManifest) -> SnapshotInfo:
         created_at=manifest.created_at,
         embedder=manifest.embedder,
         counts=manifest.counts,
+        storage_format=manifest.storage_format,
     )
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ragstream")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def take(
@@ -84,7 +91,7 @@ def take(
             return SnapshotManifest(
                 id=snap_id,
                 created_at=now,
-                ragstream_version=_version(),
+                ragstream_version=ragstream_version(),
                 embedder=vectors.embedder.slug,
                 collection=collection,
                 counts=counts,
@@ -108,8 +115,15 @@ def listed_snapshots(settings: Settings) -> list[SnapshotInfo]:
 
 def _unpacked(settings: Settings, path: Path, into: Path) -> SnapshotManifest:
     """`path` checked and unpacked into the new dir `into`, whose stores, opened without a
-    model, must hold the counts the manifest records."""
+    model, must hold the counts the manifest records. A snapshot of an older storage format
+    is migrated there (its own file is the copy); a newer one is refused before unpacking."""
+    head = read_manifest(path)
+    if head.storage_format > STORAGE_FORMAT:
+        raise too_new(path, head.storage_format, head.ragstream_version)
     manifest = checked(path, unpack_to=into)
+    migrate_forward(into, snapshot=False)
+    if manifest.counts is None:  # taken before a migration: the checksums are the proof
+        return manifest
     there = settings.model_copy(update={"data_dir": into})
     with open_live(there) as live:
         if live is None:
@@ -157,3 +171,45 @@ def restore(settings: Settings, path: Path, target: Path, force: bool = False) -
     staging.rename(target)
     shutil.rmtree(aside, ignore_errors=True)
     return manifest
+
+
+def migrate(settings: Settings) -> list[str]:
+    """Take the data dir to this ragstream's storage format now (`ragstream migrate`): what
+    opening it does on its own with `store.migrate = "auto"`; the steps run, none when it
+    is current. A snapshot is taken first when a step rewrites data."""
+    if not settings.data_dir.is_dir():
+        raise InvalidRequestError(f"no data dir {settings.data_dir}")
+    return migrate_forward(settings.data_dir)
+
+
+def prune(settings: Settings, keep: int) -> list[Path]:
+    """Remove all but the newest `keep` snapshots of the data dir; the files removed."""
+    gone = listed(snapshots_dir(settings))[keep:]
+    for path in gone:
+        path.unlink(missing_ok=True)
+    return gone
+
+
+@contextmanager
+def scheduled(rt: Runtime, settings: Settings) -> Iterator[None]:
+    """`watch`'s snapshots: one every `snapshot.every` seconds, taken between index batches
+    (writers wait, queries do not), then all but the newest `snapshot.keep` removed. A
+    failing snapshot is logged and never stops the watch."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(settings.snapshot.every):
+            try:
+                side = rt.sides.live
+                take(settings, (side.collection, side.vectors), rt.lexical, rt.lock)
+                prune(settings, settings.snapshot.keep)
+            except Exception as exc:
+                log.warning("scheduled snapshot failed: %s", exc)
+
+    thread = threading.Thread(target=loop, name="ragstream-snapshot", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=600)

@@ -43,7 +43,8 @@ def snapshot_file(synced: tuple[Path, Settings]) -> Path:
     with Client(settings=synced[1]) as c:
         info = c.snapshot()
         assert [s.id for s in c.snapshots()] == [info.id]
-    assert info.counts.chunks_live > 0 and info.counts.lexical_live == info.counts.chunks_live
+    assert info.counts is not None and info.counts.chunks_live > 0
+    assert info.counts.lexical_live == info.counts.chunks_live
     return Path(info.path)
 
 
@@ -96,6 +97,7 @@ def _rewritten(src: Path, dst: Path, change: str) -> Path:
                 continue
             if change == "lie" and info.name == MANIFEST:
                 m = SnapshotManifest.model_validate_json(data)
+                assert m.counts is not None
                 counts = m.counts.model_copy(update={"chunks_live": m.counts.chunks_live + 1})
                 data = m.model_copy(update={"counts": counts}).model_dump_json().encode()
             info.size = len(data)
@@ -169,3 +171,20 @@ def test_a_served_data_dir_snapshots_in_its_process_and_downloads(
         assert got.status_code == 200 and got.content == Path(info.path).read_bytes()
         assert httpx.get(f"{url}/v1/snapshots/nope").status_code == 404
     snapshots.verify(settings, Path(info.path))
+
+
+def test_a_forced_restore_that_fails_leaves_the_old_dir_whole(
+    synced: tuple[Path, Settings], snapshot_file: Path, tmp_path: Path
+) -> None:
+    old = tmp_path / "old"
+    snapshots.restore(synced[1], snapshot_file, old)
+    before = sorted((p.relative_to(old), p.stat().st_size) for p in old.rglob("*"))
+    bad = _rewritten(snapshot_file, tmp_path / "lie.tar", "lie")  # fails after unpacking
+    with pytest.raises(BadSnapshotError, match="the manifest counts"):
+        snapshots.restore(synced[1], bad, old, force=True)
+    assert sorted((p.relative_to(old), p.stat().st_size) for p in old.rglob("*")) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lie.tar", "old"]  # no staging left
+    restored = synced[1].model_copy(update={"data_dir": old})
+    counts = snapshots.read_manifest(snapshot_file).counts
+    with Client(settings=restored) as c:
+        assert counts is not None and c.status().chunks_live == counts.chunks_live

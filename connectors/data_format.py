@@ -1,0 +1,186 @@
+"""The storage format of a data dir: recorded in `state/format.json`, checked whenever its
+stores are opened, and migrated forward one step at a time.
+
+A data dir records the format its stores and state are laid out in (`STORAGE_FORMAT` when
+this ragstream created it) and the ragstream version that last wrote the record. Opening
+one (`ensure_format`):
+
+- a newer format than this ragstream reads is refused (`StorageFormatError`), nothing is
+  touched;
+- an older one is migrated in place, step by step (`MIGRATIONS[n]` takes format n to n+1),
+  under a lock so two processes never migrate at once. When any step rewrites stored data,
+  the data dir is first written to `snapshots/<id>-format<n>.tar` (the snapshot file layer,
+  checksummed; restoring it gives the dir back as it was). With `store.migrate = "ask"` it
+  is refused instead, with the command to run (`ragstream migrate --data-dir D`);
+- a data dir without a record that holds an index was written before the record existed:
+  format 0, whose layout is format 1's (its step records the format and rewrites nothing).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ragstream.connectors.snapshot_files import write_snapshot
+from ragstream.connectors.state import read_json, write_json_atomic
+from ragstream.core.errors import StorageFormatError
+from ragstream.core.snapshot import (
+    STORAGE_FORMAT,
+    SnapshotManifest,
+    SnapshotMember,
+    ragstream_version,
+)
+
+FORMAT_FILE = "format.json"
+LOCK_FILE = "format.lock"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step from format `n` to `n + 1`: `apply(data_dir)` rewrites what changed;
+    `rewrites` says whether it changes stored data (then a snapshot is taken first)."""
+
+    description: str
+    apply: Callable[[Path], None]
+    rewrites: bool
+
+
+def _nothing(data_dir: Path) -> None:
+    """Format 0 is format 1 without its record: the step only records the format."""
+
+
+# MIGRATIONS[n] takes a data dir from format n to n + 1; a format change adds its step here
+MIGRATIONS: dict[int, Migration] = {
+    0: Migration("record the storage format (the layout is unchanged)", _nothing, False),
+}
+
+
+def format_path(data_dir: Path) -> Path:
+    return data_dir / "state" / FORMAT_FILE
+
+
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
+
+
+def holds_an_index(data_dir: Path) -> bool:
+    """Whether `data_dir` already holds an index (vectors, a lexical index, a finished sync)."""
+    return (
+        _has_files(data_dir / "vectors")
+        or _has_files(data_dir / "lexical")
+        or (data_dir / "state" / "sync.json").is_file()
+    )
+
+
+def recorded_format(data_dir: Path) -> int | None:
+    """The format `data_dir` records; 0 for an index written before the record existed;
+    None for a new or empty data dir."""
+    raw = read_json(format_path(data_dir), None)
+    if isinstance(raw, dict) and isinstance(raw.get("storage_format"), int):
+        return int(raw["storage_format"])
+    return 0 if holds_an_index(data_dir) else None
+
+
+def record_format(data_dir: Path, storage_format: int | None = None) -> None:
+    """Record `storage_format` (default: the current one) and this ragstream's version."""
+    fmt = STORAGE_FORMAT if storage_format is None else storage_format
+    write_json_atomic(
+        format_path(data_dir), {"storage_format": fmt, "ragstream_version": ragstream_version()}
+    )
+
+
+def _written_by(data_dir: Path) -> str:
+    raw = read_json(format_path(data_dir), {})
+    return str(raw.get("ragstream_version", "an unknown version")) if isinstance(raw, dict) else ""
+
+
+def too_new(where: Path, found: int, written_by: str) -> StorageFormatError:
+    """The refusal of a data dir or snapshot of a newer format than this ragstream reads."""
+    return StorageFormatError(
+        f"{where} has storage format {found} (written by ragstream {written_by}); "
+        f"this ragstream ({ragstream_version()}) reads formats up to {STORAGE_FORMAT}: upgrade "
+        f"ragstream to open it (nothing was changed)"
+    )
+
+
+def ensure_format(data_dir: Path, migrate: str = "auto", creating: bool = False) -> None:
+    """Open `data_dir` at the current format: refuse a newer one, migrate an older one
+    (`migrate="auto"`) or refuse it with the command (`"ask"`); with `creating`, a new data
+    dir gets the current record."""
+    found = recorded_format(data_dir)
+    if found == STORAGE_FORMAT:
+        return
+    if found is None:
+        if creating:
+            record_format(data_dir)
+        return
+    if found > STORAGE_FORMAT:
+        raise too_new(data_dir, found, _written_by(data_dir))
+    if migrate != "auto":
+        raise StorageFormatError(
+            f"{data_dir} has storage format {found}, this ragstream writes {STORAGE_FORMAT}: "
+            f"run `ragstream migrate --data-dir {data_dir}` (it snapshots the data dir first "
+            f"when a step rewrites data), or set store.migrate = 'auto'"
+        )
+    migrate_forward(data_dir)
+
+
+@contextmanager
+def _migration_lock(data_dir: Path) -> Iterator[None]:
+    path = data_dir / "state" / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def migrate_forward(data_dir: Path, snapshot: bool = True) -> list[str]:
+    """Take `data_dir` to `STORAGE_FORMAT`, one recorded step at a time; the descriptions
+    of the steps run (none when it is current). A snapshot comes first when a step rewrites
+    data (`snapshot=False`: the caller holds a copy, e.g. a restore's own file)."""
+    with _migration_lock(data_dir):
+        found = recorded_format(data_dir)
+        if found is None or found == STORAGE_FORMAT:
+            return []
+        if found > STORAGE_FORMAT:
+            raise too_new(data_dir, found, _written_by(data_dir))
+        steps = [(n, MIGRATIONS[n]) for n in range(found, STORAGE_FORMAT)]
+        if snapshot and any(step.rewrites for _, step in steps):
+            snapshot_before(data_dir, found)
+        done = []
+        for n, step in steps:
+            step.apply(data_dir)
+            record_format(data_dir, n + 1)  # a crash resumes from the next step
+            done.append(f"format {n} -> {n + 1}: {step.description}")
+        return done
+
+
+def snapshot_before(data_dir: Path, found: int) -> Path:
+    """The data dir as it is, in format `found`, written to its `snapshots/` folder (the
+    leg counts are not read: this version may not open that format's stores)."""
+    now = time.time()
+    snap_id = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S") + f"-format{found}"
+    out = data_dir / "snapshots" / f"{snap_id}.tar"
+
+    def manifest_of(members: list[SnapshotMember]) -> SnapshotManifest:
+        return SnapshotManifest(
+            id=snap_id,
+            created_at=now,
+            ragstream_version=ragstream_version(),
+            storage_format=found,
+            embedder=None,
+            collection=None,
+            counts=None,
+            members=members,
+        )
+
+    write_snapshot(data_dir, out, manifest_of)
+    return out

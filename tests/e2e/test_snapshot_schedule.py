@@ -1,0 +1,92 @@
+"""Snapshots under a real `ragstream watch` subprocess: scheduled ones every
+`snapshot.every` seconds with only the newest `snapshot.keep` kept, and a watch SIGKILLed
+while a snapshot is half written, which leaves the earlier snapshots whole, the half file
+never listed, and the live index as it was."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from ragstream import Client
+from ragstream.connectors.snapshot_files import listed
+from ragstream.core.settings import Settings
+from ragstream.service import snapshots
+
+pytestmark = pytest.mark.slow
+
+FIXTURE = sorted(Path(__file__).parents[1].joinpath("data").glob("datadir-format*.tar.gz"))[-1]
+
+
+def _watching(tmp_path: Path, every: str, keep: str) -> tuple[subprocess.Popen[bytes], Settings]:
+    with tarfile.open(FIXTURE) as tar:
+        tar.extractall(tmp_path, filter="data")
+    data = tmp_path / "data"
+    env = dict(os.environ, RAGSTREAM_SNAPSHOT__EVERY=every, RAGSTREAM_SNAPSHOT__KEEP=keep)
+    command = ["watch", str(tmp_path / "docs"), "--data-dir", str(data)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragstream.cli", *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    return proc, Settings(data_dir=data)
+
+
+def _until(check: object, timeout: float = 180.0, step: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(step)
+    raise AssertionError(f"not within {timeout}s")
+
+
+def test_watch_snapshots_on_schedule_and_keeps_the_newest(tmp_path: Path) -> None:
+    proc, settings = _watching(tmp_path, every="1", keep="2")
+    folder = snapshots.snapshots_dir(settings)
+    seen: set[str] = set()
+
+    def four_taken() -> bool:
+        now = [p.name for p in listed(folder)]
+        assert len(now) <= 3  # at most one over `keep`, between a take and its prune
+        seen.update(now)
+        return len(seen) >= 4
+
+    try:
+        _until(four_taken)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    kept = [p.name for p in listed(folder)]
+    assert len(kept) == 2 and kept == sorted(seen, reverse=True)[: len(kept)]
+    for path in listed(folder):
+        assert snapshots.verify(settings, path).counts is not None
+
+
+def test_a_watch_killed_mid_snapshot_leaves_earlier_ones_whole(tmp_path: Path) -> None:
+    proc, settings = _watching(tmp_path, every="0.5", keep="50")
+    folder = snapshots.snapshots_dir(settings)
+    try:
+        _until(lambda: len(listed(folder)) >= 1)
+        _until(lambda: any(folder.glob("*.partial")), step=0.005)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    before = listed(folder)
+    assert before and all(p.suffix == ".tar" for p in before)
+    for path in before:  # every listed file is whole
+        snapshots.verify(settings, path)
+    with Client(settings=settings) as c:  # the index is as it was, and snapshots again
+        assert c.status().chunks_live == 3
+        assert [s.path for s in c.snapshots()] == [str(p) for p in before]
+        c.snapshot()
+    assert not list(folder.glob(".*")) and not list(folder.glob("*.partial"))  # swept
