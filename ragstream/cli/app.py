@@ -1,7 +1,7 @@
 """ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
 Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex, snapshot, migrate.
-Ask: query, ask (--chat: a conversation), serve, log, mcp.
+Ask: query, ask, serve, log, mcp.
 Measure: eval, tune. Settings: config. Every command takes --data-dir; most take --json.
 """
 

@@ -116,6 +116,7 @@ REMOTE_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "reindex_promote": ((), {"eval_dataset": "d", "eval_margin": 0.1}),
     "reindex_rollback": ((), {}), "reindex_cleanup": ((), {"confirm": True}),
     "reindex_abort": ((), {}), "snapshot": ((), {}), "snapshots": ((), {}),
+    "chat": (([{"role": "user", "content": "q"}],), {}),
 }  # fmt: skip
 REMOTE_PROBE = """
 import asyncio, sys, httpx
