@@ -52,8 +52,12 @@ window.addEventListener("hashchange", () => show(location.hash.slice(1) || "ask"
 
 // ---- Ask: a conversation ------------------------------------------------------------------
 // Each finished turn adds the question and, unless refused, the answer's text (without its
-// [S1] markers) to the history the next question is sent with.
+// [S1] markers) to the history the next question is sent with, within the API's bounds
+// (1,000 messages of at most 32,000 characters; the server reads the newest
+// `query.conversation.max_turns` of them and says how many it left out).
 let history = [];
+const MAX_MESSAGES = 1000;
+const MAX_MESSAGE_CHARS = 32000;
 
 function startTurn(question) {
   for (const id of ["answer", "refusal"]) {  // the newest turn's parts carry the ids
@@ -79,7 +83,7 @@ $("#ask-form").addEventListener("submit", async (event) => {
   answerBox.dataset.state = "streaming";
   $("#source").hidden = true;
   $("#ask-status").textContent = "asking…";
-  const messages = [...history, { role: "user", content: question }];
+  const messages = [...history.slice(-(MAX_MESSAGES - 1)), { role: "user", content: question }];
   try {
     const response = await fetch("/v1/chat", {
       method: "POST",
@@ -95,7 +99,7 @@ $("#ask-form").addEventListener("submit", async (event) => {
       if (kind === "text") answerBox.textContent += data.delta;
       else if (kind === "answer") {
         renderAnswer(data, turn);
-        const reply = data.text.replace(/\s*\[S\d+\]/g, "").trim();
+        const reply = data.text.replace(/\s*\[S\d+\]/g, "").trim().slice(0, MAX_MESSAGE_CHARS);
         history = [...messages, ...(reply ? [{ role: "assistant", content: reply }] : [])];
       } else if (kind === "error") throw new Error(data.error);
     });

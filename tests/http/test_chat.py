@@ -293,6 +293,20 @@ def test_the_chat_loop_prints_citations_and_the_effective_query(served: Served) 
     assert "vesuvius.md" in bad.stdout  # the conversation went on after the bad line
 
 
+@pytest.mark.slow  # the CLI in subprocesses
+def test_ask_without_chat_answers_one_question_as_query_does(served: Served) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "ragstream.cli", *args, "--url", served.url, "--json"]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+
+    asked, queried = run("ask", FIRST), run("query", FIRST)
+    assert asked.returncode == queried.returncode == 0, asked.stderr
+    one, same = (Answer.model_validate_json(p.stdout) for p in (asked, queried))
+    assert one.model_dump(exclude=IGNORE) == same.model_dump(exclude=IGNORE)
+    nothing = run("ask")
+    assert nothing.returncode == 2 and "--chat" in nothing.stderr
+
+
 # ---- the console: the Ask tab's thread -------------------------------------------------
 
 
