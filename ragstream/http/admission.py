@@ -16,7 +16,8 @@ readiness, the live feed, the console or the API docs):
   started is answered 408, so a client trickling its bytes cannot hold a slot for long.
 
 All of it runs on the event loop thread, so its counters need no lock. Error bodies are the
-API's own `{"error", "code"}`.
+API's own `{"error", "code"}`; on `/mcp`, a JSON-RPC error carrying the same code (an MCP
+client raises it as the call's error).
 """
 
 from __future__ import annotations
@@ -178,12 +179,12 @@ class Admission:
             await self.app(scope, receive, send)
             return
         if self.draining():
-            await refuse(send, 503, "shutting_down", "the server is shutting down", 5)
+            await refuse(scope, send, 503, "shutting_down", "the server is shutting down", 5)
             return
         wait = self.buckets.take(api_key(scope))
         if wait > 0:
             message = f"more than {self.limits.rate_per_key} requests a minute for this key"
-            await refuse(send, 429, "rate_limited", message, math.ceil(wait))
+            await refuse(scope, send, 429, "rate_limited", message, math.ceil(wait))
             return
         await self._admitted(scope, receive, send)
 
@@ -204,17 +205,17 @@ class Admission:
                 holding = await self.slots.enter()
                 if not holding:
                     message = f"{self.limits.max_inflight} requests in flight and the queue is full"
-                    await refuse(send, 429, "overloaded", message, self.limits.retry_after_s)
+                    await refuse(scope, send, 429, "overloaded", message, self.limits.retry_after_s)
                     return
                 await self.app(scope, body, tracked)
         except SlowBody:
             if not started:
                 message = f"the body did not arrive within {self.limits.body_timeout_s:g} s"
-                await refuse(send, 408, "slow_body", message, None)
+                await refuse(scope, send, 408, "slow_body", message, None)
         except TimeoutError:
             if not started:
                 message = f"no answer within {self.limits.request_timeout_s:g} s"
-                await refuse(send, 504, "timeout", message, None)
+                await refuse(scope, send, 504, "timeout", message, None)
         finally:
             if holding:
                 self.slots.leave()
@@ -237,10 +238,25 @@ def api_key(scope: Scope) -> str:
     return ""
 
 
-async def refuse(send: Send, status: int, code: str, message: str, retry: int | None) -> None:
-    body = json.dumps({"error": message, "code": code}).encode()
+async def refuse(
+    scope: Scope, send: Send, status: int, code: str, message: str, retry: int | None
+) -> None:
+    body = json.dumps(refusal_body(scope, status, code, message, retry)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     if retry is not None:
         headers.append((b"retry-after", str(retry).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def refusal_body(
+    scope: Scope, status: int, code: str, message: str, retry: int | None
+) -> dict[str, Any]:
+    """The API's `{"error", "code"}`; on `/mcp` a JSON-RPC error (server error -32000, the
+    API's code, status and Retry-After in `data`), which an MCP client hands its caller as
+    the call's error instead of a bare HTTP status."""
+    if scope.get("path") != MCP_PATH:
+        return {"error": message, "code": code}
+    told = f"{message}; retry after {retry} s" if retry is not None else message
+    data = {"code": code, "status": status, "retry_after_s": retry}
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": told, "data": data}}

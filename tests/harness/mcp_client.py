@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -38,12 +38,22 @@ async def stdio_session(
 
 
 @asynccontextmanager
-async def http_session(url: str, key: str | None = None) -> AsyncIterator[ClientSession]:
-    """The streamable HTTP client on `URL/mcp`, sending `key` as the bearer token."""
+async def http_session(
+    url: str, key: str | None = None, on_status: Callable[[str, int], None] | None = None
+) -> AsyncIterator[ClientSession]:
+    """The streamable HTTP client on `URL/mcp`, sending `key` as the bearer token;
+    `on_status(method, status)` sees every HTTP response the transport gets."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     timeout = httpx2.Timeout(120.0)
+
+    async def seen(response: httpx2.Response) -> None:
+        if on_status is not None:
+            on_status(response.request.method, response.status_code)
+
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
+        httpx2.AsyncClient(
+            headers=headers, timeout=timeout, event_hooks={"response": [seen]}
+        ) as client,
         streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):

@@ -29,7 +29,7 @@ KEYS = {"key-acme": "acme", "key-globex": "globex"}
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, ServedIndex]]:
     base = tmp_path_factory.mktemp("mcp-http")
     sources = []
     for tenant, (name, text) in DOCS.items():
@@ -40,10 +40,14 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         data_dir=base / "data", sources=sources, server=ServerSettings(api_keys=KEYS)
     )
     assert api.sync([], settings=settings).chunks_live == 2
-    with (
-        open_engine(settings) as (engine, _),
-        serving(Serving(settings, ServedIndex(engine)), "127.0.0.1", 0) as address,
-    ):
+    with open_engine(settings) as (engine, _):
+        yield settings, ServedIndex(engine)
+
+
+@pytest.fixture(scope="module")
+def url(index: tuple[Settings, ServedIndex]) -> Iterator[str]:
+    settings, served = index
+    with serving(Serving(settings, served), "127.0.0.1", 0) as address:
         yield address
 
 
@@ -151,3 +155,30 @@ def test_a_request_without_a_known_key_is_401(url: str) -> None:
             urllib.request.urlopen(req)
         assert caught.value.code == 401
         assert json.loads(caught.value.read())["code"] == "unauthorized"
+
+
+async def _until_limited(url: str) -> MCPError:
+    async with http_session(url, "key-acme") as s:
+        assert (await call(s, "status"))["docs"] == 1
+        for _ in range(5):
+            try:
+                await call(s, "status")
+            except MCPError as err:
+                return err
+    raise AssertionError("never limited")
+
+
+def test_a_429_on_mcp_reaches_the_client_as_a_typed_error(
+    index: tuple[Settings, ServedIndex],
+) -> None:
+    """Past `server.rate_per_key` a POST /mcp is a 429 whose body is a JSON-RPC error, so
+    the SDK's client raises it with the API's code and when to retry."""
+    settings, served = index
+    limited = settings.model_copy(
+        update={"server": settings.server.model_copy(update={"rate_per_key": 4})}
+    )
+    with serving(Serving(limited, served), "127.0.0.1", 0) as address:
+        err = asyncio.run(_until_limited(address))
+    assert err.code == -32000 and "retry after" in err.message
+    assert err.data["code"] == "rate_limited" and err.data["status"] == 429
+    assert err.data["retry_after_s"] >= 1

@@ -1,11 +1,13 @@
 """`ragstream mcp` as a subprocess over stdio, with the SDK's own client, while `watch
 --serve` owns the data dir (so the stdio server asks it over HTTP, the documented path):
 list tools, search, a cited answer; edit the file; the next ask reflects the edit with the
-new file version."""
+new file version, over stdio and over the same process's `/mcp` (a session opened before
+the edit); bad input over stdio is a typed error and the next call works."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -14,14 +16,25 @@ import time
 from pathlib import Path
 
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
-from tests.harness.mcp_client import call, stdio_session
+from tests.harness.mcp_client import call, http_session, stdio_session
 
 pytestmark = pytest.mark.slow  # watch --serve and mcp subprocesses
 
 
-async def _session(data: Path, doc: Path) -> None:
-    async with stdio_session(data) as s:
+BAD = [
+    ("no_such_tool", {}, "unknown_tool"),
+    ("search", {"query": ["tea"], "k": "many"}, "invalid_request"),
+    ("ask", {"question": "tea " * 2000}, "invalid_request"),
+    ("search", {"query": "tea", "k": 10**6}, "invalid_request"),
+    ("read", {"path": "../../etc/passwd"}, "not_found"),
+]
+
+
+async def _session(data: Path, doc: Path, url: str) -> None:
+    async with stdio_session(data) as s, http_session(url) as h:
         assert {t.name for t in (await s.list_tools()).tools} >= {"search", "ask", "read"}
         deadline = time.monotonic() + 120
         while not (hits := (await call(s, "search", query="green tea steeped"))["hits"]):
@@ -40,6 +53,15 @@ async def _session(data: Path, doc: Path) -> None:
             assert time.monotonic() < deadline, again
             await asyncio.sleep(0.5)
         assert again["citations"][0]["file_version"]["digest"] != version
+        over_http = await call(h, "ask", question="How long is green tea steeped?")
+        assert over_http["answered"] and "three minutes" in over_http["text"]
+        assert over_http["citations"][0]["file_version"] == again["citations"][0]["file_version"]
+        for tool, arguments, code in BAD:
+            with pytest.raises(MCPError) as caught:
+                await s.call_tool(tool, arguments)
+            assert caught.value.code == INVALID_PARAMS, (tool, arguments)
+            assert caught.value.data["code"] == code, (tool, caught.value.data)
+            assert (await call(s, "status"))["docs"] == 1  # still serving
 
 
 def test_stdio_mcp_asks_the_watching_process_and_sees_edits(tmp_path: Path) -> None:
@@ -60,7 +82,8 @@ def test_stdio_mcp_asks_the_watching_process_and_sees_edits(tmp_path: Path) -> N
         while not endpoint.exists():
             assert time.monotonic() < deadline and proc.poll() is None, "watch --serve never served"
             time.sleep(0.2)
-        asyncio.run(_session(data, doc))
+        url = json.loads(endpoint.read_text())["url"]
+        asyncio.run(_session(data, doc, url))
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
