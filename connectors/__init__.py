@@ -2,6 +2,7 @@
 
 - `audit`: the index audit, every source compared with both stores per document.
 - `data_format`: the data dir's storage format record, its check and forward migrations.
+- `export_files`: export records as JSON lines or Parquet, written and read a batch at a time.
 - `fs`: the folder source: files listed by a walk, read whole, followed by watchdog.
 - `git`: the git source: a repository's tree at a ref, read by blob id, the ref polled.
 - `lexical`: persistent BM25 over chunk text (tantivy, or rank-bm25 as the oracle).

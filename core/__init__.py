@@ -5,6 +5,7 @@ Nothing here imports any other ragstream package.
 - `answers`: the query contract's models (request, answer, refusal, citations).
 - `cpus`: the CPUs this process may run on (what thread pools and model sessions size by).
 - `errors`: the errors a user can cause or fix, each with its CLI exit code.
+- `export`: one live chunk as `export` writes it and `import` reads it (the open record).
 - `ids`: doc ids, content hashes and point ids.
 - `memory`: handing freed heap memory back to the OS after a large ingest batch.
 - `models`: the models on every arrow of the ingest pipeline and the reindex records.

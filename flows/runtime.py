@@ -120,15 +120,22 @@ def chunker_for(settings: Settings, embedder: Embedder) -> ChunkerConfig:
     )
 
 
+def mark_lexical(settings: Settings) -> str:
+    """The BM25 leg in effect, recorded in the data dir for "auto" to read from now on;
+    called before any store opens ("auto" looks at the data dir)."""
+    kind = settings.lexical
+    if not settings.lexical_marker.exists():
+        settings.lexical_marker.parent.mkdir(parents=True, exist_ok=True)
+        settings.lexical_marker.write_text(kind + "\n", encoding="utf-8")
+    return kind
+
+
 @contextmanager
 def open_runtime(settings: Settings) -> Iterator[Runtime]:
     configure(settings.telemetry.exporter, settings.telemetry.otlp_endpoint)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     situate = open_situate(settings)  # first: a misconfiguration fails before any store opens
-    lexical_kind = settings.lexical  # before any store opens: "auto" looks at the data dir
-    if not settings.lexical_marker.exists():  # what "auto" reads from now on
-        settings.lexical_marker.parent.mkdir(parents=True, exist_ok=True)
-        settings.lexical_marker.write_text(lexical_kind + "\n", encoding="utf-8")
+    lexical_kind = mark_lexical(settings)
     try:
         with open_sides(settings) as sides:
             lexical = open_lexical_index(

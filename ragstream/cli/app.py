@@ -1,6 +1,7 @@
 """ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
-Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex, snapshot, migrate.
+Index: sync, watch, status, verify, files, file, gc, rebuild-lexical, reindex.
+Keep and move: snapshot, migrate, export, import.
 Ask: query, ask, serve, log, mcp.
 Measure: eval, tune. Settings: config. Every command takes --data-dir; most take --json.
 """
@@ -36,6 +37,8 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "gc": index.gc,
     "rebuild-lexical": index.rebuild_lexical,
     "migrate": snapshot.migrate,
+    "export": snapshot.export,
+    "import": snapshot.import_,
     "query": ask.query,
     "ask": ask.ask,
     "serve": ask.serve,

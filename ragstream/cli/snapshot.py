@@ -1,5 +1,6 @@
 """`ragstream snapshot ...`: one file that holds a data dir whole, checked and restored;
-`ragstream migrate`: a data dir taken to this ragstream's storage format.
+`ragstream migrate`: a data dir taken to this ragstream's storage format; `ragstream
+export` / `import`: an index as open records, moved without re-embedding.
 
 `create` and `list` ask the index where `connect` finds it: while `watch --serve` or `serve`
 holds the data dir, that process writes the snapshot (and keeps answering). `verify` and
@@ -137,3 +138,45 @@ def migrate(data_dir: DataDir = None, as_json: AsJson = False) -> None:
         print(step)
     if not steps:
         err.print("the data dir is at the current storage format: nothing to migrate")
+
+
+def export(
+    fmt: Annotated[
+        str, typer.Option("--format", help="jsonl (one JSON object a line) or parquet")
+    ] = "jsonl",
+    out: Annotated[
+        Path | None, typer.Option(help="the file to write (JSON lines: stdout without it)")
+    ] = None,
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """Every live chunk as one open record (chunk id, doc, span, text, dense vector, BM25
+    sparse weights, embedder tag, file version, payload): `import` rebuilds the index from
+    it without embedding, on any machine."""
+    from ragstream.core.settings import load_settings
+    from ragstream.service import exports
+
+    report = exports.export(load_settings(data_dir), fmt, out)
+    if as_json and out is not None:
+        emit_json(report)
+        return
+    err.print(f"exported {report.records} chunks of {report.embedder} as {report.format}")
+
+
+def import_(
+    file: Annotated[Path, typer.Argument(help="a file `ragstream export` wrote")],
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="the new data dir to build (empty or missing)")
+    ],
+    as_json: AsJson = False,
+) -> None:
+    """Build a new data dir from an export file, embedding nothing; a `sync` of the same
+    folder afterwards reads only the files changed since the export."""
+    from ragstream.core.settings import load_settings
+    from ragstream.service import exports
+
+    report = exports.import_records(load_settings(data_dir), file)
+    if as_json:
+        emit_json(report)
+        return
+    print(f"imported {report.records} chunks of {report.embedder} into {data_dir}")

@@ -11,5 +11,6 @@ audit    verify and the per-file ledger over open stores
 reindex  `Maintainer`: the blue/green reindex commands over open sides
 status   the `StatusReport` of open stores
 feed     `OutcomeFeed`: sync outcomes relayed live to subscribers
-snapshots  take, list, verify and restore snapshots of a data dir
+snapshots  take, list, verify, restore (and schedule) snapshots; migrate a data dir
+exports  export an index as open records, import one into a new data dir
 """
