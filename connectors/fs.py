@@ -15,7 +15,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -171,6 +171,10 @@ def object_permissions(path: Path, need: int) -> ObjectPermissions:
     return ObjectPermissions(st.st_uid, st.st_gid, st.st_mode & 0o777, acl, need)
 
 
+# the stamp of a document whose source mirrors no permissions (its source token lets it in)
+OFF_STAMP = Readers(principals=(), fingerprint="off")
+
+
 def file_readers(path: Path, root: Path, db: UserDb) -> Readers:
     """Who may read the file at `path`: its permissions and those of every folder from the
     watched `root` down (`core.permissions.readers`). Fail closed: what cannot be read leaves
@@ -227,6 +231,23 @@ class FolderSource:
         self.config, self.name, self.root = config, config.name, str(config.root)
         self._root = config.root.resolve()
         self._filter = path_filter
+        self.mirrors = config.permissions == "posix"  # file permissions onto its chunks
+
+    def stamp(self, locator: str, db: UserDb) -> Readers:
+        """Who may read the document at `locator` (`OFF_STAMP` where this source mirrors no
+        permissions)."""
+        return file_readers(Path(locator), self._root, db) if self.mirrors else OFF_STAMP
+
+    def doc_ids_at(self, locator: str, docs: Iterable[str]) -> list[str]:
+        """Those of `docs` at or under the path `locator` (a file, or a folder whose
+        permissions changed)."""
+        try:
+            did = make_doc_id(self.name, Path(locator).relative_to(self._root).as_posix())
+        except ValueError:
+            return []
+        if Path(locator) == self._root:
+            return sorted(d for d in docs if d.startswith(f"{self.name}:"))
+        return sorted(d for d in docs if d == did or d.startswith(did + "/"))
 
     def check(self) -> None:
         if not self._root.is_dir():  # an unmounted folder must not read as "all deleted"

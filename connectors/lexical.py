@@ -22,6 +22,7 @@ import tantivy
 from rank_bm25 import BM25Okapi
 
 from ragstream.connectors.protocols import Hit, SearchFilter
+from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import doc_prefixes, prefix_key
 from ragstream.core.models import IndexedChunk
 
@@ -125,6 +126,7 @@ def chunk_terms(chunk: IndexedChunk) -> dict[str, tuple[str, ...]]:
         "status": (chunk.status,),
         "doc_id": (chunk.doc_id,),
         "tenant": (chunk.tenant,),
+        "readers": chunk.readers,
         "file_type": (chunk.file_type,),
         "doc_prefixes": tuple(doc_prefixes(chunk.doc_id)),
     }
@@ -136,6 +138,7 @@ def filter_clauses(flt: SearchFilter) -> Clauses:
     for field, values in (
         ("doc_id", flt.doc_ids),
         ("tenant", flt.tenants),
+        ("readers", flt.readers),
         ("file_type", flt.file_types),
         ("doc_prefixes", None if flt.path_prefix is None else (prefix_key(flt.path_prefix),)),
     ):
@@ -283,6 +286,8 @@ class TantivyIndex(_BatchedIndex):
     `heap_size` is the writer's indexing budget, not an allocation: its arena grows with what
     one commit stages (a flow batch), and the whole index's RSS stays flat as it grows
     (figures: docs/measurements.md, "tantivy commit and memory").
+    Its schema has no `readers` field (a new field would not open an existing index): a
+    search filtered by file permissions is refused (docs/guide/permissions.md).
     """
 
     _KEYWORDS = ("doc_id", "status", "tenant", "file_type", "doc_prefixes")
@@ -339,7 +344,7 @@ class TantivyIndex(_BatchedIndex):
             doc.add_text("point_id", chunk.point_id)
             doc.add_text("text", lexical_text(chunk))
             for field, values in chunk_terms(chunk).items():
-                for value in values:
+                for value in values if field in self._KEYWORDS else ():
                     doc.add_text(field, value)
             if chunk.deleted_at is not None:
                 doc.add_float("deleted_at", chunk.deleted_at)
@@ -366,6 +371,12 @@ class TantivyIndex(_BatchedIndex):
         return [doc["point_id"][0] for _, doc in docs]
 
     def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
+        if any(field not in self._KEYWORDS for field, _ in clauses):
+            raise InvalidRequestError(
+                "file permissions are mirrored (a source with permissions = 'posix'), which "
+                "needs the BM25 leg inside the vector store (store.lexical_backend = "
+                "'sparse'); this data dir's tantivy index cannot filter by them"
+            )
         text = tantivy.Query.boolean_query(
             [
                 (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t))

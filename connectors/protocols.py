@@ -42,6 +42,8 @@ class SearchFilter(BaseModel):
 
     doc_ids: tuple[str, ...] | None = None
     tenants: tuple[str, ...] | None = None
+    # a chunk matches when its `readers` hold one of these (`Settings.readers_of`)
+    readers: tuple[str, ...] | None = None
     path_prefix: str | None = None  # matched on doc_id prefix (`source:dir/`)
     file_types: tuple[str, ...] | None = None
 
@@ -73,6 +75,13 @@ class VectorStore(Protocol):
 
     def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:
         """Soft delete: status="deleted", deleted_at; the point keeps its vector until GC."""
+
+    def set_readers(self, chunks: Sequence[IndexedChunk]) -> None:
+        """Payload-only update of who may read each chunk (`readers`, its fingerprint and
+        reason): a permission change re-reads and re-embeds nothing."""
+
+    def live_doc_readers(self) -> dict[str, set[str]]:
+        """doc_id -> the readers fingerprints over its live points (catch-up scan)."""
 
     def gc(self, older_than: float) -> int:
         """Hard-delete tombstones with deleted_at < older_than; returns how many."""

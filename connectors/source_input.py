@@ -14,16 +14,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
-from ragstream.connectors.fs import PathFilter, _Debouncer
+from ragstream.connectors.fs import (
+    OFF_STAMP,
+    FolderSource,
+    PathFilter,
+    _Debouncer,
+    fingerprint_of,
+)
 from ragstream.connectors.protocols import STALE_FINGERPRINT, Source, SourceEntry
 from ragstream.core.ids import partition_of
 from ragstream.core.models import FileEvent, FileFingerprint, GuardReport
+from ragstream.core.permissions import Readers, UserDb
 
 KnownDocs = Mapping[str, set[tuple[int, int]]]  # doc_id -> fingerprints the index holds
+KnownStamps = Mapping[str, set[str]]  # doc_id -> permission stamps (fingerprints) it holds
 RELIST = ""  # the locator a source touches to be listed again as a whole
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -46,8 +57,13 @@ def plan_catch_up(
     max_delete_fraction: float,
     min_docs_for_guard: int,
     allow_mass_delete: bool,
+    stamps: KnownStamps | None = None,
+    stamp: Callable[[SourceEntry], str] | None = None,
 ) -> tuple[list[FileEvent], GuardReport | None]:
-    """Events that make the index equal the source (pure, given the listing and the index)."""
+    """Events that make the index equal the source (pure, given the listing and the index).
+    With `stamps` (where sources mirror permissions), an unchanged document whose permission
+    stamp (`stamp`, its fingerprint now) is not the one the index holds gets a
+    "permissions" event: re-stamped, not re-read."""
     events: list[FileEvent] = []
     present = set()
     for entry in found:
@@ -55,6 +71,8 @@ def plan_catch_up(
         present.add(did)
         if fp is None or known.get(did) != {(fp.size, fp.mtime_ns)}:
             events.append(_event(source, did, entry.locator, "upsert", fp))
+        elif stamps is not None and stamp is not None and stamps.get(did) != {stamp(entry)}:
+            events.append(_event(source, did, entry.locator, "permissions", fp))
     prefix = f"{source.name}:"
     indexed = [d for d in known if d.startswith(prefix)]
     gone = sorted(d for d in indexed if d not in present)
@@ -80,6 +98,17 @@ def plan_catch_up(
     for did in gone:
         events.append(_event(source, did, source.locator(did[len(prefix) :]), "delete", None))
     return events, None
+
+
+def stamp_of(source: Source, locator: str, db: UserDb) -> Readers:
+    """Who may read a source's document now: a folder that mirrors permissions reads them;
+    any other source stamps `OFF_STAMP`."""
+    return source.stamp(locator, db) if isinstance(source, FolderSource) else OFF_STAMP
+
+
+def _one(held: set[T]) -> T | None:
+    """The one value a document's points agree on, else None."""
+    return next(iter(held)) if len(held) == 1 else None
 
 
 def _event(source: Source, did: str, loc: str, kind: str, fp: FileFingerprint | None) -> FileEvent:
@@ -118,11 +147,17 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
     """
 
     def __init__(
-        self, cfg: SourceFeedConfig, known: Callable[[], KnownDocs], on_scan: ScanHandler
+        self,
+        cfg: SourceFeedConfig,
+        known: Callable[[], KnownDocs],
+        on_scan: ScanHandler,
+        stamps: Callable[[], KnownStamps] | None = None,
     ) -> None:
         self._cfg, self._known_fn, self._on_scan = cfg, known, on_scan
+        self._stamps_fn = stamps  # None: no source mirrors permissions
         self._queue: list[FileEvent] = []
         self._known: dict[str, tuple[int, int] | None] = {}
+        self._stamps: dict[str, str | None] = {}  # doc_id -> the one stamp the index holds
         self._planned = False
         self._debouncer = _Debouncer(cfg.debounce_s, cfg.settle_s)
         self._stops: list[Callable[[], None]] = []
@@ -139,17 +174,25 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
     def _plan(self) -> None:
         owns = self._cfg.owns  # another partition's documents are another replica's business
         known = {d: fps for d, fps in self._known_fn().items() if owns(d)}
+        stamps = None
+        if self._stamps_fn is not None:
+            stamps = {d: held for d, held in self._stamps_fn().items() if owns(d)}
+            self._stamps = {d: _one(held) for d, held in stamps.items()}
         for source in self._cfg.sources:
-            self._queue.extend(self._plan_source(source, known))
+            self._queue.extend(self._plan_source(source, known, stamps))
         for did, fps in known.items():
-            self._known[did] = next(iter(fps)) if len(fps) == 1 else None
+            self._known[did] = _one(fps)
         for event in self._queue:
-            self._remember(event)
+            if event.kind != "permissions":
+                self._remember(event)
         self._planned = True
 
-    def _plan_source(self, source: Source, known: KnownDocs) -> list[FileEvent]:
+    def _plan_source(
+        self, source: Source, known: KnownDocs, stamps: KnownStamps | None = None
+    ) -> list[FileEvent]:
         wanted, owns = self._cfg.path_filter.wanted, self._cfg.owns
         found = [e for e in source.entries() if wanted(e.rel) and owns(e.doc_id)]
+        db = UserDb.system() if stamps is not None else UserDb()
         events, guard = plan_catch_up(
             source,
             found,
@@ -157,13 +200,17 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
             self._cfg.max_delete_fraction,
             self._cfg.min_docs_for_guard,
             self._cfg.allow_mass_delete,
+            stamps,
+            lambda entry: stamp_of(source, entry.locator, db).fingerprint,
         )
         self._on_scan(ScanSummary(source.name, len(found), len(events), guard))
         return events
 
-    def _remember(self, event: FileEvent) -> None:
+    def _remember(self, event: FileEvent, stamp: str | None = None) -> None:
+        self._stamps[event.doc_id] = stamp  # an upsert is stamped anew when it is written
         if event.kind == "delete":
             self._known.pop(event.doc_id, None)
+            self._stamps.pop(event.doc_id, None)
         else:
             fp = event.fingerprint
             self._known[event.doc_id] = (fp.size, fp.mtime_ns) if fp else None
@@ -172,10 +219,26 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
         index, _, loc = raw.partition("\0")
         source = self._cfg.sources[int(index)]
         if loc != RELIST:
-            yield from source.changed(loc, self._known)
+            changed = list(source.changed(loc, self._known))
+            yield from changed
+            if self._stamps_fn is not None and isinstance(source, FolderSource):
+                yield from self._restamps(source, loc, {e.doc_id for e in changed})
             return
         known = {d: {k} if k else {STALE_FINGERPRINT} for d, k in self._known.items()}
         yield from self._plan_source(source, known)
+
+    def _restamps(self, source: FolderSource, loc: str, changed: set[str]) -> Iterator[FileEvent]:
+        """The "permissions" events of the documents at or under a touched path (a file's
+        or a folder's permissions changed) whose stamp is not the one the index holds."""
+        db = UserDb.system()
+        for did in source.doc_ids_at(loc, self._known):
+            if did in changed:
+                continue
+            locator = source.locator(did.partition(":")[2])
+            now = source.stamp(locator, db).fingerprint
+            if self._stamps.get(did) != now:
+                yield _event(source, did, locator, "permissions", fingerprint_of(Path(locator)))
+                self._stamps[did] = now
 
     def next_batch(self) -> list[FileEvent]:
         if not self._planned:
@@ -183,6 +246,9 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
         if not self._queue and self._stops:
             for raw in self._debouncer.ready():
                 for event in filter(lambda e: self._cfg.owns(e.doc_id), self._events_for(raw)):
+                    if event.kind == "permissions":
+                        self._queue.append(event)  # its new stamp is remembered already
+                        continue
                     self._remember(event)
                     self._queue.append(event)
         if self._queue:
@@ -225,15 +291,17 @@ class SourceFeed(FixedPartitionedSource[FileEvent, None]):
         known: Callable[[], KnownDocs],
         on_scan: ScanHandler = lambda summary: None,
         owns: Callable[[], bool] = lambda: True,
+        stamps: Callable[[], KnownStamps] | None = None,
     ) -> None:
         self._cfg, self._known, self._on_scan, self._owns = cfg, known, on_scan, owns
+        self._stamps = stamps  # the index's permission stamps; None: nothing mirrored
         self._built: list[SourcePartition] = []
 
     def list_parts(self) -> list[str]:
         return [self.PART] if self._owns() else []
 
     def build_part(self, step_id: str, for_part: str, resume_state: None) -> SourcePartition:
-        part = SourcePartition(self._cfg, self._known, self._on_scan)
+        part = SourcePartition(self._cfg, self._known, self._on_scan, self._stamps)
         self._built.append(part)
         return part
 

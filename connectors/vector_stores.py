@@ -35,7 +35,15 @@ from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
 from ragstream.core.settings import Settings, StoreSettings
 
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
-KEYWORD_FIELDS = ("doc_id", "status", "content_hash", "tenant", "file_type", "doc_prefixes")
+KEYWORD_FIELDS = (
+    "doc_id",
+    "status",
+    "content_hash",
+    "tenant",
+    "readers",
+    "file_type",
+    "doc_prefixes",
+)
 FLOAT_FIELDS = ("deleted_at",)
 # What `set_positions` refreshes on a kept vector: where the chunk now sits, and the doc-level
 # fields that can change without its text changing (title, the file version it belongs to,
@@ -54,7 +62,11 @@ DOC_FIELDS: tuple[str, ...] = (
     "pages",
     "ocr_pages",
     "parser",
+    "readers",
+    "readers_fp",
+    "readers_reason",
 )
+READER_FIELDS = ("readers", "readers_fp", "readers_reason")  # a re-stamp's payload
 DF_CAP = 1000  # `term_doc_freqs` counts a term's points up to this many
 SPARSE = "bm25"  # the named sparse vector of the BM25 leg
 BATCH = 256  # points per write call: one engine round trip per batch, bounded memory
@@ -141,7 +153,12 @@ def search_conditions(flt: SearchFilter) -> list[Condition] | None:
     An empty allow-list (e.g. `tenants=()`) allows nothing: it must never widen to "all".
     """
     conds: list[Condition] = [LIVE]
-    allow = (("doc_id", flt.doc_ids), ("tenant", flt.tenants), ("file_type", flt.file_types))
+    allow = (
+        ("doc_id", flt.doc_ids),
+        ("tenant", flt.tenants),
+        ("readers", flt.readers),
+        ("file_type", flt.file_types),
+    )
     for key, values in allow:
         if values is not None:
             if not values:
@@ -264,6 +281,22 @@ class BaseQdrantStore(ABC):
         }
         for ids in batches(point_ids):
             self._set_payload([HasIds(ids)], update)
+
+    def set_readers(self, chunks: Sequence[IndexedChunk]) -> None:
+        """Payload-only update of who may read each chunk (a permission change: nothing
+        re-read, nothing re-embedded)."""
+        for chunk in chunks:
+            payload = chunk_payload(chunk, self.sparse)
+            update = {k: payload[k] for k in READER_FIELDS}
+            self._set_payload([HasIds((chunk.point_id,))], update)
+
+    def live_doc_readers(self) -> dict[str, set[str]]:
+        """doc_id -> the readers fingerprints over its live points (the catch-up scan's
+        view of the permission stamps)."""
+        out: dict[str, set[str]] = {}
+        for r in self._scroll_all([LIVE], ["doc_id", "readers_fp"], False):
+            out.setdefault(str(r.payload["doc_id"]), set()).add(r.payload.get("readers_fp") or "")
+        return out
 
     def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
         fields = POSITION_FIELDS + DOC_FIELDS + (("lexical_context",) if self.sparse else ())

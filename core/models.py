@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-EventKind = Literal["upsert", "delete"]
+# "permissions": only who may read it changed (a chmod, chown, setfacl, a folder's mode)
+EventKind = Literal["upsert", "delete", "permissions"]
 BlockKind = Literal["heading", "paragraph", "list_item", "table_row", "code", "caption"]
 # where a text came from: the file's own text (layer), or OCR of a page image
 TextOrigin = Literal["text", "ocr"]
@@ -151,6 +152,11 @@ class IndexedChunk(Frozen):
     file_commit: str = ""  # a git source's commit this version was read at ("" for a folder)
     indexed_at: float = 0.0  # when this file version was written (0: before it was recorded)
     tenant: str = ""
+    # who may read it (core.permissions): its file's principals where its source mirrors
+    # permissions, and its source's token (`source:<name>`); empty: not stamped
+    readers: tuple[str, ...] = ()
+    readers_fp: str = ""  # the fingerprint of the stamp (`off`: its source mirrors none)
+    readers_reason: str = ""  # why the stamp fell back to the owner alone
     # how the vector got here at the file's last change: encoded then ("embedded"), copied
     # from a point with the same content hash ("reused"), or left as it was ("kept": the
     # chunk was unchanged or only moved); empty before it was recorded
@@ -202,6 +208,7 @@ class DocOutcome(Frozen):
     chunks_reused: int = 0
     chunks_moved: int = 0
     chunks_tombstoned: int = 0
+    chunks_restamped: int = 0  # chunks that took a new permission stamp, payload only
     dead_letter: DeadLetter | None = None
     redactions: tuple[str, ...] = ()
     at: float = 0.0  # when the batch holding it was written (0: no write, e.g. a dead letter)
@@ -246,6 +253,8 @@ class SyncReport(BaseModel):
         chunks_reused: Chunks whose vector was copied from a stored chunk with the same text.
         chunks_moved: Chunks whose position changed only.
         chunks_tombstoned: Chunks soft-deleted in this pass.
+        chunks_restamped: Chunks whose file's permissions changed: their stamp of who may
+            read them was rewritten, nothing re-read or re-embedded.
         dead_letters: Files that could not be indexed: path, stage, reason.
         guard: Set when the mass-delete guard held deletions back (the CLI exits 3).
         secrets_redacted: Documents in which secrets were found and replaced before chunking.
@@ -260,6 +269,7 @@ class SyncReport(BaseModel):
     chunks_reused: int = 0
     chunks_moved: int = 0
     chunks_tombstoned: int = 0
+    chunks_restamped: int = 0
     dead_letters: list[DeadLetterView] = Field(default_factory=list)
     guard: GuardReport | None = None
     secrets_redacted: int = 0
@@ -273,6 +283,7 @@ class SyncReport(BaseModel):
         self.chunks_reused += outcome.chunks_reused
         self.chunks_moved += outcome.chunks_moved
         self.chunks_tombstoned += outcome.chunks_tombstoned
+        self.chunks_restamped += outcome.chunks_restamped
         self.secrets_redacted += len(outcome.redactions)
         if outcome.dead_letter is not None:
             d = outcome.dead_letter

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import xxhash
 
+from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import Frozen
 
 EVERYONE = "everyone"
@@ -85,9 +86,11 @@ class ObjectPermissions:
 
     def classes(self) -> tuple[int, dict[int, int], dict[int, int], int]:
         """(owner bits, named uid -> effective bits, group-class gid -> effective bits,
-        other bits): the mask applied to every entry of the group class but the owner's."""
+        other bits): the mask applied to every entry of the group class but the owner's.
+        Linux consults an ACL only while the mode's group bits (the mask) grant something:
+        an ACL whose mask is empty leaves the mode bits alone to decide, as here."""
         owner, other = (self.mode >> 6) & 7, self.mode & 7
-        if not self.acl:
+        if not self.acl or not (self.mode >> 3) & 7:
             return owner, {}, {self.gid: (self.mode >> 3) & 7}, other
         mask = next((e.perm for e in self.acl if e.tag == MASK), 7)
         users: dict[int, int] = {}
@@ -208,6 +211,12 @@ def _readers(principals: Iterable[str], reason: str = "") -> Readers:
     )
 
 
+def source_token(source: str) -> str:
+    """What every chunk of `source` carries in its `readers` beside its principals: a source
+    that does not mirror permissions is let through by it (`Settings.readers_of`)."""
+    return f"source:{source}"
+
+
 class Principal(Frozen):
     """Who a request reads as: a user and the groups they belong to."""
 
@@ -221,11 +230,11 @@ class Principal(Frozen):
 
 def principal_of(name: str) -> Principal:
     """`id NAME`: the user (a name, or a uid) and every group the user database gives them.
-    `KeyError` names an unknown user."""
+    `InvalidRequestError` names an unknown user."""
     try:
         entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
     except KeyError:
-        raise KeyError(f"no such user: {name!r}") from None
+        raise InvalidRequestError(f"no such user: {name!r} (not in this system's users)") from None
     db = UserDb(groups={g.gr_gid: g.gr_name for g in grp.getgrall()})
     gids = sorted(_groups_of(entry.pw_name, entry.pw_gid))
     return Principal(user=entry.pw_name, groups=tuple(db.group_name(g) for g in gids))

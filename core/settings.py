@@ -36,6 +36,7 @@ from pydantic_settings import (
 from pydantic_settings import SettingsError as _SourceError
 
 from ragstream.core.errors import SettingsError  # a setting that cannot be used; one line
+from ragstream.core.permissions import EVERYONE, Principal, source_token
 from ragstream.core.settings_check import (  # SettingRow is importable from here too
     Origins,
     SettingRow,
@@ -68,7 +69,9 @@ NON_SETTING_ENV = frozenset(
 )
 
 # shown as '***' by `settings_report` unless left at their (harmless) defaults
-SECRET_SETTINGS = frozenset({"generator.api_key", "server.api_keys", "server.admin_api_keys"})
+SECRET_SETTINGS = frozenset(
+    {"generator.api_key", "server.api_keys", "server.admin_api_keys", "server.api_key_principals"}
+)
 
 
 NAMED_FLOOR = 0.5  # query.answerable.named_floor's default (docs/notes/answerability-scifact.md)
@@ -115,7 +118,8 @@ class SourceConfig(BaseModel):
     """One source of documents: a folder (`root`, the default kind) or a git repository at
     a ref (`git`: `file:///path/to/repo`, `git+file://...` or a path; `ref`: a branch, tag or
     commit, default HEAD; `root` is then the repository). Its name prefixes every doc_id;
-    its tenant tags every point."""
+    its tenant tags every point. `permissions = "posix"` mirrors each file's permissions onto
+    its chunks (a folder only; docs/guide/permissions.md)."""
 
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -123,6 +127,7 @@ class SourceConfig(BaseModel):
     tenant: str = ""
     git: str | None = None
     ref: str = "HEAD"
+    permissions: Literal["off", "posix"] = "off"
 
     @model_validator(mode="before")
     @classmethod
@@ -132,6 +137,15 @@ class SourceConfig(BaseModel):
             spec = git_spec(url if url.startswith("git+") else "git+" + url)
             data = {**data, "root": spec[0] if spec else Path(url)}
         return data
+
+    @model_validator(mode="after")
+    def _posix_of_a_folder(self) -> SourceConfig:
+        if self.permissions == "posix" and self.git:
+            raise ValueError(
+                f"source {self.name!r}: permissions = 'posix' mirrors a folder's file "
+                "permissions; a git repository at a ref has none to mirror"
+            )
+        return self
 
     @property
     def kind(self) -> Literal["folder", "git"]:
@@ -396,6 +410,15 @@ class VerifySettings(BaseModel):
     sample: int = Field(default=200, ge=0)
 
 
+class KeyPrincipal(BaseModel):
+    """Who an API key reads as: `user`, and `groups` (None: the system's groups of that user,
+    as `id` lists them)."""
+
+    model_config = ConfigDict(extra="forbid")
+    user: str
+    groups: list[str] | None = None
+
+
 class ServerSettings(BaseModel):
     """`ragstream serve`: where it listens and who may call it."""
 
@@ -403,6 +426,12 @@ class ServerSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8765
     api_keys: dict[str, str] = Field(default_factory=dict)  # HTTP API key -> tenant
+    # HTTP API key -> who it reads as where sources mirror file permissions: a user (name or
+    # uid) whose groups the system gives, or a user with exactly the groups listed
+    api_key_principals: dict[str, KeyPrincipal] = Field(default_factory=dict)
+    # read the user from `X-Ragstream-User` (set by a trusted reverse proxy that
+    # authenticates its users); off by default: a client could name anyone
+    trust_user_header: bool = False
     # blue/green reindex over HTTP: with `api_keys` set, only these keys may run reindex
     # commands (a tenant's query key never can); with no keys at all the local default is open
     admin_api_keys: list[str] = Field(default_factory=list)
@@ -609,6 +638,19 @@ class Settings(BaseSettings):
             return None
         return frozenset(s.name for s in self.sources if s.tenant in tenants)
 
+    def readers_of(self, principal: Principal | None) -> tuple[str, ...] | None:
+        """What a request reading as `principal` may match in a chunk's `readers` (any one
+        of them); None: no source mirrors permissions, nothing to filter. The one principal
+        rule both legs' filters apply (with the tenant's, `query.shapes.search_filter`): a
+        source that mirrors permissions is read through its files' principals (`everyone`
+        only, without a principal), any other through its own name."""
+        mirrored = {s.name for s in self.sources if s.permissions == "posix"}
+        if not mirrored:
+            return None
+        tokens = principal.tokens() if principal is not None else (EVERYONE,)
+        open_ = sorted(source_token(s.name) for s in self.sources if s.name not in mirrored)
+        return (*tokens, *open_)
+
     def with_paths(self, paths: Sequence[str | Path]) -> Settings:
         """Settings whose sources are these folders or `git+file:///repo@ref` repositories
         (CLI arguments), named by folder (repository) name."""
@@ -623,9 +665,13 @@ class Settings(BaseSettings):
                 n += 1
                 name = f"{base}-{n}"
             names.add(name)
-            tenant = next((s.tenant for s in self.sources if s.root.resolve() == root), "")
+            same = next((s for s in self.sources if s.root.resolve() == root), None)
+            tenant = same.tenant if same is not None else ""
+            permissions = same.permissions if same is not None else "off"
             git = {"git": root.as_uri(), "ref": spec[1]} if spec else {}
-            sources.append(SourceConfig(name=name, root=root, tenant=tenant, **git))
+            sources.append(
+                SourceConfig(name=name, root=root, tenant=tenant, permissions=permissions, **git)
+            )
         chosen = self.model_copy(update={"sources": sources or self.sources})
         if sources:
             chosen._origins = {**self._origins, "sources": "argument"}

@@ -18,15 +18,18 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import xxhash
 
+from ragstream.connectors.fs import OFF_STAMP, file_readers
 from ragstream.connectors.lexical import section_contexts
 from ragstream.connectors.protocols import LexicalIndex, SourceReadError, VectorStore
 from ragstream.connectors.sources import source_at
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
+from ragstream.connectors.vector_stores import READER_FIELDS
 from ragstream.core.models import (
     Chunk,
     DeadLetter,
@@ -38,6 +41,7 @@ from ragstream.core.models import (
     Redaction,
     VectorOrigin,
 )
+from ragstream.core.permissions import Readers, UserDb, source_token
 from ragstream.core.telemetry import span
 from ragstream.operators.chunk import ChunkerConfig, chunk_document, embedding_text
 from ragstream.operators.diff import DocDiff, diff_document
@@ -70,6 +74,7 @@ class _DocPlan:
     lexical_orphans: list[str] = field(default_factory=list)  # live in BM25 only (a crash)
     lexical_live: set[str] = field(default_factory=set)  # the doc's live ids in BM25
     chunker_key: str = ""  # the ChunkerConfig.key its chunks were cut with
+    stamp: Readers = OFF_STAMP  # who may read the document now
 
 
 class Sides(Protocol):
@@ -102,8 +107,9 @@ class DocReader:
 
     def _parse_one(self, event: FileEvent) -> ParsedWork:
         """Read the document through its source (`connectors.sources.source_at`: the folder,
-        or the git repository, named by the event), then parse its bytes."""
-        if event.kind == "delete":
+        or the git repository, named by the event), then parse its bytes. A delete, or a
+        change of permissions only, reads nothing."""
+        if event.kind in ("delete", "permissions"):
             return ParsedWork(event)
         fp = event.fingerprint
         if fp is None:
@@ -171,6 +177,7 @@ class Indexer:
     situate: SituateStep | None = None  # `chunk.situate`: LLM sentence into each context
     ocr: OcrOptions = field(default_factory=OcrOptions)
     ocr_cache: OcrCache | None = None
+    mirrored: frozenset[str] = frozenset()  # sources whose file permissions are mirrored
 
     # ---- step 1: read + parse -------------------------------------------------------
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
@@ -184,8 +191,13 @@ class Indexer:
 
     def _index_batch(self, works: Sequence[ParsedWork]) -> list[DocOutcome]:
         live = self.sides.live  # one live side for the whole batch
-        plans = [_DocPlan(w) for w in _last_work_per_doc(works)]
+        latest = _last_work_per_doc(works)
+        db = UserDb.system() if self.mirrored else UserDb()
+        restamps = [w for w in latest if w.event.kind == "permissions"]
+        plans = [_DocPlan(w) for w in latest if w.event.kind != "permissions"]
         docs = [p for p in plans if p.work.doc is not None]
+        for plan in docs:
+            plan.stamp = self._stamp(plan.work.event, db)
         chunker = self.chunker(live.embedder)
         with span("ingest.chunk", docs=len(docs)) as sp:
             for plan in docs:
@@ -218,6 +230,7 @@ class Indexer:
         encoded_by = {h: needed[h][0] for h in encoded}
         with self.gate:  # queries wait for the writes only, never for the embedding
             outcomes = self._write(live, plans, vectors, encoded_by)
+            outcomes += self._restamp(live, restamps, db)
         self.dead_letters.save()
         self.redactions.save()
         return outcomes
@@ -261,6 +274,38 @@ class Indexer:
             sp.set_attribute("reused", len(needed) - len(todo))
         return vectors, todo
 
+    def _stamp(self, event: FileEvent, db: UserDb) -> Readers:
+        """Who may read the document of `event` now (`OFF_STAMP`: its source mirrors no
+        permissions)."""
+        if event.source not in self.mirrored:
+            return OFF_STAMP
+        return file_readers(Path(event.path), Path(event.root).resolve(), db)
+
+    def _restamp(self, live: Side, works: Sequence[ParsedWork], db: UserDb) -> list[DocOutcome]:
+        """A change of permissions only: each document's live chunks whose stamp differs
+        take the new one, a payload update in every store (nothing read, nothing embedded)."""
+        outcomes, changed = [], []
+        at = time.time()
+        for work in works:
+            stamp = self._stamp(work.event, db)
+            held = live.vectors.live_chunks(work.event.doc_id)
+            stale = [stamped(c, stamp) for c in held if c.readers_fp != stamp.fingerprint]
+            changed += stale
+            outcomes.append(
+                DocOutcome(doc_id=work.event.doc_id, chunks_restamped=len(stale), at=at)
+            )
+        if not changed:
+            return outcomes
+        with span("ingest.restamp", chunks=len(changed)):
+            if not self.lexical.shares_points:
+                by_id = {c.point_id: c for c in changed}
+                held_bm25 = self.lexical.get(list(by_id))
+                self.lexical.upsert([stamped(c, by_id[c.point_id]) for c in held_bm25])
+                self.lexical.commit()
+            for side in (live, *self.sides.others):
+                side.vectors.set_readers(changed)
+        return outcomes
+
     def _record(
         self,
         chunk: Chunk,
@@ -268,6 +313,7 @@ class Indexer:
         chunker_key: str,
         lexical_context: str,
         at: float,
+        stamp: Readers = OFF_STAMP,
     ) -> IndexedChunk:
         return IndexedChunk(
             point_id=chunk.point_id,
@@ -294,6 +340,9 @@ class Indexer:
             file_commit=doc.fingerprint.commit,
             indexed_at=at,
             tenant=self.tenants.get(doc.source, ""),
+            readers=(*stamp.principals, source_token(doc.source)),
+            readers_fp=stamp.fingerprint,
+            readers_reason=stamp.reason,
             origin=chunk.origin,
             bbox=chunk.bbox,
             ocr_confidence=chunk.confidence,
@@ -388,7 +437,11 @@ class Indexer:
         # title is on every point and in the BM25 text; so does a doc re-read under another
         # parser key (an OCR setting changed): its kept points take the new key (else the
         # catch-up scan finds them stale again) and the new reading's box and confidence
-        refresh_kept = any(c.title != doc.title or c.parser != doc.parser for c in plan.stored)
+        # and a doc whose permissions changed with its content re-stamps its kept chunks
+        refresh_kept = any(
+            c.title != doc.title or c.parser != doc.parser or c.readers_fp != plan.stamp.fingerprint
+            for c in plan.stored
+        )
         refresh = [*diff.move, *(diff.keep if refresh_kept else ())]
         new_ctx = dict(
             zip((c.point_id for c in plan.chunks), section_contexts(plan.chunks), strict=True)
@@ -396,7 +449,7 @@ class Indexer:
         bm25 = _bm25_stale(plan, diff, new_ctx, {c.point_id for c in refresh})
 
         def record(c: Chunk, origin: VectorOrigin = "kept") -> IndexedChunk:
-            chunk = self._record(c, doc, plan.chunker_key, new_ctx[c.point_id], at)
+            chunk = self._record(c, doc, plan.chunker_key, new_ctx[c.point_id], at, plan.stamp)
             return chunk.model_copy(update={"vector_origin": origin})
 
         return (
@@ -488,12 +541,36 @@ def _diff_attributes(sp: object, plans: Sequence[_DocPlan]) -> None:
         sp.set_attribute(name, sum(len(getattr(d, name)) for d in diffs))  # type: ignore[attr-defined]
 
 
+def stamped(chunk: IndexedChunk, stamp: Readers | IndexedChunk) -> IndexedChunk:
+    """`chunk` with another stamp: a `Readers` (its source's token added), or the stamp
+    another copy of the chunk already took."""
+    if isinstance(stamp, IndexedChunk):
+        fields = (stamp.readers, stamp.readers_fp, stamp.readers_reason)
+    else:
+        token = source_token(chunk.source)
+        fields = ((*stamp.principals, token), stamp.fingerprint, stamp.reason)
+    return chunk.model_copy(update=dict(zip(READER_FIELDS, fields, strict=True)))
+
+
 def _last_per_doc(events: Sequence[FileEvent]) -> list[FileEvent]:
-    """Coalesce a batch: only the newest event per doc matters (order of first sight kept)."""
-    latest = {e.doc_id: e for e in events}
-    return list(latest.values())
+    """Coalesce a batch: only the newest event per doc matters (order of first sight kept),
+    except that a change of permissions never hides a change of content before it (an
+    upsert stamps the document anew)."""
+    return _newest(events, lambda e: e)
 
 
 def _last_work_per_doc(works: Sequence[ParsedWork]) -> list[ParsedWork]:
-    latest = {w.event.doc_id: w for w in works}
+    return _newest(works, lambda w: w.event)
+
+
+T = TypeVar("T")
+
+
+def _newest(items: Sequence[T], event_of: Callable[[T], FileEvent]) -> list[T]:
+    latest: dict[str, T] = {}
+    for item in items:
+        event = event_of(item)
+        held = latest.get(event.doc_id)
+        if held is None or event.kind != "permissions" or event_of(held).kind == "permissions":
+            latest[event.doc_id] = item
     return list(latest.values())

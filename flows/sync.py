@@ -52,6 +52,7 @@ from bytewax.run import cli_main
 from ragstream.connectors.protocols import STALE_FINGERPRINT
 from ragstream.connectors.source_input import (
     KnownDocs,
+    KnownStamps,
     ScanHandler,
     ScanSummary,
     SourceFeed,
@@ -179,7 +180,19 @@ def make_indexer(rt: Runtime) -> Indexer:
         situate=rt.situate,
         ocr=ocr_options(s),
         ocr_cache=ocr_cache(s),
+        mirrored=mirrored_sources(s),
     )
+
+
+def mirrored_sources(s: Settings) -> frozenset[str]:
+    """The sources whose file permissions are mirrored onto their chunks."""
+    return frozenset(src.name for src in s.sources if src.permissions == "posix")
+
+
+def known_stamps(rt: Runtime) -> KnownStamps:
+    """The permission stamps the index holds per doc (what the catch-up scan compares)."""
+    with rt.lock:
+        return rt.vectors.live_doc_readers()
 
 
 def known_docs(rt: Runtime, force: frozenset[str] = frozenset()) -> KnownDocs:
@@ -291,7 +304,10 @@ def build_flow(
         allow_mass_delete=allow_mass_delete,
         partition=sync_partition(s),
     )
-    source = SourceFeed(cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns)
+    stamps = (lambda: known_stamps(owner.runtime())) if mirrored_sources(s) else None
+    source = SourceFeed(
+        cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns, stamps=stamps
+    )
     reader = DocReader(s.sync.max_file_bytes, s.sync.parse_timeout_s, ocr_options(s), ocr_cache(s))
     flow = Dataflow("ragstream_sync")
     events = op.input("folders", flow, source)

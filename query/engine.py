@@ -18,6 +18,7 @@ carries, and whose `stages` attribute names the stages that ran.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -25,6 +26,7 @@ from contextvars import ContextVar
 from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Refusal, Retrieval
 from ragstream.core.models import IndexedChunk
+from ragstream.core.permissions import Principal
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import configure, span
 from ragstream.operators.embed import Embedder, with_vector_memo
@@ -67,6 +69,16 @@ class QueryEngine:
         self.transformer = QueryTransformer.from_settings(settings)
         # a conversation's standalone test and rewrite (query/conversation.py)
         self.rewriter = Rewriter.from_settings(settings)
+        # what a chunk's `readers` must hold one of (None: no source mirrors permissions);
+        # no principal: `everyone`'s files only (`reading_as` gives a principal's view)
+        self.readers = settings.readers_of(None)
+
+    def reading_as(self, principal: Principal | None) -> QueryEngine:
+        """This engine (the same models and stores) answering as `principal` reads: every
+        search of both legs filtered by `Settings.readers_of(principal)`."""
+        engine = copy.copy(self)
+        engine.readers = self.settings.readers_of(principal)
+        return engine
 
     @classmethod
     @contextmanager
@@ -267,7 +279,7 @@ class QueryEngine:
             name, generator = self.reranker_name, self.generator.name
             answer = shapes.blank_answer(question, name, generator, trace_id)
             run = AnswerRun(request, question, answer, root, tenants, on_text, given)
-            run.history = history
+            run.history, run.readers = history, self.readers
             yield run
 
     @contextmanager

@@ -46,11 +46,17 @@ def cited(answer: Answer) -> list[SourceChunk]:
     return [s for s in answer.sources if s.cid in ids]
 
 
-def search_filter(filters: QueryFilters, tenants: tuple[str, ...] | None) -> SearchFilter:
-    """The caller's filters and tenants as both stores apply them."""
+def search_filter(
+    filters: QueryFilters,
+    tenants: tuple[str, ...] | None,
+    readers: tuple[str, ...] | None = None,
+) -> SearchFilter:
+    """The caller's filters, tenants and readers (`Settings.readers_of` its principal) as
+    both stores apply them."""
     return SearchFilter(
         doc_ids=tuple(filters.doc_ids) if filters.doc_ids is not None else None,
         tenants=tenants,
+        readers=readers,
         path_prefix=filters.path_prefix,
         file_types=tuple(filters.file_types) if filters.file_types is not None else None,
     )

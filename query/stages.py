@@ -61,6 +61,8 @@ class AnswerRun:
     tenants: tuple[str, ...] | None = None
     on_text: Callable[[str], None] | None = None
     given: Sequence[IndexedChunk] = ()  # the chunks to answer from (`GIVEN`), best first
+    # what the caller's principal may match in a chunk's `readers` (None: no filter)
+    readers: tuple[str, ...] | None = None
     ran: list[str] = field(default_factory=list)  # the names of the stages run so far
     timings: dict[str, float] = field(default_factory=dict)
     ranked: list[Reranked] = field(default_factory=list)
@@ -147,7 +149,7 @@ def _history(run: AnswerRun) -> Bounded:
 
 
 def _offline(parts: EngineParts, run: AnswerRun) -> ChatPlan:
-    flt = shapes.search_filter(run.request.filters, run.tenants)
+    flt = shapes.search_filter(run.request.filters, run.tenants, run.readers)
     retriever = Retriever(FixedSide(parts.side()), parts.retriever.lexical)
 
     def best_bm25(text: str) -> float:
@@ -175,7 +177,7 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
         run.question,
         parts.transformer,
         n=request.n,
-        flt=shapes.search_filter(request.filters, run.tenants),
+        flt=shapes.search_filter(request.filters, run.tenants, run.readers),
         fusion=request.fusion,
         k=request.rrf_k,
         dense_text=plan.dense if plan is not None else None,

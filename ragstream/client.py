@@ -32,6 +32,7 @@ from typing import Any
 
 from ragstream.core.answers import Answer, ChatMessage, Retrieval
 from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
+from ragstream.core.permissions import Principal, principal_of
 from ragstream.core.settings import Settings
 from ragstream.core.snapshot import SnapshotInfo
 from ragstream.service.base import (
@@ -71,6 +72,10 @@ class Client:
         api_key: The key sent as `Authorization: Bearer ...` (`server.api_keys`).
         settings: Settings to use instead of the environment and `ragstream.toml`.
         timeout_s: Seconds an HTTP request may take.
+        principal: Who the questions read as where sources mirror file permissions
+            (docs/guide/permissions.md): a `Principal`, or a user name or uid whose groups
+            the system gives (`id`). None: `everyone`'s files only. Over HTTP its user name
+            travels in `X-Ragstream-User`, honoured by a server that trusts the header.
     """
 
     def __init__(
@@ -81,9 +86,17 @@ class Client:
         api_key: str | None = None,
         settings: Settings | None = None,
         timeout_s: float = 120.0,
+        principal: Principal | str | None = None,
     ) -> None:
+        if isinstance(principal, str):
+            principal = principal_of(principal)
         self._index = connect(
-            data_dir, url=url, api_key=api_key, settings=settings, timeout_s=timeout_s
+            data_dir,
+            url=url,
+            api_key=api_key,
+            settings=settings,
+            timeout_s=timeout_s,
+            principal=principal,
         )
 
     @property

@@ -1,7 +1,8 @@
 """What every route depends on: the serving state (the served index once it is open, the
 bounded thread pool of its CPU work and the background lane of long audits), the index as
-the caller's tenants see it (decided from the API key, never from the body), and the admin
-guard. A route asks `serving.ready_index(caller)` inside its body, so a bad request is a
+the caller sees it (their tenants and principal, decided from the API key or a trusted
+proxy's `X-Ragstream-User`, never from the body), and the admin guard. A route asks
+`serving.ready_index(caller)` inside its body, so a bad request is a
 422 even while the index is still opening."""
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import anyio
 from fastapi import Depends, Request
 
 from ragstream.core.cpus import usable_cpus
-from ragstream.core.errors import AuthError, ForbiddenError, NotReadyError
+from ragstream.core.errors import AuthError, ForbiddenError, InvalidRequestError, NotReadyError
+from ragstream.core.permissions import Principal, principal_of
 from ragstream.core.settings import Settings
-from ragstream.service.base import ServedService, Tenants
+from ragstream.service.base import USER_HEADER, Caller, ServedService, Tenants
 
 # the longest a background page waits for requests' work (`Serving.yield_to_requests`)
 YIELD_S = 0.25
@@ -36,12 +38,14 @@ class Serving:
     _background: anyio.CapacityLimiter | None = field(default=None, repr=False)
     _busy: int = 0  # calls on the CPU pool now (requests' work, not the background lane's)
 
-    def ready_index(self, tenants: Tenants = None) -> ServedService:
-        """The served index as `tenants` see it; `NotReadyError` (503) until it is open."""
+    def ready_index(self, caller: Caller | None = None) -> ServedService:
+        """The served index as `caller` sees it (None: an operator's view, every tenant, no
+        principal); `NotReadyError` (503) until it is open."""
         if self.index is None or self.draining:
             why = "shutting down" if self.draining else "starting: the index is not open yet"
             raise NotReadyError(f"the server is {why}; retry")
-        return self.index.scoped(tenants)
+        caller = caller or Caller()
+        return self.index.scoped(caller.tenants, caller.principal)
 
     @property
     def cpu_threads(self) -> int:
@@ -90,15 +94,40 @@ def api_key(request: Request) -> str:
     return request.headers.get("authorization", "").removeprefix("Bearer ").strip()
 
 
-async def caller_tenants(request: Request, serving: ServingDep) -> Tenants:
-    """The caller's tenant, decided here from the API key (never from the body)."""
-    keys = serving.settings.server.api_keys
-    if not keys:
-        return None
+async def caller_tenants(request: Request, serving: ServingDep) -> Caller:
+    """The caller, decided here (never from the body): the tenant of the API key, and the
+    principal it reads as (`server.api_key_principals`, or, with `server.trust_user_header`,
+    the user a trusted proxy names in `X-Ragstream-User`)."""
+    server = serving.settings.server
     key = api_key(request)
-    if key not in keys:
-        raise AuthError("missing or unknown API key: send `Authorization: Bearer KEY`")
-    return (keys[key],)
+    tenants: Tenants = None
+    if server.api_keys:
+        if key not in server.api_keys:
+            raise AuthError("missing or unknown API key: send `Authorization: Bearer KEY`")
+        tenants = (server.api_keys[key],)
+    return Caller(tenants, caller_principal(request, serving.settings))
+
+
+def caller_principal(request: Request, settings: Settings) -> Principal | None:
+    """Who the request reads as: the trusted header's user, else the API key's principal."""
+    server = settings.server
+    header = request.headers.get(USER_HEADER, "").strip()
+    if server.trust_user_header and header:
+        return known_principal(header, f"{USER_HEADER} names")
+    granted = server.api_key_principals.get(api_key(request))
+    if granted is None:
+        return None
+    if granted.groups is not None:
+        return Principal(user=granted.user, groups=tuple(granted.groups))
+    return known_principal(granted.user, "server.api_key_principals names")
+
+
+def known_principal(user: str, who: str) -> Principal:
+    """`id USER` (core.permissions.principal_of), an unknown user a 401."""
+    try:
+        return principal_of(user)
+    except InvalidRequestError:
+        raise AuthError(f"{who} an unknown user {user!r}") from None
 
 
 async def admin_only(request: Request, serving: ServingDep) -> None:
@@ -107,5 +136,5 @@ async def admin_only(request: Request, serving: ServingDep) -> None:
         raise ForbiddenError("admin commands need an admin API key")
 
 
-TenantsDep = Annotated[Tenants, Depends(caller_tenants)]
+TenantsDep = Annotated[Caller, Depends(caller_tenants)]
 ADMIN = [Depends(admin_only)]

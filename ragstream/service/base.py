@@ -21,6 +21,7 @@ from ragstream.core.models import (
     StatusReport,
     VerifyReport,
 )
+from ragstream.core.permissions import Principal
 from ragstream.core.snapshot import SnapshotInfo
 
 StreamEvent = str | Answer  # a text delta, then the verified Answer last
@@ -32,6 +33,17 @@ Messages = ChatRequest | Sequence[ChatMessage | dict[str, Any]]
 States = str | Sequence[str] | None
 Mode = Literal["embedded", "http"]
 Tenants = tuple[str, ...] | None  # an API key's tenants; None: every tenant
+USER_HEADER = "X-Ragstream-User"  # the user a trusted reverse proxy authenticated
+
+
+class Caller(NamedTuple):
+    """Who asks: the tenants of their API key (None: every tenant) and the principal they
+    read as where sources mirror file permissions (None: `everyone`'s files only)."""
+
+    tenants: Tenants = None
+    principal: Principal | None = None
+
+
 Offload = Callable[..., Awaitable[Any]]  # runs `fn(*args)` on a bounded pool, awaited
 
 
@@ -141,7 +153,7 @@ class ServedService(IndexService, Protocol):
     any other face of the process) need beside it. Every route is one call on
     `scoped(caller's tenants)`."""
 
-    def scoped(self, tenants: Tenants) -> ServedService: ...
+    def scoped(self, tenants: Tenants, principal: Principal | None = None) -> ServedService: ...
 
     async def query_async(
         self,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ragstream.connectors.state import endpoint_path, read_json, write_json_atomic
 from ragstream.core.errors import DataDirBusyError
+from ragstream.core.permissions import Principal
 from ragstream.core.settings import Settings, load_settings
 from ragstream.service.base import IndexService
 from ragstream.service.remote import RemoteIndex
@@ -26,11 +27,16 @@ def connect(
     api_key: str | None = None,
     settings: Settings | None = None,
     timeout_s: float = 120.0,
+    principal: Principal | None = None,
 ) -> IndexService:
     """The index at `url`, else the one of `data_dir` (or `settings`): over HTTP when a
-    process serves it, else opened here (stores now, query models on the first query)."""
+    process serves it, else opened here (stores now, query models on the first query).
+    Questions read as `principal` where sources mirror file permissions: here, as given;
+    over HTTP, its user name in `X-Ragstream-User`, which a server honours only when it
+    trusts that header (`server.trust_user_header`)."""
+    user = principal.user if principal is not None else None
     if url is not None:
-        return RemoteIndex(url, api_key=api_key, timeout_s=timeout_s)
+        return RemoteIndex(url, api_key=api_key, timeout_s=timeout_s, user=user)
     s = settings or load_settings(data_dir)
     recorded = recorded_endpoint(s)
     if recorded is None:
@@ -38,12 +44,12 @@ def connect(
         from ragstream.service.local import LocalIndex
 
         try:
-            return LocalIndex(s).open()
+            return LocalIndex(s, principal).open()
         except StoreBusyError as err:
             recorded = recorded_endpoint(s)  # it may have started serving meanwhile
             if recorded is None:
                 raise DataDirBusyError(busy_message(s)) from err
-    return RemoteIndex(recorded, api_key=api_key, timeout_s=timeout_s)
+    return RemoteIndex(recorded, api_key=api_key, timeout_s=timeout_s, user=user)
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from ragstream.core.models import (
     StatusReport,
     VerifyReport,
 )
+from ragstream.core.permissions import Principal
 from ragstream.core.rwlock import Unlocked
 from ragstream.core.settings import Settings
 from ragstream.core.snapshot import SnapshotInfo
@@ -41,10 +42,11 @@ from ragstream.service.stores import LiveStores, open_live
 
 
 class LocalIndex:
-    """An embedded data dir, held by this process until `close`."""
+    """An embedded data dir, held by this process until `close`; its questions are read as
+    `principal` where sources mirror file permissions (None: `everyone`'s files only)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, settings: Settings, principal: Principal | None = None) -> None:
+        self.settings, self.principal = settings, principal
         self._scope = ExitStack()
         self._lock = threading.Lock()  # the stores are swapped once, for the engine's
         self._live: LiveStores | None = None
@@ -131,12 +133,12 @@ class LocalIndex:
     # ---- what needs the query models: the served index over every side ---------------------
     def _served(self) -> ServedIndex:
         """The served index, opened once: the model-free stores are closed and the data dir
-        reopened with every side and its embedder."""
+        reopened with every side and its embedder; read as this index's principal."""
         with self._lock:
             if self._index is None:
                 self._release()
                 self._index = self._scope.enter_context(open_served(self.settings))
-            return self._index
+            return self._index.scoped(None, self.principal)
 
     def query(self, question: Question, **options: Any) -> Answer:
         return self._served().query(question, **options)

@@ -39,6 +39,7 @@ from ragstream.core.models import (
 )
 from ragstream.core.snapshot import SnapshotInfo
 from ragstream.service.base import (
+    USER_HEADER,
     Messages,
     Mode,
     ProgressHandler,
@@ -208,13 +209,19 @@ def unreachable(url: str, exc: Exception) -> UnreachableError:
     )
 
 
-def client_options(url: str, api_key: str | None, timeout_s: float) -> dict[str, Any]:
+def client_options(
+    url: str, api_key: str | None, timeout_s: float, user: str | None = None
+) -> dict[str, Any]:
     """httpx client options. Certificates are checked for https; a plain-http URL skips
     loading the CA bundle (a tenth of a second of every CLI query). Proxies from the
-    environment are ignored: the server is named explicitly."""
+    environment are ignored: the server is named explicitly. `user` goes in the
+    `X-Ragstream-User` header (honoured by a server that trusts it)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    if user:
+        headers[USER_HEADER] = user
     return {
         "base_url": url,
-        "headers": {"Authorization": f"Bearer {api_key}"} if api_key else {},
+        "headers": headers,
         "timeout": timeout_s,
         "trust_env": False,
         "verify": url.lower().startswith("https:"),
@@ -267,9 +274,10 @@ class Endpoint:
         api_key: str | None = None,
         timeout_s: float = 120.0,
         retries: int = RETRIES,
+        user: str | None = None,
     ):
         self._url, self._retries = url.rstrip("/"), retries
-        self._options = client_options(self._url, api_key, timeout_s)
+        self._options = client_options(self._url, api_key, timeout_s, user)
 
     @property
     def mode(self) -> Mode:

@@ -3,8 +3,9 @@
 
     ServedIndex.over(settings, sides, lexical)   the engine and the reindex commands over
                                                  one set of open sides (built only here)
-    index.scoped(tenants)                        the view an API key's tenants may see: the
-                                                 same stores, every read restricted to them
+    index.scoped(tenants, principal)             the view an API key's tenants may see, read
+                                                 as a principal: the same stores, every read
+                                                 restricted to them
 
 Reads of the stores run under `lock.read()` (inside `watch --serve` the index's own lock, so
 they wait only while an index batch or a backfill page writes); the reindex commands take
@@ -37,6 +38,7 @@ from ragstream.core.models import (
     StatusReport,
     VerifyReport,
 )
+from ragstream.core.permissions import Principal
 from ragstream.core.rwlock import StoreLock, Unlocked
 from ragstream.core.settings import Settings
 from ragstream.core.snapshot import SnapshotInfo
@@ -80,6 +82,7 @@ class ServedIndex:
     lock: StoreLock = field(default_factory=Unlocked)
     feed: OutcomeFeed | None = None  # sync outcomes, when this process syncs (`watch --serve`)
     tenants: Tenants = None
+    principal: Principal | None = None  # who reads, where sources mirror file permissions
 
     @classmethod
     def over(
@@ -95,9 +98,11 @@ class ServedIndex:
         engine = QueryEngine(settings, Retriever(sides, lexical))
         return cls(engine, Maintainer(sides, lexical, kick=kick), sides.lock, feed)
 
-    def scoped(self, tenants: Tenants) -> ServedIndex:
-        """The same index as `tenants` see it: every read, count and feed restricted."""
-        return replace(self, tenants=tenants)
+    def scoped(self, tenants: Tenants, principal: Principal | None = None) -> ServedIndex:
+        """The same index as `tenants` see it, read as `principal`: every read, count and
+        feed restricted (the engine's searches by `Settings.readers_of(principal)`)."""
+        engine = self.engine.reading_as(principal)
+        return replace(self, tenants=tenants, principal=principal, engine=engine)
 
     @property
     def settings(self) -> Settings:

@@ -23,6 +23,7 @@ from ragstream.core.models import (
     StatusReport,
     VerifyReport,
 )
+from ragstream.core.permissions import Principal
 from ragstream.core.settings import Settings
 from ragstream.core.snapshot import LegCounts, SnapshotInfo
 from ragstream.http import Serving, create_app
@@ -64,7 +65,7 @@ class RecordingIndex:
     calls: list[Call] = field(default_factory=list)
     tenants: Tenants = None
 
-    def scoped(self, tenants: Tenants) -> RecordingIndex:
+    def scoped(self, tenants: Tenants, principal: Principal | None = None) -> RecordingIndex:
         return RecordingIndex(self.calls, tenants)
 
     def _record(self, method: str, *args: Any) -> None:

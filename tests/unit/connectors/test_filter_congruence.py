@@ -3,8 +3,8 @@
 One fixed corpus (several sources, nested folders, near-miss names such as `src:a/x` beside
 `src:a/xy/` and `src:a/x.md`, a `:` inside a file name, the empty tenant, some tombstones) is
 written once per module into every vector backend and every lexical backend. Hypothesis then
-draws `SearchFilter`s (any mix of doc ids, tenants, a path prefix and file types: None, empty,
-subsets, unknown values, prefixes cut at any character of a real doc id) and each backend's
+draws `SearchFilter`s (any mix of doc ids, tenants, readers, a path prefix and file types: None,
+empty, subsets, unknown values, prefixes cut at any character of a real doc id) and each backend's
 search with a limit above the corpus size must return exactly the live points that
 `connectors.lexical.matches` accepts: nothing leaks, nothing live and matching is lost.
 The oracle itself is checked against an independent restatement of the documented rules.
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from ragstream.connectors.lexical import filter_clauses, matches
 from ragstream.connectors.protocols import Hit, SearchFilter
 from ragstream.connectors.stores import open_lexical_index, open_vector_store
+from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import prefix_key
 from ragstream.core.models import IndexedChunk
 from tests.unit.connectors.test_lexical import chunk as make_chunk
@@ -43,6 +44,19 @@ DOCS = [  # doc_id, tenant, file_type, chunks, ordinals tombstoned
     ("other:a/x.md", "t2", "docx", 2, (0,)),
     ("other:src/a.md", "", "md", 1, ()),  # a folder named like another source
 ]
+# each doc's `readers` stamp (core.permissions), by its position in DOCS: principals with a
+# source token, a file nobody may read, and a chunk never stamped
+READER_STAMPS = [
+    ("everyone", "source:src"),
+    ("group:eng", "user:alice", "source:src"),
+    ("user:bob", "source:src"),
+    ("source:src",),
+    (),
+    ("group:ops", "group:eng", "source:src2"),
+    ("user:alice", "source:other"),
+]
+READERS = sorted({r for stamp in READER_STAMPS for r in stamp})
+UNKNOWN_READERS = ["user:Alice", "group:", "source:sr", "everyone "]
 DOC_IDS = [d for d, *_ in DOCS]
 TENANTS = sorted({t for _, t, *_ in DOCS})
 FILE_TYPES = sorted({f for _, _, f, *_ in DOCS})
@@ -56,7 +70,7 @@ def build_corpus() -> tuple[list[IndexedChunk], list[str], list[list[float]]]:
     """(live chunks as written, point ids tombstoned afterwards, one vector per chunk)."""
     chunks: list[IndexedChunk] = []
     dead: list[str] = []
-    for doc_id, tenant, ftype, n, tombstoned in DOCS:
+    for d, (doc_id, tenant, ftype, n, tombstoned) in enumerate(DOCS):
         for i in range(n):
             point = pid(doc_id, i)
             chunks.append(
@@ -66,6 +80,7 @@ def build_corpus() -> tuple[list[IndexedChunk], list[str], list[list[float]]]:
                     doc_id,
                     ordinal=i,
                     tenant=tenant,
+                    readers=READER_STAMPS[d % len(READER_STAMPS)],
                     file_type=ftype,
                     content_hash=f"h-{doc_id}-{i}",
                 )
@@ -108,6 +123,7 @@ def by_spec(flt: SearchFilter) -> set[str]:
         if c.status == "live"
         and (flt.doc_ids is None or c.doc_id in flt.doc_ids)
         and (flt.tenants is None or c.tenant in flt.tenants)
+        and (flt.readers is None or bool(set(c.readers) & set(flt.readers)))
         and (flt.file_types is None or c.file_type in flt.file_types)
         and (flt.path_prefix is None or in_folder(c.doc_id, flt.path_prefix))
     }
@@ -134,6 +150,7 @@ FILTERS = st.builds(
     SearchFilter,
     doc_ids=allow_list(DOC_IDS, UNKNOWN_DOCS),
     tenants=allow_list(TENANTS, UNKNOWN_TENANTS),
+    readers=allow_list(READERS, UNKNOWN_READERS),
     path_prefix=PREFIXES,
     file_types=allow_list(FILE_TYPES, UNKNOWN_TYPES),
 )
@@ -151,6 +168,9 @@ EXAMPLES = [  # the edge cases every run checks, whatever hypothesis draws
     SearchFilter(path_prefix=""),
     SearchFilter(doc_ids=("src:gone/dead.md",)),
     SearchFilter(doc_ids=("src:a/x", "src2:a/x.md"), path_prefix="src:a", tenants=("t1",)),
+    SearchFilter(readers=()),
+    SearchFilter(readers=("everyone", "source:src2")),
+    SearchFilter(readers=("user:alice", "group:eng"), tenants=("t1",)),
 ]
 
 
@@ -162,7 +182,7 @@ def with_examples(test: Callable[..., None]) -> Callable[..., None]:
 
 # --- every backend, opened once per module ----------------------------------------------------
 
-Search = Callable[[SearchFilter], list[Hit]]
+Search = Callable[[SearchFilter], list[Hit] | None]  # None: refused, as documented
 VECTOR_BACKENDS = {  # name -> (kind, url)
     "edge": ("edge", None),
     "qdrant-local": ("qdrant", None),
@@ -201,7 +221,15 @@ def search(
         index.commit()
         index.tombstone(DEAD, deleted_at=1.0)
         index.commit()
-        yield lambda flt: index.search(WORD, LIMIT, flt)
+
+        def lexical(flt: SearchFilter) -> list[Hit] | None:
+            if name == "tantivy" and flt.readers is not None:  # its schema has no readers
+                with pytest.raises(InvalidRequestError, match="sparse"):
+                    index.search(WORD, LIMIT, flt)
+                return None
+            return index.search(WORD, LIMIT, flt)
+
+        yield lexical
         index.close()
 
 
@@ -209,6 +237,7 @@ def test_the_corpus_is_what_the_stores_hold(search: Search) -> None:
     """Guards the premise: the unfiltered search returns every live point (nothing dropped by
     the query itself), so a filtered result can be compared with the oracle as a set."""
     hits = search(SearchFilter())
+    assert hits is not None
     assert [h.chunk.point_id for h in hits if h.chunk.status != "live"] == []
     assert {h.chunk.point_id for h in hits} == {c.point_id for c in STORED if c.status == "live"}
     assert len(hits) == len({h.chunk.point_id for h in hits})  # no duplicates
@@ -220,6 +249,8 @@ def test_the_corpus_is_what_the_stores_hold(search: Search) -> None:
 @given(flt=FILTERS)
 def test_search_returns_exactly_what_the_oracle_accepts(search: Search, flt: SearchFilter) -> None:
     hits = search(flt)
+    if hits is None:
+        return
     got = [h.chunk.point_id for h in hits]
     assert len(got) == len(set(got)), "a point came back twice"
     assert set(got) == oracle(flt), flt
@@ -236,4 +267,5 @@ def test_the_oracle_follows_the_documented_rules(flt: SearchFilter) -> None:
 
 def test_the_random_filters_cover_every_filter_field() -> None:
     """A field added to `SearchFilter` must be drawn by `FILTERS` (and known to `by_spec`)."""
-    assert set(SearchFilter.model_fields) == {"doc_ids", "tenants", "path_prefix", "file_types"}
+    fields = {"doc_ids", "tenants", "readers", "path_prefix", "file_types"}
+    assert set(SearchFilter.model_fields) == fields

@@ -180,3 +180,17 @@ def test_unreadable_permissions_fail_closed_to_the_owner(
 def test_vanished_file_is_nobodys(root: Path) -> None:
     stamp = file_readers(root / "gone.md", root, UserDb.system())
     assert stamp.principals == () and stamp.reason
+
+
+def test_an_acl_with_an_empty_mask_leaves_the_mode_bits_to_decide(root: Path) -> None:
+    """Linux skips an ACL whose mask is empty: a member of a named group reads through
+    `other`, while a member of the owning group is refused by the (empty) group bits."""
+    path = root / "masked.md"
+    path.write_text("x\n")
+    shutil.chown(path, "rsperm_dave", "rsperm_alice")
+    path.chmod(0o644)
+    set_acl(path, "g:rsperm_eng:r--,u:rsperm_carol:---,m::---")
+    stamp = file_readers(path, root, UserDb.system())
+    for user in ("rsperm_alice", "rsperm_bob", "rsperm_carol"):
+        assert allowed(user, stamp.principals) == can_read(user, root, [path])[0], user
+    assert allowed("rsperm_bob", stamp.principals) and not allowed("rsperm_alice", stamp.principals)

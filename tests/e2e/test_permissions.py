@@ -1,0 +1,232 @@
+"""File permissions mirrored onto every chunk, end to end, with real users and real files.
+
+A folder of real files (owners, groups, modes, POSIX ACLs, folders of mode 700 and 750) is
+indexed with `permissions = "posix"`; for each test user, what the index returns through the
+embedded `Client`, the HTTP API (an API key mapped to the user; the trusted
+`X-Ragstream-User` header) and the HTTP `Client` is exactly the set of files
+`runuser -u USER -- cat FILE` can read. A chmod, chown, setfacl or a folder's mode change
+then re-stamps the chunks on the next sync with nothing re-read or re-embedded.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ragstream import api
+from ragstream.client import Client
+from ragstream.core.settings import Settings, SourceConfig
+from ragstream.http import Serving, serving
+from ragstream.query.engine import QueryEngine
+from ragstream.service.served import ServedIndex
+from tests.harness.users import cat_readable, real_users, set_acl, shared_root
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "quartz reading of the station log"
+FOLDERS = {  # name -> (owner, group, mode)
+    "open": ("root", "root", 0o755),
+    "private": ("rsperm_alice", "rsperm_alice", 0o700),
+    "team": ("rsperm_alice", "rsperm_eng", 0o750),
+    "ops": ("root", "rsperm_ops", 0o770),
+}
+OWNERS = ["root", "rsperm_alice", "rsperm_bob", "rsperm_carol", "rsperm_dave"]
+GROUPS = ["root", "rsperm_eng", "rsperm_ops", "rsperm_alice"]
+MODES = [0o644, 0o640, 0o600, 0o604, 0o660, 0o444, 0o400, 0o044, 0o664]
+ACLS = ["u:rsperm_carol:r--", "g:rsperm_ops:r--", "u:rsperm_bob:---", "g:rsperm_eng:r--,m::---"]
+FILES = 56
+
+
+@dataclass
+class Corpus:
+    docs: Path
+    files: dict[str, Path]  # doc id -> file
+    settings: Settings
+    users: list[str]
+
+
+def doc_id(docs: Path, path: Path) -> str:
+    return f"docs:{path.relative_to(docs).as_posix()}"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
+    users = sorted(real_users())
+    rng = random.Random(44)
+    base = shared_root()
+    docs = base / "docs"
+    docs.mkdir()
+    docs.chmod(0o755)
+    for name, (owner, group, mode) in FOLDERS.items():
+        (docs / name).mkdir()
+        shutil.chown(docs / name, owner, group)
+        (docs / name).chmod(mode)
+    files = {}
+    for i in range(FILES):
+        folder = docs / rng.choice(sorted(FOLDERS))
+        path = folder / f"note{i:02d}.md"
+        path.write_text(
+            f"# Station {i}\n\nThe station log {i} holds the quartz reading number {i}.\n"
+        )
+        shutil.chown(path, rng.choice(OWNERS), rng.choice(GROUPS))
+        path.chmod(rng.choice(MODES))
+        if rng.random() < 0.3:
+            set_acl(path, rng.choice(ACLS))
+        files[doc_id(docs, path)] = path
+    keys = {f"key-{u}": {"user": u} for u in users}
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("perm") / "data",
+        embedder="static",
+        sources=[SourceConfig(name="docs", root=docs, permissions="posix")],
+        server={"api_key_principals": keys},
+    )
+    report = api.sync([docs], settings=settings)
+    assert report.docs_seen == FILES and not report.dead_letters
+    yield Corpus(docs, files, settings, users)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def readable(corpus: Corpus, user: str) -> set[str]:
+    """The oracle: the doc ids whose file `runuser -u user -- cat` reads."""
+    return {d for d, path in corpus.files.items() if cat_readable(user, path)}
+
+
+def batches(corpus: Corpus) -> list[list[str]]:
+    ids = sorted(corpus.files)
+    return [ids[i : i + 40] for i in range(0, len(ids), 40)]
+
+
+def seen_by_client(client: Client, corpus: Corpus) -> set[str]:
+    """Every doc id the client's retrieval returns (in batches: k is at most 50)."""
+    out: set[str] = set()
+    for ids in batches(corpus):
+        got = client.retrieve(QUESTION, k=50, n=1000, filters={"doc_ids": ids})
+        out |= {r.doc_id for r in got.results}
+    return out
+
+
+def post(url: str, body: dict, headers: dict[str, str]) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        f"{url}/v1/retrieve",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **headers},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def served(settings: Settings, engine: QueryEngine) -> AbstractContextManager[str]:
+    """The HTTP API over `engine` on a free port; its URL."""
+    return serving(Serving(settings, ServedIndex(engine)), "127.0.0.1", 0)
+
+
+def seen_over_http(url: str, corpus: Corpus, headers: dict[str, str]) -> set[str]:
+    out: set[str] = set()
+    for ids in batches(corpus):
+        body = {"query": QUESTION, "k": 50, "n": 1000, "filters": {"doc_ids": ids}}
+        status, got = post(url, body, headers)
+        assert status == 200, got
+        out |= {r["doc_id"] for r in got["results"]}
+    return out
+
+
+def test_each_user_sees_exactly_what_they_can_cat(corpus: Corpus) -> None:
+    truths = {user: readable(corpus, user) for user in corpus.users}
+    assert len({frozenset(t) for t in truths.values()}) == len(corpus.users)  # all differ
+    assert all(0 < len(t) < FILES for t in truths.values())
+    for user, truth in truths.items():
+        with Client(settings=corpus.settings, principal=user) as client:
+            assert seen_by_client(client, corpus) == truth, user
+    with Client(settings=corpus.settings) as anonymous:  # no principal: everyone's files only
+        everyone = seen_by_client(anonymous, corpus)
+    assert everyone and everyone <= set.intersection(*truths.values())
+    open_files = {d for d in corpus.files if d.startswith("docs:open/")}
+    assert everyone <= open_files
+
+
+def test_http_keys_headers_and_the_http_client_see_what_each_user_can_cat(
+    corpus: Corpus,
+) -> None:
+    truths = {user: readable(corpus, user) for user in corpus.users}
+    server = corpus.settings.server.model_copy(update={"trust_user_header": True})
+    settings = corpus.settings.model_copy(update={"server": server})
+    with QueryEngine.open(settings) as engine, served(settings, engine) as url:
+        for user, truth in truths.items():
+            by_key = seen_over_http(url, corpus, {"Authorization": f"Bearer key-{user}"})
+            assert by_key == truth, user
+            by_header = seen_over_http(url, corpus, {"X-Ragstream-User": user})
+            assert by_header == truth, user
+            with Client(url=url, principal=user) as client:
+                assert seen_by_client(client, corpus) == truth, user
+        body = {"query": QUESTION}
+        status, err = post(url, body, {"X-Ragstream-User": "rsperm_nosuchuser"})
+        assert status == 401 and "rsperm_nosuchuser" in err["error"]
+        anonymous = seen_over_http(url, corpus, {})
+        assert anonymous <= set.intersection(*truths.values())
+
+
+def test_the_header_is_ignored_unless_trusted(corpus: Corpus) -> None:
+    truth = readable(corpus, "rsperm_alice")
+    with QueryEngine.open(corpus.settings) as engine, served(corpus.settings, engine) as url:
+        claimed = seen_over_http(url, corpus, {"X-Ragstream-User": "rsperm_alice"})
+    assert claimed < truth  # read as nobody in particular: everyone's files only
+
+
+def test_permission_changes_restamp_without_reading_or_embedding(corpus: Corpus) -> None:
+    """chmod, chown, setfacl and a folder's mode each change who sees what on the next sync,
+    with no document re-read and no chunk embedded."""
+    alice, bob, carol = "rsperm_alice", "rsperm_bob", "rsperm_carol"
+    target = corpus.docs / "open" / "changing.md"
+    target.write_text("# Changing\n\nThe station log of the changing quartz reading.\n")
+    shutil.chown(target, alice, alice)
+    target.chmod(0o600)
+    corpus.files[doc_id(corpus.docs, target)] = target
+    assert api.sync([corpus.docs], settings=corpus.settings).docs_changed == 1
+
+    def who_sees() -> dict[str, bool]:
+        did = doc_id(corpus.docs, target)
+        out = {}
+        for user in (alice, bob, carol):
+            with Client(settings=corpus.settings, principal=user) as client:
+                got = client.retrieve(QUESTION, k=5, n=1000, filters={"doc_ids": [did]})
+            out[user] = bool(got.results)
+            assert out[user] == cat_readable(user, target), user
+        return out
+
+    def resync() -> None:
+        report = api.sync([corpus.docs], settings=corpus.settings)
+        assert report.chunks_embedded == report.chunks_reused == report.docs_changed == 0
+        assert report.chunks_restamped >= 1
+
+    assert who_sees() == {alice: True, bob: False, carol: False}
+    target.chmod(0o644)  # chmod
+    resync()
+    assert who_sees() == {alice: True, bob: True, carol: True}
+    target.chmod(0o640)
+    shutil.chown(target, group="rsperm_eng")  # chown: the eng group (alice, bob) may read
+    resync()
+    assert who_sees() == {alice: True, bob: True, carol: False}
+    set_acl(target, "u:rsperm_carol:r--")  # setfacl
+    resync()
+    assert who_sees() == {alice: True, bob: True, carol: True}
+    (corpus.docs / "open").chmod(0o700)  # a folder's mode: only its owner (root) passes
+    try:
+        resync()
+        assert who_sees() == {alice: False, bob: False, carol: False}
+    finally:
+        (corpus.docs / "open").chmod(0o755)
+    resync()
+    assert who_sees() == {alice: True, bob: True, carol: True}
