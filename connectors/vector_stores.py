@@ -290,6 +290,12 @@ class BaseQdrantStore(ABC):
             update = {k: payload[k] for k in READER_FIELDS}
             self._set_payload([HasIds((chunk.point_id,))], update)
 
+    def readable_docs(self, readers: Sequence[str]) -> set[str]:
+        """The doc ids with a live point whose `readers` hold one of `readers` (filtered in
+        the store, as a search is)."""
+        conds: list[Condition] = [LIVE, MatchIn("readers", tuple(readers))]
+        return {str(r.payload["doc_id"]) for r in self._scroll_all(conds, ["doc_id"], False)}
+
     def live_doc_readers(self) -> dict[str, set[str]]:
         """doc_id -> the readers fingerprints over its live points (the catch-up scan's
         view of the permission stamps)."""

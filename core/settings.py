@@ -638,17 +638,22 @@ class Settings(BaseSettings):
             return None
         return frozenset(s.name for s in self.sources if s.tenant in tenants)
 
-    def readers_of(self, principal: Principal | None) -> tuple[str, ...] | None:
+    def readers_of(
+        self, principal: Principal | None, recorded: Sequence[SourceConfig] = ()
+    ) -> tuple[str, ...] | None:
         """What a request reading as `principal` may match in a chunk's `readers` (any one
         of them); None: no source mirrors permissions, nothing to filter. The one principal
         rule both legs' filters apply (with the tenant's, `query.shapes.search_filter`): a
         source that mirrors permissions is read through its files' principals (`everyone`
-        only, without a principal), any other through its own name."""
-        mirrored = {s.name for s in self.sources if s.permissions == "posix"}
+        only, without a principal), any other through its own name. `recorded`: the sources
+        the data dir was synced with; one mirrored there or here is mirrored (fail closed:
+        a query run without the sources' settings still filters)."""
+        every = (*recorded, *self.sources)
+        mirrored = {s.name for s in every if s.permissions == "posix"}
         if not mirrored:
             return None
         tokens = principal.tokens() if principal is not None else (EVERYONE,)
-        open_ = sorted(source_token(s.name) for s in self.sources if s.name not in mirrored)
+        open_ = sorted({source_token(s.name) for s in every if s.name not in mirrored})
         return (*tokens, *open_)
 
     def with_paths(self, paths: Sequence[str | Path]) -> Settings:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from ragstream.connectors.retrieval_log import RetrievalLog
+from ragstream.connectors.state import SourcesBook
 from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Refusal, Retrieval
 from ragstream.core.models import IndexedChunk
 from ragstream.core.permissions import Principal
@@ -71,13 +72,14 @@ class QueryEngine:
         self.rewriter = Rewriter.from_settings(settings)
         # what a chunk's `readers` must hold one of (None: no source mirrors permissions);
         # no principal: `everyone`'s files only (`reading_as` gives a principal's view)
-        self.readers = settings.readers_of(None)
+        self.synced = SourcesBook(settings.state_dir).load()  # as the data dir was synced
+        self.readers = settings.readers_of(None, self.synced)
 
     def reading_as(self, principal: Principal | None) -> QueryEngine:
         """This engine (the same models and stores) answering as `principal` reads: every
         search of both legs filtered by `Settings.readers_of(principal)`."""
         engine = copy.copy(self)
-        engine.readers = self.settings.readers_of(principal)
+        engine.readers = self.settings.readers_of(principal, self.synced)
         return engine
 
     @classmethod

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from ragstream.cli.options import ApiKey, AsJson, DataDir, Url, stop_on_sigterm
+from ragstream.cli.options import (
+    ApiKey,
+    AsJson,
+    AsUser,
+    DataDir,
+    Url,
+    principal_option,
+    stop_on_sigterm,
+)
 from ragstream.cli.render import (
     emit_json,
     err,
@@ -91,12 +99,14 @@ def query(
     ] = None,
     url: Url = None,
     api_key: ApiKey = None,
+    as_user: AsUser = None,
 ) -> None:
     """Answer a question from the index, with verified citations (or a refusal)."""
     from ragstream.service.connect import connect
 
     flt = parse_filters(filters or [])
-    with connect(data_dir, url=url, api_key=api_key) as index:
+    principal = principal_option(as_user)
+    with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         if no_generate:
             found = index.retrieve(question, k=k, filters=flt)
             emit_json(found) if as_json else print_retrieval(found)
@@ -122,6 +132,7 @@ def ask(
     ] = None,
     url: Url = None,
     api_key: ApiKey = None,
+    as_user: AsUser = None,
 ) -> None:
     """Ask the index a question (as `query` does); with --chat, hold a conversation: follow-up
     questions are answered with the history kept (--json: one Answer per line)."""
@@ -130,10 +141,20 @@ def ask(
     if not chat:
         if question is None:
             raise InvalidRequestError("give a QUESTION, or --chat for a conversation")
-        query(question, data_dir, as_json, k, filters=filters, url=url, api_key=api_key)
+        query(
+            question,
+            data_dir,
+            as_json,
+            k,
+            filters=filters,
+            url=url,
+            api_key=api_key,
+            as_user=as_user,
+        )
         return
     flt = parse_filters(filters or [])
-    with connect(data_dir, url=url, api_key=api_key) as index:
+    principal = principal_option(as_user)
+    with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         try:
             converse(index, questions(question), as_json, k=k, filters=flt)
         except KeyboardInterrupt:  # Ctrl-C while an answer is on its way: end, as Ctrl-D

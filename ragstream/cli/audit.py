@@ -13,7 +13,15 @@ from typing import Annotated
 
 import typer
 
-from ragstream.cli.options import AllowMass, ApiKey, AsJson, DataDir, Url
+from ragstream.cli.options import (
+    AllowMass,
+    ApiKey,
+    AsJson,
+    AsUser,
+    DataDir,
+    Url,
+    principal_option,
+)
 from ragstream.cli.render import emit_json, print_file, print_files, print_verify
 from ragstream.core.errors import EXIT_DRIFT
 from ragstream.core.models import FILE_STATES
@@ -61,11 +69,13 @@ def files(
     ] = None,
     url: Url = None,
     api_key: ApiKey = None,
+    as_user: AsUser = None,
 ) -> None:
     """The per-file ledger: state, chunks, embedder, file version, indexed-at, reason."""
     from ragstream.service.connect import connect
 
-    with connect(data_dir, url=url, api_key=api_key) as index:
+    principal = principal_option(as_user)
+    with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         records = index.files(state=state, paths=paths or ())
     emit_json(records) if as_json else print_files(records)
 
@@ -76,11 +86,13 @@ def file(
     as_json: AsJson = False,
     url: Url = None,
     api_key: ApiKey = None,
+    as_user: AsUser = None,
 ) -> None:
     """One file: its ledger record and live chunks in order, with content hashes and whether
     each vector was embedded, reused or kept at the file's last change."""
     from ragstream.service.connect import connect
 
-    with connect(data_dir, url=url, api_key=api_key) as index:
+    principal = principal_option(as_user)
+    with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         detail = index.file(doc_id)
     emit_json(detail) if as_json else print_file(detail)

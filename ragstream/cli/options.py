@@ -6,9 +6,12 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from ragstream.core.permissions import Principal
 
 DataDir = Annotated[
     Path | None,
@@ -53,6 +56,23 @@ ApiKey = Annotated[
     str | None,
     typer.Option("--api-key", envvar="RAGSTREAM_API_KEY", help="API key for --url"),
 ]
+AsUser = Annotated[
+    str | None,
+    typer.Option(
+        "--as-user",
+        metavar="NAME",
+        help="read as this user (a name or uid) with the groups the system gives them, as "
+        "`id NAME` lists them, where sources mirror file permissions (default: only files "
+        "everyone may read); over HTTP, honoured by a server that trusts X-Ragstream-User",
+    ),
+]
+
+
+def principal_option(as_user: str | None) -> Principal | None:
+    """`--as-user NAME` as the principal a question reads as (None when not given)."""
+    from ragstream.core.permissions import principal_of
+
+    return principal_of(as_user) if as_user is not None else None
 
 
 def stop_on_sigterm() -> None:

@@ -71,8 +71,11 @@ def files_of_stores(
     lexical: LexicalIndex,
     states: Iterable[str] | None = None,
     tenants: tuple[str, ...] | None = None,
+    readers: tuple[str, ...] | None = None,
 ) -> list[FileRecord]:
-    """The per-file ledger; with `tenants` (an API key's) only those tenants' sources."""
+    """The per-file ledger; with `tenants` (an API key's) only those tenants' sources, and
+    with `readers` (`Settings.readers_of` a principal) only the files of a source that
+    mirrors permissions which the principal may read (indexed, and stamped so)."""
     chosen = list(states or ())
     unknown = sorted(set(chosen) - set(FILE_STATES))
     if unknown:
@@ -84,6 +87,10 @@ def files_of_stores(
     inv = inventory(settings, vectors, lexical)
     _, drift = audit(inv, vectors.embedder.slug, parser=parser_keys_of(settings))
     records = ledger(inv, drift, chosen or None)
+    if readers is not None:
+        mirrored = {s.name for s in settings.sources if s.permissions == "posix"}
+        readable = vectors.readable_docs(readers)
+        records = [r for r in records if r.source not in mirrored or r.doc_id in readable]
     return records if own is None else [r for r in records if r.source in own]
 
 
@@ -93,13 +100,14 @@ def file_detail(
     lexical: LexicalIndex,
     doc_id: str,
     tenants: tuple[str, ...] | None = None,
+    readers: tuple[str, ...] | None = None,
 ) -> FileDetail:
     """One file's ledger record and its live chunks in reading order, each with its hash,
     how its vector came to be at the file's last change, and whether BM25 holds it too."""
     record = next(
         (
             r
-            for r in files_of_stores(settings, vectors, lexical, None, tenants)
+            for r in files_of_stores(settings, vectors, lexical, None, tenants, readers)
             if r.doc_id == doc_id
         ),
         None,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.state import SourcesBook
 from ragstream.core.answers import Answer, Retrieval
 from ragstream.core.models import (
     FileDetail,
@@ -108,12 +109,21 @@ class LocalIndex:
 
     def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
         vectors, lexical = self._stores()
-        s = audit.audited(self.settings, paths)
-        return audit.files_of_stores(s, vectors, lexical, state_list(state))
+        s, readers = audit.audited(self.settings, paths), self._readers()
+        return audit.files_of_stores(s, vectors, lexical, state_list(state), None, readers)
 
     def file(self, doc_id: str) -> FileDetail:
         vectors, lexical = self._stores()
-        return audit.file_detail(audit.audited(self.settings), vectors, lexical, doc_id)
+        s, readers = audit.audited(self.settings), self._readers()
+        return audit.file_detail(s, vectors, lexical, doc_id, None, readers)
+
+    def _readers(self) -> tuple[str, ...] | None:
+        """What this index's principal may read in the ledger (`Settings.readers_of`); with
+        no principal, all of it: whoever opens the data dir here holds every stored chunk
+        anyway (a served index filters every caller's ledger)."""
+        if self.principal is None:
+            return None
+        return self.settings.readers_of(self.principal, SourcesBook(self.settings.state_dir).load())
 
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         return query_log(limit=limit, settings=self.settings)

@@ -205,11 +205,13 @@ class ServedIndex:
     def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
         r, s = self.engine.retriever, audit.audited(self.settings, paths)
         states = state_list(state)
-        return self._locked(audit.files_of_stores)(s, r.vectors, r.lexical, states, self.tenants)
+        files = self._locked(audit.files_of_stores)
+        return files(s, r.vectors, r.lexical, states, self.tenants, self.engine.readers)
 
     def file(self, doc_id: str) -> FileDetail:
         r, s = self.engine.retriever, audit.audited(self.settings)
-        return self._locked(audit.file_detail)(s, r.vectors, r.lexical, doc_id, self.tenants)
+        detail = self._locked(audit.file_detail)
+        return detail(s, r.vectors, r.lexical, doc_id, self.tenants, self.engine.readers)
 
     def verify(
         self,

@@ -11,19 +11,25 @@ then re-stamps the chunks on the next sync with nothing re-read or re-embedded.
 from __future__ import annotations
 
 import json
+import pwd
 import random
 import shutil
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from ragstream import api
+from ragstream.cli import app
 from ragstream.client import Client
+from ragstream.core.errors import InvalidRequestError
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
@@ -133,6 +139,15 @@ def served(settings: Settings, engine: QueryEngine) -> AbstractContextManager[st
     return serving(Serving(settings, ServedIndex(engine)), "127.0.0.1", 0)
 
 
+def get(url: str, path: str, headers: dict[str, str]) -> tuple[int, Any]:
+    req = urllib.request.Request(f"{url}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
 def seen_over_http(url: str, corpus: Corpus, headers: dict[str, str]) -> set[str]:
     out: set[str] = set()
     for ids in batches(corpus):
@@ -176,6 +191,44 @@ def test_http_keys_headers_and_the_http_client_see_what_each_user_can_cat(
         assert status == 401 and "rsperm_nosuchuser" in err["error"]
         anonymous = seen_over_http(url, corpus, {})
         assert anonymous <= set.intersection(*truths.values())
+        for user, truth in truths.items():  # the ledger and a file's view: the same rule
+            key = {"Authorization": f"Bearer key-{user}"}
+            status, ledger = get(url, "/v1/files", key)
+            assert status == 200 and {r["doc_id"] for r in ledger} == truth, user
+            hidden = sorted(set(corpus.files) - truth)[0]
+            status, err = get(url, "/v1/files/" + urllib.parse.quote(hidden, safe=""), key)
+            assert status == 404 and err["code"] == "not_found"
+            shown = sorted(truth)[0]
+            assert get(url, "/v1/files/" + urllib.parse.quote(shown, safe=""), key)[0] == 200
+
+
+def test_the_cli_reads_as_user_and_a_query_without_the_settings_still_filters(
+    corpus: Corpus,
+) -> None:
+    """`--as-user NAME` (resolved like `id NAME`); the data dir alone (no sources in the
+    settings) still knows its sources mirror permissions: nothing widens without them."""
+    data = ["--data-dir", str(corpus.settings.data_dir)]
+    env = {"RAGSTREAM_EMBEDDER": "static"}
+
+    def cli_seen(*extra: str) -> set[str]:
+        out: set[str] = set()
+        for ids in batches(corpus):
+            docs = [arg for d in ids for arg in ("--filter", f"doc={d}")]
+            args = ["query", QUESTION, "--no-generate", "--json", "--k", "50", *docs]
+            result = CliRunner().invoke(app, [*args, *data, *extra], env=env)
+            assert result.exit_code == 0, result.output
+            out |= {r["doc_id"] for r in json.loads(result.stdout)["results"]}
+        return out
+
+    for user in ("rsperm_bob", "rsperm_dave"):
+        assert cli_seen("--as-user", user) == readable(corpus, user), user
+    uid = str(pwd.getpwnam("rsperm_carol").pw_uid)
+    assert cli_seen("--as-user", uid) == readable(corpus, "rsperm_carol")
+    anonymous = cli_seen()
+    assert anonymous and anonymous <= set.intersection(*(readable(corpus, u) for u in corpus.users))
+    bad = CliRunner().invoke(app, ["query", "x", "--as-user", "rsperm_nosuchuser", *data], env=env)
+    assert isinstance(bad.exception, InvalidRequestError)  # `main` exits 2 with its message
+    assert "rsperm_nosuchuser" in str(bad.exception)
 
 
 def test_the_header_is_ignored_unless_trusted(corpus: Corpus) -> None:
