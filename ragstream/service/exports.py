@@ -23,7 +23,7 @@ from ragstream.connectors.data_format import holds_an_index
 from ragstream.connectors.export_files import file_format, read_records, write_records
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.sparse import bm25_vector
-from ragstream.connectors.stores import open_configured, open_lexical_index
+from ragstream.connectors.stores import configured_live, open_configured, open_lexical_index
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.export import ExportRecord, ExportReport
 from ragstream.core.models import EmbedderVersion
@@ -75,7 +75,8 @@ def import_records(settings: Settings, file: Path) -> ExportReport:
     """A new data dir (`settings.data_dir`, missing or empty) holding the records of `file`
     as its live index; refused for a data dir that already holds one."""
     target = settings.data_dir
-    if holds_an_index(target):
+    on_server = settings.store.qdrant_url is not None  # the vectors are not in the dir
+    if holds_an_index(target) or (on_server and configured_live(settings) is not None):
         raise InvalidRequestError(f"{target} already holds an index: import into a new data dir")
     if target.exists() and any(target.iterdir()):
         raise InvalidRequestError(f"{target} is not empty: import into a new data dir")

@@ -76,6 +76,12 @@ def take(
 ) -> SnapshotInfo:
     """A snapshot of the data dir as it is now, written to `out` (default: the data dir's
     `snapshots/<id>.tar`). Under `lock.writers_out()`: writers wait, queries go on."""
+    if settings.store.vector_backend == "qdrant" and settings.store.qdrant_url is not None:
+        raise InvalidRequestError(
+            "the vectors live in the Qdrant server at store.qdrant_url, not in the data dir: "
+            "back them up with the server's own snapshots, or move the index with "
+            "`ragstream export` / `ragstream import` (which write into a server too)"
+        )
     now = time.time()
     snap_id = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S") + f"{now % 1:.3f}"[1:]
     target = out or snapshots_dir(settings) / f"{snap_id}.tar"

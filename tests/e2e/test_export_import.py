@@ -15,7 +15,7 @@ import pytest
 from ragstream import Client, api
 from ragstream.connectors.export_files import read_records
 from ragstream.core.errors import InvalidRequestError
-from ragstream.core.settings import Settings
+from ragstream.core.settings import Settings, StoreSettings
 from ragstream.service import audit, exports
 from tests.harness.helpers import copy_docs
 
@@ -155,3 +155,24 @@ def test_an_import_refuses_a_data_dir_that_holds_an_index(
         exports.import_records(
             settings.model_copy(update={"data_dir": tmp_path / "n"}), not_parquet
         )
+
+
+def test_an_export_imports_into_a_qdrant_client_index(
+    synced: tuple[Path, Settings], tmp_path: Path
+) -> None:
+    """The server-backed store (qdrant-client, here in its local mode) takes an import too."""
+    folder, settings = synced
+    out = tmp_path / "index.parquet"
+    exports.export(settings, "parquet", out)
+    server = settings.model_copy(
+        update={"data_dir": tmp_path / "q", "store": StoreSettings(vector_backend="qdrant")}
+    )
+    assert (
+        exports.import_records(server, out).records
+        == exports.export(settings, "jsonl", tmp_path / "again.jsonl").records
+    )
+    assert [hits for hits, _ in _answers(server)] == [hits for hits, _ in _answers(settings)]
+    again = api.sync([folder], settings=server)
+    assert again.chunks_embedded == 0 and again.docs_changed == 0
+    with pytest.raises(InvalidRequestError, match="already holds an index"):
+        exports.import_records(server, out)

@@ -1,0 +1,114 @@
+"""Snapshot, restore, export and import against rebuilding the index from its folder.
+
+Writes N SciFact abstracts as Markdown files, syncs them into a fresh data dir (the rebuild:
+parse, chunk, embed, write; the model load included), then on that index times:
+
+- `snapshot create` (through `Client.snapshot()`, its size), `snapshot verify` (every
+  checksum, then the counts read back) and `snapshot restore` into a new dir;
+- `export` as JSON lines and as Parquet (sizes) and `import` of the Parquet file into a new
+  data dir, with the `sync` of the same folder that follows (chunks embedded: 0 expected);
+- retrieve p50/p95 idle, and while a snapshot is being taken (one thread querying).
+
+The point is the ratio to a rebuild (target: restore <= 1/10 of it).
+
+    .venv/bin/python bench/snapshot.py [--docs 500] [--queries 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ragstream import Client, api
+from ragstream.core.settings import Settings
+from ragstream.service import exports, snapshots
+from tests.harness.scifact import SCIFACT, corpus, pct, write_markdown
+
+
+def _questions(n: int) -> list[str]:
+    with (SCIFACT / "queries.jsonl").open() as fh:
+        return [json.loads(line)["text"] for _, line in zip(range(n), fh, strict=False)]
+
+
+def _timed(run: object) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = run()  # type: ignore[operator]
+    return time.perf_counter() - start, out
+
+
+def _latencies(c: Client, questions: list[str], until: threading.Event | None) -> list[float]:
+    """Retrieve latencies (ms): each question once, or round after round until `until`."""
+    out: list[float] = []
+    while True:
+        for q in questions:
+            start = time.perf_counter()
+            c.retrieve(q, k=10)
+            out.append((time.perf_counter() - start) * 1000)
+            if until is not None and until.is_set():
+                return out
+        if until is None:
+            return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--docs", type=int, default=500, help="SciFact abstracts to index")
+    ap.add_argument("--queries", type=int, default=40, help="retrieve questions per round")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as tmp:
+        root = Path(tmp)
+        folder = root / "docs"
+        write_markdown(corpus(args.docs), folder)
+        settings = Settings(data_dir=root / "data")
+        rebuild_s, report = _timed(lambda: api.sync([folder], settings=settings))
+        chunks = report.chunks_embedded  # type: ignore[attr-defined]
+        questions = _questions(args.queries)
+        with Client(settings=settings) as c:
+            _latencies(c, questions, None)  # a warm-up round: models loaded, caches warm
+            idle = _latencies(c, questions, None)
+            done = threading.Event()
+            during: list[float] = []
+            reader = threading.Thread(
+                target=lambda: during.extend(_latencies(c, questions, done)), daemon=True
+            )
+            reader.start()
+            snap_s, info = _timed(c.snapshot)
+            done.set()
+            reader.join()
+        path = Path(info.path)  # type: ignore[attr-defined]
+        verify_s, _ = _timed(lambda: snapshots.verify(settings, path))
+        restore_s, _ = _timed(lambda: snapshots.restore(settings, path, root / "restored"))
+        jsonl, parquet = root / "index.jsonl", root / "index.parquet"
+        export_jsonl_s, _ = _timed(lambda: exports.export(settings, "jsonl", jsonl))
+        export_parquet_s, _ = _timed(lambda: exports.export(settings, "parquet", parquet))
+        imported = settings.model_copy(update={"data_dir": root / "imported"})
+        import_s, _ = _timed(lambda: exports.import_records(imported, parquet))
+        resync = api.sync([folder], settings=imported)
+        rows = [
+            ("rebuild from the folder (sync)", rebuild_s, None),
+            ("snapshot create", snap_s, path.stat().st_size),
+            ("snapshot verify", verify_s, None),
+            ("snapshot restore", restore_s, None),
+            ("export jsonl", export_jsonl_s, jsonl.stat().st_size),
+            ("export parquet", export_parquet_s, parquet.stat().st_size),
+            ("import parquet", import_s, None),
+        ]
+    print(f"{args.docs} SciFact abstracts, {chunks} chunks (MiniLM-L6, Qdrant Edge, sparse BM25)")
+    print(f"{'step':34} {'seconds':>9} {'x rebuild':>10} {'size MB':>9}")
+    for name, seconds, size in rows:
+        mb = f"{size / 1e6:9.1f}" if size is not None else f"{'':>9}"
+        print(f"{name:34} {seconds:9.2f} {seconds / rebuild_s:10.3f} {mb}")
+    print(f"sync after import: {resync.chunks_embedded} chunks embedded")
+    for name, ms in (("idle", idle), ("during snapshot", during)):
+        p50, p95 = pct(ms, 0.5), pct(ms, 0.95)
+        print(f"retrieve {name:16} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  n={len(ms)}")
+
+
+if __name__ == "__main__":
+    main()
