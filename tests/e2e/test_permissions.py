@@ -14,6 +14,7 @@ import json
 import pwd
 import random
 import shutil
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -34,7 +35,14 @@ from ragstream.core.settings import Settings, SourceConfig
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
 from ragstream.service.served import ServedIndex
-from tests.harness.users import cat_readable, real_users, set_acl, shared_root
+from tests.harness.users import (
+    cat_readable,
+    real_users,
+    retrieved_as,
+    set_acl,
+    shared_root,
+    watching,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -283,3 +291,45 @@ def test_permission_changes_restamp_without_reading_or_embedding(corpus: Corpus)
         (corpus.docs / "open").chmod(0o755)
     resync()
     assert who_sees() == {alice: True, bob: True, carol: True}
+
+
+def test_permission_changes_under_watch_change_answers_with_no_embeds(tmp_path: Path) -> None:
+    """chmod, then a folder's mode, under `watch --serve`: the answer follows within the
+    debounce, each change a re-stamp (the watcher's outcomes: 0 chunks embedded)."""
+    real_users()
+    base = shared_root()
+    try:
+        docs = base / "docs"
+        (docs / "team").mkdir(parents=True)
+        docs.chmod(0o755)
+        (docs / "team").chmod(0o755)
+        note = docs / "team" / "plan.md"
+        note.write_text("# Plan\n\nThe station log holds the quartz reading of the plan.\n")
+        shutil.chown(note, "rsperm_alice", "rsperm_alice")
+        note.chmod(0o600)
+        did = "docs:team/plan.md"
+        with watching(docs, tmp_path / "data") as (url, outcomes):
+            first = outcomes.get(timeout=120)
+            assert first["doc_id"] == did and first["chunks_embedded"] == 1
+
+            def follows(user: str, visible: bool) -> None:
+                deadline = time.monotonic() + 30
+                while retrieved_as(url, user, did, QUESTION) != visible:
+                    assert time.monotonic() < deadline, (user, visible)
+                    time.sleep(0.05)
+                assert cat_readable(user, note) == visible
+
+            follows("rsperm_alice", True)
+            follows("rsperm_bob", False)
+            note.chmod(0o644)
+            follows("rsperm_bob", True)
+            (docs / "team").chmod(0o700)  # root's folder now: nobody else passes
+            follows("rsperm_bob", False)
+            follows("rsperm_alice", False)
+            seen = []
+            while not outcomes.empty():
+                seen.append(outcomes.get())
+            assert seen and all(o["chunks_embedded"] == 0 for o in seen)
+            assert sum(o.get("chunks_restamped", 0) for o in seen) >= 2
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -11,13 +11,24 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+
+from ragstream.service.base import USER_HEADER
 
 # the interpreter the oracle runs as each user: the venv's lives under /root (mode 700)
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -124,3 +135,61 @@ def cat_readable(user: str, path: Path) -> bool:
         ).returncode
         == 0
     )
+
+
+@contextmanager
+def watching(
+    docs: Path, data: Path, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
+    """`ragstream watch DOCS --serve` (a subprocess) with DOCS's permissions mirrored and the
+    `X-Ragstream-User` header trusted: its URL, and the outcomes it prints (JSON lines)."""
+    sources = json.dumps([{"name": "docs", "root": str(docs), "permissions": "posix"}])
+    full = dict(
+        os.environ,
+        RAGSTREAM_SOURCES=sources,
+        RAGSTREAM_SERVER__TRUST_USER_HEADER="true",
+        RAGSTREAM_SYNC__DEBOUNCE_MS="100",
+        RAGSTREAM_EMBEDDER="static",
+        **(env or {}),
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    cmd = [sys.executable, "-m", "ragstream.cli", "watch", str(docs), "--data-dir", str(data)]
+    cmd += ["--json", "--serve", "--port", str(port)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=full
+    )
+    lines: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                lines.put(json.loads(line))
+
+    threading.Thread(target=read, daemon=True).start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/ready", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise AssertionError("watch --serve never became ready")
+            time.sleep(0.2)
+        yield url, lines
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def retrieved_as(url: str, user: str, doc_id: str, query: str) -> bool:
+    """Whether `user` (the trusted header) retrieves any chunk of `doc_id`."""
+    body = {"query": query, "k": 5, "n": 100, "filters": {"doc_ids": [doc_id]}}
+    reply = httpx.post(f"{url}/v1/retrieve", json=body, headers={USER_HEADER: user}, timeout=60)
+    reply.raise_for_status()
+    return bool(reply.json()["results"])
