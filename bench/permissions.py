@@ -1,0 +1,193 @@
+"""Mirrored file permissions: how fast a permission change is enforced, what the principal
+filter costs a query, and what the stamp costs a chunk (docs/guide/permissions.md).
+
+- freshness: a real `ragstream watch --serve` (static embedder) over `--files` notes with
+  `permissions = "posix"`; `--changes` times, a random note is chmod'ed between 600 (its
+  owner's) and 644 (everyone's), and the HTTP API is polled as another user (the trusted
+  `X-Ragstream-User` header) until the answer follows: chmod → enforced, p50/p95/max. The
+  watcher's outcomes over the run say how many chunks were embedded (0 expected).
+- filter cost: an embedded Qdrant Edge store of `--chunks` synthetic points (random
+  384-dim vectors, the BM25 sparse leg on) stamped with `--sets` distinct principal sets;
+  dense and BM25 searches (n=100) of random principals against the same searches with no
+  principal filter: p50/p95 each, and the ratio.
+- stamp size: the stamp's payload bytes per chunk (`readers`, `readers_fp`,
+  `readers_reason` as JSON) over the synthetic sets.
+
+Needs root (it creates the test users, as the tests do). Figures go to stdout.
+
+    sudo .venv/bin/python bench/permissions.py [--files 40] [--changes 20] \
+        [--chunks 100000] [--sets 100] [--queries 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ragstream.connectors.protocols import SearchFilter  # noqa: E402
+from ragstream.connectors.stores import open_vector_store  # noqa: E402
+from ragstream.connectors.vector_stores import READER_FIELDS, chunk_payload  # noqa: E402
+from ragstream.core.models import EmbedderVersion, IndexedChunk  # noqa: E402
+from ragstream.core.permissions import EVERYONE, source_token  # noqa: E402
+from tests.harness.users import real_users, retrieved_as, shared_root, watching  # noqa: E402
+
+QUESTION = "quartz reading of the station log"
+WORDS = "station log quartz reading valve pressure survey north ridge sample".split()
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def freshness(files: int, changes: int, seed: int) -> None:
+    real_users()
+    rng = random.Random(seed)
+    base = shared_root()
+    try:
+        docs = base / "docs"
+        docs.mkdir()
+        docs.chmod(0o755)
+        notes = []
+        for i in range(files):
+            note = docs / f"note{i:03d}.md"
+            note.write_text(f"# Note {i}\n\nThe station log {i} holds quartz reading {i}.\n")
+            shutil.chown(note, "rsperm_alice", "rsperm_alice")
+            note.chmod(0o600)
+            notes.append(note)
+        with watching(docs, base / "data") as (url, outcomes):
+            for _ in range(files):
+                outcomes.get(timeout=300)  # the catch-up indexed every note
+            lags = []
+            for _ in range(changes):
+                note = rng.choice(notes)
+                did = f"docs:{note.name}"
+                opened = note.stat().st_mode & 0o777 == 0o600
+                start = time.perf_counter()
+                note.chmod(0o644 if opened else 0o600)
+                while retrieved_as(url, "rsperm_bob", did, QUESTION) != opened:
+                    if time.perf_counter() - start > 30:
+                        raise SystemExit(f"{did}: the change was not enforced within 30 s")
+                    time.sleep(0.01)
+                lags.append(time.perf_counter() - start)
+            time.sleep(0.5)
+            seen = []
+            while not outcomes.empty():
+                seen.append(outcomes.get())
+        embedded = sum(o["chunks_embedded"] for o in seen)
+        restamped = sum(o.get("chunks_restamped", 0) for o in seen)
+        print(
+            f"freshness (watch --serve, {files} notes, {changes} chmods, debounce 100 ms): "
+            f"chmod -> enforced p50 {pct(lags, 50):.3f} s, p95 {pct(lags, 95):.3f} s, "
+            f"max {max(lags):.3f} s; chunks embedded {embedded}, re-stamped {restamped}"
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def principal_sets(count: int, rng: random.Random) -> list[tuple[str, ...]]:
+    """`count` distinct stamps: a few users and groups each, some `everyone`."""
+    users = [f"user:u{i:03d}" for i in range(200)]
+    groups = [f"group:g{i:02d}" for i in range(40)]
+    out: set[tuple[str, ...]] = {(EVERYONE,)}
+    while len(out) < count:
+        picked = rng.sample(users, rng.randint(1, 4)) + rng.sample(groups, rng.randint(0, 3))
+        out.add(tuple(sorted(picked)))
+    return sorted(out)
+
+
+def filter_cost(chunks: int, sets: int, queries: int, seed: int) -> None:
+    rng = random.Random(seed)
+    stamps = principal_sets(sets, rng)
+    emb = EmbedderVersion(name="bench/random-384", fingerprint="0" * 16, dimension=384)
+    vectors = np.random.default_rng(seed).standard_normal((chunks, 384)).astype(np.float32)
+    points = []
+    for i in range(chunks):
+        stamp = stamps[i % len(stamps)]
+        text = " ".join(rng.choices(WORDS, k=12))
+        points.append(
+            IndexedChunk(
+                point_id=f"00000000-0000-4000-8000-{i:012d}",
+                doc_id=f"docs:f{i // 4}.md",
+                source="docs",
+                path=f"/d/f{i // 4}.md",
+                file_type="md",
+                ordinal=i % 4,
+                content_hash=f"h{i}",
+                text=text,
+                char_start=0,
+                char_end=len(text),
+                readers=(*stamp, source_token("docs")),
+                readers_fp=f"{i % len(stamps):016x}",
+            )
+        )
+    sizes = [
+        len(json.dumps({k: chunk_payload(p)[k] for k in READER_FIELDS}).encode())
+        for p in points[: len(stamps)]
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_vector_store("edge", Path(tmp), "bench", emb, sparse=True)
+        start = time.perf_counter()
+        for s in range(0, chunks, 2048):
+            store.upsert(points[s : s + 2048], vectors[s : s + 2048].tolist())
+        store.flush()
+        built = time.perf_counter() - start
+        qvecs = np.random.default_rng(seed + 1).standard_normal((queries, 384)).tolist()
+        principals = [rng.choice(stamps) for _ in range(queries)]
+        timings: dict[str, list[float]] = {k: [] for k in ("dense", "dense+p", "bm25", "bm25+p")}
+        for q, principal in zip(qvecs, principals, strict=True):
+            tokens = (*principal[:2], EVERYONE, "group:g00")
+            text = " ".join(rng.choices(WORDS, k=3))
+            for name, flt in (("", SearchFilter()), ("+p", SearchFilter(readers=tokens))):
+                t = time.perf_counter()
+                store.search(q, 100, flt)
+                timings["dense" + name].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                store.search_text(text, 100, flt)
+                timings["bm25" + name].append(time.perf_counter() - t)
+        store.close()
+    print(
+        f"filter cost (Qdrant Edge, {chunks} chunks, {len(stamps)} principal sets, "
+        f"{queries} queries, n=100; built in {built:.1f} s):"
+    )
+    for leg in ("dense", "bm25"):
+        base_t, with_t = timings[leg], timings[leg + "+p"]
+        print(
+            f"  {leg:5s} no filter p50 {pct(base_t, 50) * 1e3:.2f} ms p95 "
+            f"{pct(base_t, 95) * 1e3:.2f} ms | principal filter p50 "
+            f"{pct(with_t, 50) * 1e3:.2f} ms p95 {pct(with_t, 95) * 1e3:.2f} ms | ratio p50 "
+            f"{pct(with_t, 50) / pct(base_t, 50):.2f}x p95 {pct(with_t, 95) / pct(base_t, 95):.2f}x"
+        )
+    print(
+        f"stamp size: {statistics.mean(sizes):.0f} payload bytes per chunk on average "
+        f"(JSON of {', '.join(READER_FIELDS)}; min {min(sizes)}, max {max(sizes)})"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--files", type=int, default=40)
+    ap.add_argument("--changes", type=int, default=20)
+    ap.add_argument("--chunks", type=int, default=100_000)
+    ap.add_argument("--sets", type=int, default=100)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    if args.changes:
+        freshness(args.files, args.changes, args.seed)
+    if args.chunks:
+        filter_cost(args.chunks, args.sets, args.queries, args.seed)
+
+
+if __name__ == "__main__":
+    main()
