@@ -35,15 +35,26 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ragstream.connectors.protocols import SearchFilter  # noqa: E402
-from ragstream.connectors.stores import open_vector_store  # noqa: E402
-from ragstream.connectors.vector_stores import READER_FIELDS, chunk_payload  # noqa: E402
-from ragstream.core.models import EmbedderVersion, IndexedChunk  # noqa: E402
-from ragstream.core.permissions import EVERYONE, source_token  # noqa: E402
-from tests.harness.users import real_users, retrieved_as, shared_root, watching  # noqa: E402
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.connectors.stores import open_vector_store
+from ragstream.connectors.vector_stores import READER_FIELDS, chunk_payload
+from ragstream.core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.permissions import EVERYONE, source_token
+from tests.harness.users import real_users, retrieved_as, shared_root, watching
 
 QUESTION = "quartz reading of the station log"
-WORDS = "station log quartz reading valve pressure survey north ridge sample".split()
+WORDS = [
+    "station",
+    "log",
+    "quartz",
+    "reading",
+    "valve",
+    "pressure",
+    "survey",
+    "north",
+    "ridge",
+    "sample",
+]
 
 
 def pct(values: list[float], q: float) -> float:
