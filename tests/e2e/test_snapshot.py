@@ -14,7 +14,7 @@ import pytest
 from ragstream import Client, api
 from ragstream.connectors.snapshot_files import MANIFEST, SHARD_SUFFIX, listed
 from ragstream.core.errors import BadSnapshotError, InvalidRequestError
-from ragstream.core.settings import Settings
+from ragstream.core.settings import Settings, StoreSettings
 from ragstream.core.snapshot import SnapshotManifest
 from ragstream.service import audit, snapshots
 from tests.harness.helpers import copy_docs
@@ -27,6 +27,7 @@ DOCS = [
     "md/docling_integrations_llamaindex.md",
 ]
 QUESTION = "How does docling plug into LangChain?"
+BEACON = "How often does the islet 1 beacon flash?"
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +189,27 @@ def test_a_forced_restore_that_fails_leaves_the_old_dir_whole(
     counts = snapshots.read_manifest(snapshot_file).counts
     with Client(settings=restored) as c:
         assert counts is not None and c.status().chunks_live == counts.chunks_live
+
+
+def test_a_qdrant_client_data_dir_snapshots_and_restores(tmp_path: Path) -> None:
+    """qdrant-client's local mode keeps the vectors in the data dir: the same file layer."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for n in range(3):
+        (folder / f"n{n}.md").write_text(
+            f"# Note {n}\n\nThe beacon on islet {n} flashes {n + 2} times.\n"
+        )
+    store = StoreSettings(vector_backend="qdrant")
+    settings = Settings(data_dir=tmp_path / "data", store=store)
+    api.sync([folder], settings=settings)
+    with Client(settings=settings) as c:
+        info = c.snapshot()
+        before = [
+            r.point_id for r in c.retrieve("How often does the islet 1 beacon flash?").results
+        ]
+    restored = settings.model_copy(update={"data_dir": tmp_path / "restored"})
+    snapshots.restore(settings, Path(info.path), restored.data_dir)
+    with Client(settings=restored) as c:
+        after = [r.point_id for r in c.retrieve(BEACON).results]
+    assert before == after and len(before) == 3
+    assert api.sync([folder], settings=restored).chunks_embedded == 0
