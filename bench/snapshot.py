@@ -7,7 +7,8 @@ parse, chunk, embed, write; the model load included), then on that index times:
   checksum, then the counts read back) and `snapshot restore` into a new dir;
 - `export` as JSON lines and as Parquet (sizes) and `import` of the Parquet file into a new
   data dir, with the `sync` of the same folder that follows (chunks embedded: 0 expected);
-- retrieve p50/p95 idle, and while a snapshot is being taken (one thread querying).
+- retrieve p50/p95 idle (a round before and a round after) and while a snapshot is being
+  taken (one thread querying, round after round, until it is written).
 
 The point is the ratio to a rebuild (target: restore <= 1/10 of it).
 
@@ -81,6 +82,7 @@ def main() -> None:
             snap_s, info = _timed(c.snapshot)
             done.set()
             reader.join()
+            after = _latencies(c, questions, None)
         path = Path(info.path)  # type: ignore[attr-defined]
         verify_s, _ = _timed(lambda: snapshots.verify(settings, path))
         restore_s, _ = _timed(lambda: snapshots.restore(settings, path, root / "restored"))
@@ -105,7 +107,7 @@ def main() -> None:
         mb = f"{size / 1e6:9.1f}" if size is not None else f"{'':>9}"
         print(f"{name:34} {seconds:9.2f} {seconds / rebuild_s:10.3f} {mb}")
     print(f"sync after import: {resync.chunks_embedded} chunks embedded")
-    for name, ms in (("idle", idle), ("during snapshot", during)):
+    for name, ms in (("idle before", idle), ("during snapshot", during), ("idle after", after)):
         p50, p95 = pct(ms, 0.5), pct(ms, 0.95)
         print(f"retrieve {name:16} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  n={len(ms)}")
 

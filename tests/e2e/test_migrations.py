@@ -144,3 +144,18 @@ def test_ask_refuses_with_the_command_and_migrate_runs_it(
     assert snapshots.migrate(asking) == []
     with Client(settings=asking) as c:
         assert c.status().chunks_live > 0
+
+
+def test_an_older_ragstream_refuses_a_newer_snapshot_before_unpacking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, settings = _unpacked(FIXTURES[-1], tmp_path)
+    with Client(settings=settings) as c:
+        taken = Path(c.snapshot().path)
+    monkeypatch.setattr(snapshots, "STORAGE_FORMAT", STORAGE_FORMAT - 1)  # an older ragstream
+    target = tmp_path / "restored"
+    with pytest.raises(StorageFormatError, match=f"storage format {STORAGE_FORMAT} .*upgrade"):
+        snapshots.restore(settings, taken, target)
+    with pytest.raises(StorageFormatError, match="upgrade"):
+        snapshots.verify(settings, taken)
+    assert not target.exists() and not list(tmp_path.glob(".restored*"))

@@ -90,3 +90,34 @@ def test_a_watch_killed_mid_snapshot_leaves_earlier_ones_whole(tmp_path: Path) -
         assert [s.path for s in c.snapshots()] == [str(p) for p in before]
         c.snapshot()
     assert not list(folder.glob(".*")) and not list(folder.glob("*.partial"))  # swept
+
+
+@pytest.mark.parametrize("grown", [0, 20_000], ids=["file-just-opened", "members-being-written"])
+def test_a_create_killed_at_each_write_step_leaves_nothing_listed(
+    tmp_path: Path, grown: int
+) -> None:
+    """`snapshot create` SIGKILLed while its file is half written: as soon as the file
+    appears (the shard still being packed beside it), and once members are being copied in."""
+    with tarfile.open(FIXTURE) as tar:
+        tar.extractall(tmp_path, filter="data")
+    settings = Settings(data_dir=tmp_path / "data")
+    folder = snapshots.snapshots_dir(settings)
+    with Client(settings=settings) as c:
+        earlier = c.snapshot()
+    cli = [sys.executable, "-m", "ragstream.cli", "snapshot", "create"]
+    proc = subprocess.Popen([*cli, "--data-dir", str(settings.data_dir)])
+
+    def half_written() -> bool:
+        partial = [p for p in folder.glob("*.partial") if p.stat().st_size >= grown]
+        assert proc.poll() is None, "the create finished before it could be killed"
+        return bool(partial)
+
+    try:
+        _until(half_written, step=0.002)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert [p.name for p in listed(folder)] == [Path(earlier.path).name]
+    snapshots.verify(settings, Path(earlier.path))
+    with Client(settings=settings) as c:
+        assert c.status().chunks_live == 3 and [s.id for s in c.snapshots()] == [earlier.id]
