@@ -9,6 +9,8 @@ Nothing here imports any other ragstream package.
 - `ids`: doc ids, content hashes and point ids.
 - `memory`: handing freed heap memory back to the OS after a large ingest batch.
 - `models`: the models on every arrow of the ingest pipeline and the reindex records.
+- `permissions`: a file's POSIX permissions reduced to the principals that may read it, and
+  who a request reads as.
 - `rwlock`: a readers–writer lock (queries read at once; a write waits for them).
 - `settings`: the settings (environment over TOML file over defaults).
 - `settings_check`: the settings' machinery: typos refused, each value's source reported.
