@@ -83,8 +83,9 @@ class VectorStore(Protocol):
     def live_doc_readers(self) -> dict[str, set[str]]:
         """doc_id -> the readers fingerprints over its live points (catch-up scan)."""
 
-    def readable_docs(self, readers: Sequence[str]) -> set[str]:
-        """The doc ids with a live point whose `readers` hold one of `readers`."""
+    def readable_docs(self, readers: Sequence[str], doc_id: str | None = None) -> set[str]:
+        """The doc ids (of `doc_id` alone, when given) with a live point whose `readers`
+        hold one of `readers`."""
 
     def gc(self, older_than: float) -> int:
         """Hard-delete tombstones with deleted_at < older_than; returns how many."""

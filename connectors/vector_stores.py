@@ -290,10 +290,11 @@ class BaseQdrantStore(ABC):
             update = {k: payload[k] for k in READER_FIELDS}
             self._set_payload([HasIds((chunk.point_id,))], update)
 
-    def readable_docs(self, readers: Sequence[str]) -> set[str]:
-        """The doc ids with a live point whose `readers` hold one of `readers` (filtered in
-        the store, as a search is)."""
+    def readable_docs(self, readers: Sequence[str], doc_id: str | None = None) -> set[str]:
+        """The doc ids (of `doc_id` alone, when given) with a live point whose `readers`
+        hold one of `readers` (filtered in the store, as a search is)."""
         conds: list[Condition] = [LIVE, MatchIn("readers", tuple(readers))]
+        conds += [Match("doc_id", doc_id)] if doc_id is not None else []
         return {str(r.payload["doc_id"]) for r in self._scroll_all(conds, ["doc_id"], False)}
 
     def live_doc_readers(self) -> dict[str, set[str]]:

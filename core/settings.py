@@ -638,6 +638,11 @@ class Settings(BaseSettings):
             return None
         return frozenset(s.name for s in self.sources if s.tenant in tenants)
 
+    def mirrored(self, recorded: Sequence[SourceConfig] = ()) -> frozenset[str]:
+        """The names of the sources whose file permissions are mirrored onto their chunks,
+        here or in `recorded` (the sources the data dir was synced with)."""
+        return frozenset(s.name for s in (*recorded, *self.sources) if s.permissions == "posix")
+
     def readers_of(
         self, principal: Principal | None, recorded: Sequence[SourceConfig] = ()
     ) -> tuple[str, ...] | None:
@@ -649,7 +654,7 @@ class Settings(BaseSettings):
         the data dir was synced with; one mirrored there or here is mirrored (fail closed:
         a query run without the sources' settings still filters)."""
         every = (*recorded, *self.sources)
-        mirrored = {s.name for s in every if s.permissions == "posix"}
+        mirrored = self.mirrored(recorded)
         if not mirrored:
             return None
         tokens = principal.tokens() if principal is not None else (EVERYONE,)

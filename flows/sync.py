@@ -180,13 +180,8 @@ def make_indexer(rt: Runtime) -> Indexer:
         situate=rt.situate,
         ocr=ocr_options(s),
         ocr_cache=ocr_cache(s),
-        mirrored=mirrored_sources(s),
+        mirrored=s.mirrored(),
     )
-
-
-def mirrored_sources(s: Settings) -> frozenset[str]:
-    """The sources whose file permissions are mirrored onto their chunks."""
-    return frozenset(src.name for src in s.sources if src.permissions == "posix")
 
 
 def known_stamps(rt: Runtime) -> KnownStamps:
@@ -304,7 +299,7 @@ def build_flow(
         allow_mass_delete=allow_mass_delete,
         partition=sync_partition(s),
     )
-    stamps = (lambda: known_stamps(owner.runtime())) if mirrored_sources(s) else None
+    stamps = (lambda: known_stamps(owner.runtime())) if s.mirrored() else None
     source = SourceFeed(
         cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns, stamps=stamps
     )

@@ -88,7 +88,7 @@ def files_of_stores(
     _, drift = audit(inv, vectors.embedder.slug, parser=parser_keys_of(settings))
     records = ledger(inv, drift, chosen or None)
     if readers is not None:
-        mirrored = {s.name for s in settings.sources if s.permissions == "posix"}
+        mirrored = settings.mirrored()
         readable = vectors.readable_docs(readers)
         records = [r for r in records if r.source not in mirrored or r.doc_id in readable]
     return records if own is None else [r for r in records if r.source in own]

@@ -269,7 +269,23 @@ class ServedIndex:
         audited_last = VerifyBook(self.settings.state_dir).load()
         drift = audited_last.counts() if audited_last is not None else None
         own = self.settings.sources_of(self.tenants)
-        return Followed(drift, _outcomes(self.feed, own, wait_s))
+        return Followed(drift, self._readable(_outcomes(self.feed, own, wait_s)))
+
+    def _readable(self, outcomes: Iterator[DocOutcome | None]) -> Iterator[DocOutcome | None]:
+        """The outcomes of documents this view's principal may read now, where sources mirror
+        permissions (a deleted or dead-lettered document's is withheld: its name is not
+        known to be theirs)."""
+        readers, engine = self.engine.readers, self.engine
+        mirrored = self.settings.mirrored(engine.synced)
+        readable = self._locked(engine.retriever.vectors.readable_docs)
+        for outcome in outcomes:
+            if (
+                outcome is None
+                or readers is None
+                or source_of(outcome.doc_id) not in mirrored
+                or readable(readers, outcome.doc_id)
+            ):
+                yield outcome
 
     # ---- blue/green commands ----------------------------------------------------------------
     def _maintainer(self) -> Maintainer:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import pwd
+import queue
 import random
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -34,6 +37,7 @@ from ragstream.core.errors import InvalidRequestError
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
+from ragstream.service.base import USER_HEADER
 from ragstream.service.served import ServedIndex
 from tests.harness.users import (
     cat_readable,
@@ -293,6 +297,22 @@ def test_permission_changes_restamp_without_reading_or_embedding(corpus: Corpus)
     assert who_sees() == {alice: True, bob: True, carol: True}
 
 
+def follow_feed(url: str, user: str, into: queue.Queue[str]) -> None:
+    """The doc ids of the `outcome` events `/v1/events` streams to `user` (the header),
+    until the server goes away."""
+    headers = {USER_HEADER: user}
+    try:
+        with httpx.stream("GET", f"{url}/v1/events", headers=headers, timeout=None) as r:
+            event = ""
+            for line in r.iter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:") and event == "outcome":
+                    into.put(json.loads(line[5:])["doc_id"])
+    except httpx.HTTPError:
+        return
+
+
 def test_permission_changes_under_watch_change_answers_with_no_embeds(tmp_path: Path) -> None:
     """chmod, then a folder's mode, under `watch --serve`: the answer follows within the
     debounce, each change a re-stamp (the watcher's outcomes: 0 chunks embedded)."""
@@ -331,5 +351,20 @@ def test_permission_changes_under_watch_change_answers_with_no_embeds(tmp_path: 
                 seen.append(outcomes.get())
             assert seen and all(o["chunks_embedded"] == 0 for o in seen)
             assert sum(o.get("chunks_restamped", 0) for o in seen) >= 2
+            # the live feed as bob: the outcome of a file he may read, not of alice's own
+            feed: queue.Queue[str] = queue.Queue()
+            threading.Thread(
+                target=follow_feed, args=(url, "rsperm_bob", feed), daemon=True
+            ).start()
+            time.sleep(1.0)  # subscribed
+            secret, public = docs / "secret.md", docs / "public.md"
+            secret.write_text("# Secret\n\nThe quartz reading alice keeps to herself.\n")
+            shutil.chown(secret, "rsperm_alice", "rsperm_alice")
+            secret.chmod(0o600)
+            public.write_text("# Public\n\nThe quartz reading everyone may see.\n")
+            public.chmod(0o644)
+            assert feed.get(timeout=60) == "docs:public.md"
+            time.sleep(1.0)
+            assert feed.empty()  # docs:secret.md was written, and withheld from bob
     finally:
         shutil.rmtree(base, ignore_errors=True)
