@@ -543,6 +543,10 @@ class ChunkRecord(Frozen):
     indexed_at: float = 0.0
     origin: TextOrigin = "text"  # "ocr": read by OCR from a page image
     ocr_confidence: float | None = None  # OCR text: the engine's mean confidence, 0..1
+    # where its source mirrors file permissions: who may read it (`core.permissions`), and
+    # why that fell back to the file's owner alone (the permissions could not be read)
+    readers: tuple[str, ...] = ()
+    readers_reason: str = ""
 
 
 class FileDetail(Frozen):

@@ -130,6 +130,8 @@ def file_detail(
             indexed_at=c.indexed_at,
             origin=c.origin,
             ocr_confidence=c.ocr_confidence,
+            readers=c.readers,
+            readers_reason=c.readers_reason,
         )
         for c in sorted(vectors.live_chunks(doc_id), key=lambda c: (c.ordinal, c.point_id))
     ]

@@ -10,6 +10,7 @@ then re-stamps the chunks on the next sync with nothing re-read or re-embedded.
 
 from __future__ import annotations
 
+import errno
 import json
 import pwd
 import queue
@@ -366,5 +367,51 @@ def test_permission_changes_under_watch_change_answers_with_no_embeds(tmp_path: 
             assert feed.get(timeout=60) == "docs:public.md"
             time.sleep(1.0)
             assert feed.empty()  # docs:secret.md was written, and withheld from bob
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_unreadable_permissions_leave_a_file_to_its_owner_and_the_file_view_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a file's ACL cannot be read (the attribute read refused: a double at the
+    boundary, read for real above), it is indexed for its owner alone, and its file view
+    carries the reason."""
+    from ragstream.connectors import fs
+
+    real_users()
+    base = shared_root()
+    try:
+        docs = base / "docs"
+        docs.mkdir()
+        docs.chmod(0o755)
+        closed, fine = docs / "closed.md", docs / "fine.md"
+        for path in (closed, fine):
+            path.write_text(f"# {path.stem}\n\nThe station log holds a quartz reading.\n")
+            shutil.chown(path, "rsperm_carol", "rsperm_carol")
+            path.chmod(0o644)
+        read_acl = fs.os.getxattr
+
+        def refused(path: object, name: str) -> bytes:
+            if str(path) == str(closed):
+                raise OSError(errno.EACCES, "Permission denied")
+            return read_acl(path, name)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(fs.os, "getxattr", refused)
+        settings = Settings(
+            data_dir=tmp_path / "data",
+            embedder="static",
+            sources=[SourceConfig(name="docs", root=docs, permissions="posix")],
+        )
+        api.sync([docs], settings=settings)
+        with Client(settings=settings) as client:
+            chunk = client.file("docs:closed.md").chunks[0]
+            assert chunk.readers == ("user:rsperm_carol", "source:docs")
+            assert "Permission denied" in chunk.readers_reason
+            assert client.file("docs:fine.md").chunks[0].readers_reason == ""
+        for user, sees in (("rsperm_carol", True), ("rsperm_bob", False)):
+            with Client(settings=settings, principal=user) as client:
+                got = client.retrieve(QUESTION, filters={"doc_ids": ["docs:closed.md"]})
+                assert bool(got.results) == sees, user
     finally:
         shutil.rmtree(base, ignore_errors=True)
