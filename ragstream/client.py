@@ -234,10 +234,21 @@ class AsyncClient:
         url: A running `ragstream serve` or `watch --serve`, e.g. `http://127.0.0.1:8765`.
         api_key: The key sent as `Authorization: Bearer ...` (`server.api_keys`).
         timeout_s: Seconds a request may take.
+        principal: Who the questions read as where sources mirror file permissions: its
+            user name travels in `X-Ragstream-User`, honoured by a server that trusts the
+            header (`server.trust_user_header`), as `Client`'s does over HTTP.
     """
 
-    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 120.0):
-        self._index = AsyncRemoteIndex(url, api_key=api_key, timeout_s=timeout_s)
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        principal: Principal | str | None = None,
+    ):
+        user = principal.user if isinstance(principal, Principal) else principal
+        self._index = AsyncRemoteIndex(url, api_key=api_key, timeout_s=timeout_s, user=user)
 
     @property
     def mode(self) -> Mode:

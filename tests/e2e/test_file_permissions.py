@@ -10,6 +10,7 @@ then re-stamps the chunks on the next sync with nothing re-read or re-embedded.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import pwd
@@ -33,7 +34,7 @@ from typer.testing import CliRunner
 
 from ragstream import api
 from ragstream.cli import app
-from ragstream.client import Client
+from ragstream.client import AsyncClient, Client
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.http import Serving, serving
@@ -133,6 +134,15 @@ def seen_by_client(client: Client, corpus: Corpus) -> set[str]:
     return out
 
 
+async def seen_by_async_client(url: str, user: str, corpus: Corpus) -> set[str]:
+    out: set[str] = set()
+    async with AsyncClient(url=url, principal=user) as client:
+        for ids in batches(corpus):
+            got = await client.retrieve(QUESTION, k=50, n=1000, filters={"doc_ids": ids})
+            out |= {r.doc_id for r in got.results}
+    return out
+
+
 def post(url: str, body: dict, headers: dict[str, str]) -> tuple[int, dict]:
     req = urllib.request.Request(
         f"{url}/v1/retrieve",
@@ -199,6 +209,7 @@ def test_http_keys_headers_and_the_http_client_see_what_each_user_can_cat(
             assert by_header == truth, user
             with Client(url=url, principal=user) as client:
                 assert seen_by_client(client, corpus) == truth, user
+            assert asyncio.run(seen_by_async_client(url, user, corpus)) == truth, user
         body = {"query": QUESTION}
         status, err = post(url, body, {"X-Ragstream-User": "rsperm_nosuchuser"})
         assert status == 401 and "rsperm_nosuchuser" in err["error"]
