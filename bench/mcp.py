@@ -2,10 +2,11 @@
 sessions at once against the server's admission limits.
 
 The index: the first `--docs` SciFact abstracts that its test claims cite (then others), one
-`.txt` file each in a temporary folder, synced once (not timed); the questions: those claims,
-each asked once per tool, each way its own `--calls` of them (the same ones in both modes).
+`.txt` file each in a temporary folder, synced once (not timed); the questions: those claims
+(`search` asks each way the same `--search-calls`, `ask` each way its own `--calls`).
 Each figure is the wall time of one call as its caller sees it (`search` k=8 = `retrieve`;
-`ask` = `query` with the offline extractive generator, the default), after one warm-up call:
+`ask` = `query` with the offline extractive generator, the default), after untimed warm-up
+calls of each way (`warm_up`):
 
   embedded   `Client(data_dir)` in this process and `ragstream mcp --data-dir D` as a
              subprocess over stdio opening D itself; one process holds a data dir, so they
@@ -19,9 +20,11 @@ Each figure is the wall time of one call as its caller sees it (`search` k=8 = `
              Retry-After and counted)
 
 The ratio is MCP's p50 over the direct call's p50 in the same mode (target for `search`:
-at most 1.2x).
+at most 1.2x); for `search` served, also the median over rounds of each round's ratio (the
+same question asked each way within seconds, so a shift in the machine's load cancels).
 
-    .venv/bin/python bench/mcp.py [--docs 80] [--calls 12] [--sessions 8] [--per-session 6]
+    .venv/bin/python bench/mcp.py [--docs 60] [--calls 12] [--search-calls 40]
+                                  [--sessions 8] [--per-session 6]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +51,12 @@ from bench.load import Server  # noqa: E402
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
 TARGET = 1.2  # MCP search over the direct call, p50
 Timed = Callable[[str], Awaitable[None]]
+
+
+def load() -> str:
+    import os
+
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def note(msg: str) -> None:
@@ -88,8 +98,12 @@ async def timed(fn: Timed, questions: list[str], into: list[float]) -> None:
 
 
 def direct(client: Any, tool: str) -> Timed:
+    """The blocking `Client` call in a worker thread, as an async program (and each MCP
+    transport) makes it; on this event loop's thread its first calls measured 0.4-1 s."""
+    method = client.retrieve if tool == "search" else client.query
+
     async def run(q: str) -> None:
-        client.retrieve(q, k=8) if tool == "search" else client.query(q, k=8)
+        await asyncio.to_thread(method, q, k=8)
 
     return run
 
@@ -103,37 +117,54 @@ def mcp(session: Any, tool: str) -> Timed:
     return run
 
 
-async def embedded(data: Path, questions: list[str]) -> dict[str, list[float]]:
+WAYS = ("direct", "http", "stdio")
+WARM = 12  # the last claims: untimed warm-up calls of each way
+Plan = dict[str, dict[str, list[str]]]  # tool -> way -> its questions, in order
+
+
+def plan(questions: list[str], search_calls: int) -> Plan:
+    """`search`: every way the same questions (a search keeps no memo), so each round is a
+    pair; `ask`: each way its own (a repeated question would find its sentences' vectors in
+    the engine's memo and flatter whoever asks it second). The same ones in either mode."""
+    timed = questions[:-WARM]
+    same = [timed[i % len(timed)] for i in range(search_calls)]
+    return {
+        "search": dict.fromkeys(WAYS, same),
+        "ask": {w: timed[i :: len(WAYS)] for i, w in enumerate(WAYS)},
+    }
+
+
+async def warm_up(fn: Timed, questions: list[str]) -> None:
+    """Untimed calls first: the models load, and the first encodes of each new input length
+    are slow (measured in-process: a dozen calls at 0.4-1 s each, then ~30 ms)."""
+    for q in questions[-WARM:]:
+        await fn(q)
+
+
+async def embedded(data: Path, questions: list[str], asked: Plan) -> dict[str, list[float]]:
     from ragstream.client import Client
     from tests.harness.mcp_client import stdio_session
 
     out: dict[str, list[float]] = {}
-    warm, asked = questions[-1], share(questions)
-    half = len(asked["direct"]) // 2
-    for part in (asked["direct"][:half], None, asked["direct"][half:]):  # direct brackets stdio
-        if part is None:
+    for turn in ("first half", "stdio", "second half"):  # direct calls bracket the stdio ones
+        if turn == "stdio":
             async with stdio_session(data) as session:
                 for tool in ("search", "ask"):
-                    await mcp(session, tool)(warm)
+                    await warm_up(mcp(session, tool), questions)
                     rows = out.setdefault(f"stdio {tool}", [])
-                    await timed(mcp(session, tool), asked["stdio"], rows)
+                    await timed(mcp(session, tool), asked[tool]["stdio"], rows)
             continue
         with Client(data) as client:
             assert client.mode == "embedded"
             for tool in ("search", "ask"):
-                await direct(client, tool)(warm)  # the models load here
+                mine = asked[tool]["direct"]
+                part = mine[: len(mine) // 2] if turn == "first half" else mine[len(mine) // 2 :]
+                await warm_up(direct(client, tool), questions)
                 await timed(direct(client, tool), part, out.setdefault(f"direct {tool}", []))
     return out
 
 
-def share(questions: list[str]) -> dict[str, list[str]]:
-    """Each way its own questions (a repeated one would find its sentences' vectors in the
-    engine's memo and flatter whoever asks it second), the same ones in either mode."""
-    ways = ("direct", "http", "stdio")
-    return {way: questions[i : len(questions) - 1 : len(ways)] for i, way in enumerate(ways)}
-
-
-async def served(url: str, data: Path, questions: list[str]) -> dict[str, list[float]]:
+async def served(url: str, data: Path, questions: list[str], asked: Plan) -> dict[str, list[float]]:
     from ragstream.client import Client
     from tests.harness.mcp_client import http_session, stdio_session
 
@@ -142,16 +173,25 @@ async def served(url: str, data: Path, questions: list[str]) -> dict[str, list[f
         client = stack.enter_context(Client(url=url))
         http = await stack.enter_async_context(http_session(url))
         stdio = await stack.enter_async_context(stdio_session(data))  # routed to the server
-        asked = share(questions)
         for tool in ("search", "ask"):
             ways = {"direct": direct(client, tool), "http": mcp(http, tool)}
             ways["stdio"] = mcp(stdio, tool)
             for fn in ways.values():
-                await fn(questions[-1])
-            for i in range(min(map(len, asked.values()))):  # round-robin: the load hits each alike
-                for way, fn in ways.items():
-                    await timed(fn, [asked[way][i]], out.setdefault(f"{way} {tool}", []))
+                await warm_up(fn, questions)
+            for i in range(min(map(len, asked[tool].values()))):
+                turn = WAYS[i % 3 :] + WAYS[: i % 3]  # round-robin, who goes first rotates
+                for way in turn:
+                    await timed(
+                        ways[way], [asked[tool][way][i]], out.setdefault(f"{way} {tool}", [])
+                    )
     return out
+
+
+def paired(rows: dict[str, list[float]], way: str) -> float:
+    """The median over rounds of a way's `search` time over the direct one's in that round."""
+    return statistics.median(
+        m / d for m, d in zip(rows[f"{way} search"], rows["direct search"], strict=True)
+    )
 
 
 async def sessions(url: str, questions: list[str], n: int, per: int) -> dict[str, Any]:
@@ -225,23 +265,28 @@ def table(rows: dict[str, list[float]]) -> dict[str, dict[str, float]]:
 
 
 def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    from ragstream import api
-    from ragstream.core.settings import Settings
-
     folder, data = base / "docs", base / "data"
-    questions = corpus(args.scifact, args.docs, folder)[: 3 * args.calls + 1]
-    if len(questions) < 3 * args.calls + 1:
+    questions = corpus(args.scifact, args.docs, folder)[: 3 * args.calls + WARM]
+    if len(questions) < 3 * args.calls + WARM:
         raise SystemExit(f"{args.docs} abstracts answer {len(questions)} claims: fewer than needed")
+    asked = plan(questions, args.search_calls)
     note(f"syncing {args.docs} abstracts ...")
     started = time.perf_counter()
-    report = api.sync([folder], settings=Settings(data_dir=data))
-    note(f"synced {report.chunks_live} chunks in {time.perf_counter() - started:.0f} s")
-    rows = asyncio.run(embedded(data, questions))
+    sync = [str(Path(sys.executable).parent / "ragstream"), "sync", str(folder)]
+    done = subprocess.run(
+        [*sync, "--data-dir", str(data), "--json"], env=_env(), capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"sync failed:\n{done.stderr[-3000:]}")
+    chunks = json.loads(done.stdout)["chunks_live"]  # a subprocess: this one stays model-free
+    note(f"synced {chunks} chunks in {time.perf_counter() - started:.0f} s")
+    rows = asyncio.run(embedded(data, questions, asked))
     note("served mode ...")
     server = Server("serve", folder, data, base / "serve.log", env=_env())
     try:
         url = server.start()
-        rows |= {f"served {k}": v for k, v in asyncio.run(served(url, data, questions)).items()}
+        served_rows = asyncio.run(served(url, data, questions, asked))
+        rows |= {f"served {k}": v for k, v in served_rows.items()}
         note(f"{args.sessions} sessions at once ...")
         crowd = asyncio.run(sessions(url, questions, args.sessions, args.per_session))
     finally:
@@ -256,10 +301,11 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                 ratios[f"{mode} {way} {tool}"] = round(figures[key]["p50_ms"] / base_p50, 2)
     return {
         "docs": args.docs,
-        "chunks": report.chunks_live,
-        "calls": args.calls,
+        "chunks": chunks,
+        "calls": {"search": args.search_calls, "ask": args.calls},
         "latency": figures,
         "ratio_p50": ratios,
+        "ratio_paired_search": {w: round(paired(served_rows, w), 2) for w in ("http", "stdio")},
         "target_search": TARGET,
         "sessions": crowd,
     }
@@ -272,7 +318,11 @@ def _env() -> dict[str, str]:
 
 
 def show(result: dict[str, Any]) -> None:
-    print(f"{result['docs']} SciFact abstracts, {result['chunks']} chunks, {result['calls']} calls")
+    calls = result["calls"]
+    print(
+        f"{result['docs']} SciFact abstracts, {result['chunks']} chunks; calls per row: "
+        f"search {calls['search']}, ask {calls['ask']}; load average {load()}"
+    )
     print(
         f"{'mode':<9} {'tool':<7} {'direct p50':>11} {'MCP':<6} {'p50':>9} {'p95':>9} {'ratio':>6}"
     )
@@ -285,6 +335,11 @@ def show(result: dict[str, Any]) -> None:
             f"{mode:<9} {tool:<7} {d['p50_ms']:>9.1f}ms {way:<6} {m['p50_ms']:>7.1f}ms "
             f"{m['p95_ms']:>7.1f}ms {ratio:>5.2f}x"
         )
+    pairs = result["ratio_paired_search"]
+    print(
+        f"served search, median of per-round ratios (same question, same round): "
+        f"http {pairs['http']:.2f}x, stdio {pairs['stdio']:.2f}x (target <= {TARGET}x)"
+    )
     c = result["sessions"]
     print(
         f"{c['sessions']} sessions at once: {c['calls']}/{c['wanted']} calls in {c['wall_s']} s, "
@@ -296,8 +351,9 @@ def show(result: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scifact", type=Path, default=SCIFACT)
-    parser.add_argument("--docs", type=int, default=80, help="abstracts in the index")
-    parser.add_argument("--calls", type=int, default=12, help="timed calls per row")
+    parser.add_argument("--docs", type=int, default=60, help="abstracts in the index")
+    parser.add_argument("--calls", type=int, default=12, help="timed `ask` calls per way")
+    parser.add_argument("--search-calls", type=int, default=40, help="timed `search` calls")
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--per-session", type=int, default=6)
     args = parser.parse_args()

@@ -87,3 +87,37 @@ def test_stdio_mcp_asks_the_watching_process_and_sees_edits(tmp_path: Path) -> N
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
+
+
+async def _as_tenant(data: Path, config: Path) -> tuple[set[str], list[str]]:
+    env = {"RAGSTREAM_CONFIG": str(config)}
+    async with stdio_session(data, "--tenant", "acme", env=env) as s:
+        files = {f["doc_id"] for f in (await call(s, "files"))["files"]}
+        hits = (await call(s, "search", query="espresso brewed pressure", k=5))["hits"]
+        listed = [r.name for r in (await s.list_resources()).resources]
+        return files | set(listed), [h["doc_id"] for h in hits]
+
+
+def test_stdio_mcp_answers_as_the_tenant_its_flag_names(tmp_path: Path) -> None:
+    """Embedded (no server owns the data dir), `--tenant acme` sees only acme's sources
+    through the ledger, search and resources."""
+    for tenant, name, text in (
+        ("acme", "tea.md", "# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n"),
+        ("globex", "coffee.md", "# Coffee\n\nEspresso is brewed at nine bars of pressure.\n"),
+    ):
+        (tmp_path / tenant).mkdir()
+        (tmp_path / tenant / name).write_text(text)
+    data, config = tmp_path / "data", tmp_path / "ragstream.toml"
+    config.write_text(
+        "".join(
+            f'[[sources]]\nname = "{t}"\nroot = "{tmp_path / t}"\ntenant = "{t}"\n\n'
+            for t in ("acme", "globex")
+        )
+    )
+    env = dict(os.environ, RAGSTREAM_CONFIG=str(config))
+    code = f"from ragstream import api; print(api.sync([], data_dir={str(data)!r}).chunks_live)"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.split()[-1] == "2", done.stderr[-2000:]
+    seen, hits = asyncio.run(_as_tenant(data, config))
+    assert seen == {"acme:tea.md"}
+    assert hits and set(hits) == {"acme:tea.md"}  # never globex's coffee, however close
