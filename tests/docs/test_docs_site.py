@@ -149,7 +149,9 @@ def test_no_page_or_stylesheet_loads_an_asset_off_the_machine(built_site: Path) 
     assert (built_site / "search" / "search_index.json").is_file()
 
 
-@pytest.mark.parametrize("page", ["guide/settings.md", "guide/security-and-tenants.md"])
+@pytest.mark.parametrize(
+    "page", ["guide/settings.md", "guide/security-and-tenants.md", "guide/permissions.md"]
+)
 def test_the_toml_examples_of_the_guides_load_as_settings(
     page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
