@@ -228,9 +228,11 @@ class Indexer:
         needed = _needed([p for p in plans if p.diff is not None])
         vectors, encoded = self._embed(live, needed)
         encoded_by = {h: needed[h][0] for h in encoded}
+        restamped, changed = self._restamps(live, restamps, db)
         with self.gate:  # queries wait for the writes only, never for the embedding
             outcomes = self._write(live, plans, vectors, encoded_by)
-            outcomes += self._restamp(live, restamps, db)
+            self._restamp(live, changed)
+        outcomes += restamped
         self.dead_letters.save()
         self.redactions.save()
         return outcomes
@@ -281,9 +283,11 @@ class Indexer:
             return OFF_STAMP
         return file_readers(Path(event.path), Path(event.root).resolve(), db)
 
-    def _restamp(self, live: Side, works: Sequence[ParsedWork], db: UserDb) -> list[DocOutcome]:
-        """A change of permissions only: each document's live chunks whose stamp differs
-        take the new one, a payload update in every store (nothing read, nothing embedded)."""
+    def _restamps(
+        self, live: Side, works: Sequence[ParsedWork], db: UserDb
+    ) -> tuple[list[DocOutcome], list[IndexedChunk]]:
+        """A change of permissions only: each document's live chunks whose stamp differs,
+        with the new one (nothing read from the document, nothing embedded)."""
         outcomes, changed = [], []
         at = time.time()
         for work in works:
@@ -294,8 +298,12 @@ class Indexer:
             outcomes.append(
                 DocOutcome(doc_id=work.event.doc_id, chunks_restamped=len(stale), at=at)
             )
+        return outcomes, changed
+
+    def _restamp(self, live: Side, changed: Sequence[IndexedChunk]) -> None:
+        """The new stamps written: a payload update in every store."""
         if not changed:
-            return outcomes
+            return
         with span("ingest.restamp", chunks=len(changed)):
             if not self.lexical.shares_points:
                 by_id = {c.point_id: c for c in changed}
@@ -304,7 +312,6 @@ class Indexer:
                 self.lexical.commit()
             for side in (live, *self.sides.others):
                 side.vectors.set_readers(changed)
-        return outcomes
 
     def _record(
         self,
