@@ -198,9 +198,16 @@ class ServedIndex:
 
     # ---- the index and its ledger -----------------------------------------------------------
     def status(self) -> StatusReport:
-        """Docs, chunks, embedder, last sync, dead letters (tenants: their own only)."""
+        """Docs, chunks, embedder, last sync, dead letters (tenants: their own only; a
+        principal, where sources mirror permissions: the dead letters and redactions of the
+        files it may read only)."""
         report = self._locked(engine_status)(self.engine)
-        return for_tenants(report, self.settings.sources_of(self.tenants))
+        report = for_tenants(report, self.settings.sources_of(self.tenants))
+        readers = self.engine.readers
+        if readers is None:
+            return report
+        readable = self._locked(self.engine.retriever.vectors.readable_docs)(readers)
+        return for_readers(report, self.settings.mirrored(self.engine.synced), readable)
 
     def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
         r, s = self.engine.retriever, audit.audited(self.settings, paths)
@@ -336,6 +343,23 @@ def for_tenants(report: StatusReport, own: frozenset[str] | None) -> StatusRepor
         update={
             "dead_letters": [d for d in report.dead_letters if source_of(d.doc_id) in own],
             "redactions": [r for r in report.redactions if source_of(r.doc_id) in own],
+            "warnings": [],
+        }
+    )
+
+
+def for_readers(report: StatusReport, mirrored: frozenset[str], readable: set[str]) -> StatusReport:
+    """A principal's view of the status: of a source that mirrors permissions, only the
+    dead letters and redactions of the documents it may read (a dead-lettered file has no
+    stamp: it is withheld), and none of the operator's warnings."""
+
+    def shown(doc_id: str) -> bool:
+        return source_of(doc_id) not in mirrored or doc_id in readable
+
+    return report.model_copy(
+        update={
+            "dead_letters": [d for d in report.dead_letters if shown(d.doc_id)],
+            "redactions": [r for r in report.redactions if shown(r.doc_id)],
             "warnings": [],
         }
     )

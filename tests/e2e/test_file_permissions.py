@@ -409,13 +409,20 @@ def test_unreadable_permissions_leave_a_file_to_its_owner_and_the_file_view_says
             return read_acl(path, name)  # type: ignore[arg-type]
 
         monkeypatch.setattr(fs.os, "getxattr", refused)
+        (docs / "empty.md").write_text("")  # a dead letter: no chunk, so no stamp
         settings = Settings(
             data_dir=tmp_path / "data",
             embedder="static",
             sources=[SourceConfig(name="docs", root=docs, permissions="posix")],
+            server={"trust_user_header": True},
         )
         api.sync([docs], settings=settings)
-        with Client(settings=settings) as client:
+        with QueryEngine.open(settings) as engine, served(settings, engine) as url:
+            for headers in ({USER_HEADER: "rsperm_carol"}, {}):  # its name is nobody's
+                status, report = get(url, "/v1/status", headers)
+                assert status == 200 and report["dead_letters"] == []
+        with Client(settings=settings) as client:  # the data dir's holder: the operator
+            assert [d.doc_id for d in client.status().dead_letters] == ["docs:empty.md"]
             chunk = client.file("docs:closed.md").chunks[0]
             assert chunk.readers == ("user:rsperm_carol", "source:docs")
             assert "Permission denied" in chunk.readers_reason
