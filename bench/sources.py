@@ -4,19 +4,27 @@ the re-sync after one file changes (the git side: one commit), all in one proces
 warm-up sync (the model loads once, outside the figures). The git side counts the blobs it
 reads: its scan must read none, the one-file re-sync exactly one.
 
-    .venv/bin/python bench/sources.py [--files 2000] [--embedder minilm-l6]
+Then, as a user runs them, the console script in subprocesses on each source's data dir:
+a no-op `ragstream sync SOURCE --data-dir D` against `ragstream status --data-dir D`,
+interleaved, `--repeats` times each; medians and their ratio (target: at most 1.5x). The
+embedder (`RAGSTREAM_EMBEDDER`) is `--embedder`: a preset, or a directory by path.
+
+    .venv/bin/python bench/sources.py [--files 2000] [--embedder minilm-l6] [--repeats 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -55,6 +63,8 @@ class Run:
     one_changed: int
     one_embedded: int
     one_reads: int
+    cli_noop_s: float = 0.0  # median wall of `ragstream sync` (no-op), a subprocess
+    cli_status_s: float = 0.0  # median wall of `ragstream status` on the same data dir
 
 
 def text_of(i: int, rng: random.Random) -> str:
@@ -103,7 +113,24 @@ def measure(kind: str, spec: str, settings: Settings, edit: Callable[[], None]) 
     )
 
 
-def run(n: int, embedder: str, base: Path) -> list[Run]:
+def cli_noop(spec: str, data: Path, embedder: str, repeats: int) -> tuple[float, float]:
+    """Median walls of a no-op `ragstream sync` and of `ragstream status`, interleaved."""
+    env = os.environ | {"RAGSTREAM_EMBEDDER": embedder, "HF_HUB_OFFLINE": "1"}
+    cli = str(Path(sys.executable).parent / "ragstream")
+    where = ["--data-dir", str(data), "--json"]
+    walls: dict[str, list[float]] = {"sync": [], "status": []}
+    for _ in range(repeats):
+        for verb, args in (("sync", [spec, *where]), ("status", where)):
+            started = time.perf_counter()
+            done = subprocess.run([cli, verb, *args], env=env, capture_output=True, text=True)
+            walls[verb].append(time.perf_counter() - started)
+            assert done.returncode == 0, done.stderr[-2000:]
+            if verb == "sync":
+                assert json.loads(done.stdout)["docs_changed"] == 0, done.stdout
+    return statistics.median(walls["sync"]), statistics.median(walls["status"])
+
+
+def run(n: int, embedder: str, base: Path, repeats: int) -> list[Run]:
     files = files_of(n)
     edited = sorted(files)[n // 2]
     new_text = files[edited].replace("Document", "Edited document", 1)
@@ -140,17 +167,20 @@ def run(n: int, embedder: str, base: Path) -> list[Run]:
         ("git", f"{repo.url}@main", edit_repo),
     ):
         settings = Settings(data_dir=base / f"data-{kind}", embedder=embedder)
-        out.append(measure(kind, spec, settings, edit))
+        measured = measure(kind, spec, settings, edit)
+        noop, status = cli_noop(spec, settings.data_dir, embedder, repeats)
+        out.append(replace(measured, cli_noop_s=noop, cli_status_s=status))
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=2000)
-    parser.add_argument("--embedder", default="minilm-l6")
+    parser.add_argument("--embedder", default="minilm-l6", help="a preset or a directory")
+    parser.add_argument("--repeats", type=int, default=5, help="CLI runs of each verb")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        runs = run(args.files, args.embedder, Path(tmp))
+        runs = run(args.files, args.embedder, Path(tmp), args.repeats)
     print(f"{args.files} files, embedder {args.embedder}")
     print(
         f"{'source':<8} {'first sync':>11} {'listing':>9} {'no-op sync':>11} {'reads':>6} "
@@ -162,6 +192,11 @@ def main() -> None:
             f"{r.kind:<8} {r.first_s:>10.1f}s {r.scan_s:>8.3f}s {r.noop_s:>10.2f}s {reads[0]:>6} "
             f"{r.one_s:>11.2f}s {r.one_changed:>8} {r.one_embedded:>9} {reads[1]:>6}"
         )
+    print(f"CLI subprocesses, median of {args.repeats} each (target: no-op sync <= 1.5x status)")
+    print(f"{'source':<8} {'no-op sync':>11} {'status':>8} {'ratio':>6}")
+    for r in runs:
+        ratio = r.cli_noop_s / r.cli_status_s
+        print(f"{r.kind:<8} {r.cli_noop_s:>10.2f}s {r.cli_status_s:>7.2f}s {ratio:>5.2f}x")
 
 
 if __name__ == "__main__":
