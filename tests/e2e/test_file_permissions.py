@@ -2,9 +2,9 @@
 
 A folder of real files (owners, groups, modes, POSIX ACLs, folders of mode 700 and 750) is
 indexed with `permissions = "posix"`; for each test user, what the index returns through the
-embedded `Client`, the HTTP API (an API key mapped to the user; the trusted
-`X-Ragstream-User` header) and the HTTP `Client` is exactly the set of files
-`runuser -u USER -- cat FILE` can read. A chmod, chown, setfacl or a folder's mode change
+embedded `Client`, the CLI (`--as-user`), the HTTP API (an API key mapped to the user; the
+trusted `X-Ragstream-User` header), the HTTP `Client` and `AsyncClient`, and the MCP `search`
+tool over `/mcp` is exactly the set of files `runuser -u USER -- cat FILE` can read. A chmod, chown, setfacl or a folder's mode change
 then re-stamps the chunks on the next sync with nothing re-read or re-embedded.
 """
 
@@ -41,6 +41,7 @@ from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
 from ragstream.service.base import USER_HEADER
 from ragstream.service.served import ServedIndex
+from tests.harness.mcp_client import call, http_session
 from tests.harness.users import (
     cat_readable,
     real_users,
@@ -143,6 +144,16 @@ async def seen_by_async_client(url: str, user: str, corpus: Corpus) -> set[str]:
     return out
 
 
+async def seen_over_mcp(url: str, key: str, corpus: Corpus) -> set[str]:
+    """What the MCP `search` tool returns over streamable HTTP (`/mcp`) with an API key."""
+    out: set[str] = set()
+    async with http_session(url, key) as session:
+        for ids in batches(corpus):
+            found = await call(session, "search", query=QUESTION, k=50, filters={"doc_ids": ids})
+            out |= {h["doc_id"] for h in found["hits"]}
+    return out
+
+
 def post(url: str, body: dict, headers: dict[str, str]) -> tuple[int, dict]:
     req = urllib.request.Request(
         f"{url}/v1/retrieve",
@@ -210,6 +221,7 @@ def test_http_keys_headers_and_the_http_client_see_what_each_user_can_cat(
             with Client(url=url, principal=user) as client:
                 assert seen_by_client(client, corpus) == truth, user
             assert asyncio.run(seen_by_async_client(url, user, corpus)) == truth, user
+            assert asyncio.run(seen_over_mcp(url, f"key-{user}", corpus)) == truth, user
         body = {"query": QUESTION}
         status, err = post(url, body, {"X-Ragstream-User": "rsperm_nosuchuser"})
         assert status == 401 and "rsperm_nosuchuser" in err["error"]
