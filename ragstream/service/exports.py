@@ -24,12 +24,13 @@ from ragstream.connectors.export_files import file_format, read_records, write_r
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.sparse import bm25_vector
 from ragstream.connectors.stores import configured_live, open_configured, open_lexical_index
-from ragstream.core.errors import InvalidRequestError
+from ragstream.core.errors import DataDirBusyError, InvalidRequestError
 from ragstream.core.export import ExportRecord, ExportReport
 from ragstream.core.models import EmbedderVersion
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import mark_lexical
 from ragstream.query.retrieve import no_index
+from ragstream.service.connect import recorded_endpoint
 from ragstream.service.stores import open_live
 
 BATCH = 256
@@ -37,7 +38,15 @@ BATCH = 256
 
 def export(settings: Settings, fmt: str, out: Path | None) -> ExportReport:
     """Every live chunk of the data dir as `fmt` (jsonl, parquet) to `out` (JSON lines to
-    stdout when None)."""
+    stdout when None). A data dir a live `serve` / `watch --serve` holds is refused with what
+    to do instead (the stores are that process's)."""
+    served = recorded_endpoint(settings)
+    if served is not None:
+        raise DataDirBusyError(
+            f"{settings.data_dir} is served at {served}, which holds its stores: stop it and "
+            "export, or take a snapshot (`ragstream snapshot create`), restore it into another "
+            "dir (`ragstream snapshot restore FILE --data-dir NEW`) and export that"
+        )
     with open_live(settings) as live:
         if live is None:
             raise no_index(settings)

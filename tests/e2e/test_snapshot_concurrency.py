@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from ragstream import Client
-from ragstream.core.errors import RagstreamError
+from ragstream.core.errors import DataDirBusyError, RagstreamError
 from ragstream.core.settings import Settings
-from ragstream.service import snapshots
+from ragstream.service import exports, snapshots
 from ragstream.service.stores import open_live
 
 pytestmark = pytest.mark.slow
@@ -98,6 +98,8 @@ def test_snapshots_under_queries_and_a_bulk_add_are_consistent(tmp_path: Path) -
                 taken.append(admin.snapshot())
                 assert len(answered) > before  # queries went on while it was taken
                 time.sleep(1.0)
+            with pytest.raises(DataDirBusyError, match="snapshot create"):
+                exports.export(settings, "jsonl", tmp_path / "held.jsonl")  # its stores are held
     finally:
         stop.set()
         for t in readers:  # before the server stops: every query must answer
