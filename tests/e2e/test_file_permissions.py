@@ -4,8 +4,9 @@ A folder of real files (owners, groups, modes, POSIX ACLs, folders of mode 700 a
 indexed with `permissions = "posix"`; for each test user, what the index returns through the
 embedded `Client`, the CLI (`--as-user`), the HTTP API (an API key mapped to the user; the
 trusted `X-Ragstream-User` header), the HTTP `Client` and `AsyncClient`, and the MCP `search`
-tool over `/mcp` is exactly the set of files `runuser -u USER -- cat FILE` can read. A chmod, chown, setfacl or a folder's mode change
-then re-stamps the chunks on the next sync with nothing re-read or re-embedded.
+tool over `/mcp` is exactly the set of files `runuser -u USER -- cat FILE` can read. A
+chmod, chown, setfacl or a folder's mode change then re-stamps the chunks on the next sync
+with nothing re-read or re-embedded.
 """
 
 from __future__ import annotations
