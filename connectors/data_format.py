@@ -38,6 +38,7 @@ from ragstream.core.snapshot import (
 
 FORMAT_FILE = "format.json"
 LOCK_FILE = "format.lock"
+PRE_MIGRATION = "-format"  # in the name of a snapshot taken before a migration
 
 
 @dataclass(frozen=True)
@@ -163,11 +164,16 @@ def migrate_forward(data_dir: Path, snapshot: bool = True) -> list[str]:
         return done
 
 
+def is_pre_migration(snapshot: Path) -> bool:
+    """Whether a snapshot file is one `snapshot_before` wrote (named `<id>-format<N>.tar`)."""
+    return PRE_MIGRATION in snapshot.stem
+
+
 def snapshot_before(data_dir: Path, found: int) -> Path:
     """The data dir as it is, in format `found`, written to its `snapshots/` folder (the
     leg counts are not read: this version may not open that format's stores)."""
     now = time.time()
-    snap_id = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S") + f"-format{found}"
+    snap_id = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S") + f"{PRE_MIGRATION}{found}"
     out = data_dir / "snapshots" / f"{snap_id}.tar"
 
     def manifest_of(members: list[SnapshotMember]) -> SnapshotManifest:

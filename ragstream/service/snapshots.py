@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ragstream.connectors.data_format import migrate_forward, too_new
+from ragstream.connectors.data_format import is_pre_migration, migrate_forward, too_new
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.snapshot_files import (
     checked,
@@ -189,8 +189,10 @@ def migrate(settings: Settings) -> list[str]:
 
 
 def prune(settings: Settings, keep: int) -> list[Path]:
-    """Remove all but the newest `keep` snapshots of the data dir; the files removed."""
-    gone = listed(snapshots_dir(settings))[keep:]
+    """Remove all but the newest `keep` snapshots of the data dir; the files removed. The
+    snapshots a migration took first (`<id>-format<N>.tar`) are never removed: each is the
+    only copy of the layout before it."""
+    gone = [p for p in listed(snapshots_dir(settings)) if not is_pre_migration(p)][keep:]
     for path in gone:
         path.unlink(missing_ok=True)
     return gone

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,15 @@ def test_an_older_ragstream_refuses_a_newer_snapshot_before_unpacking(
     with pytest.raises(StorageFormatError, match="upgrade"):
         snapshots.verify(settings, taken)
     assert not target.exists() and not list(tmp_path.glob(".restored*"))
+
+
+def test_retention_never_removes_the_snapshot_a_migration_took(tmp_path: Path) -> None:
+    _, settings = _unpacked(FIXTURES[-1], tmp_path)
+    before = data_format.snapshot_before(settings.data_dir, STORAGE_FORMAT)
+    with Client(settings=settings) as c:
+        c.snapshot()
+        time.sleep(0.01)  # ids are milliseconds
+        newest = c.snapshot()
+    gone = snapshots.prune(settings, keep=1)
+    assert len(gone) == 1 and Path(newest.path).exists() and before.exists()
+    assert [s.id for s in snapshots.listed_snapshots(settings)] == [newest.id, before.stem]
