@@ -156,8 +156,14 @@ def export(
     from ragstream.core.settings import load_settings
     from ragstream.service import exports
 
+    if as_json and out is None:
+        raise typer.BadParameter(
+            "--json prints the report: name the export file with --out (without it the "
+            "records themselves are the JSON lines on stdout)",
+            param_hint="--json",
+        )
     report = exports.export(load_settings(data_dir), fmt, out)
-    if as_json and out is not None:
+    if as_json:
         emit_json(report)
         return
     err.print(f"exported {report.records} chunks of {report.embedder} as {report.format}")

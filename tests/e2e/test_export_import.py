@@ -102,6 +102,15 @@ def test_the_cli_exports_and_imports(synced: tuple[Path, Settings], tmp_path: Pa
         timeout=300,
     )
     assert bad.returncode == 2 and "--out" in bad.stderr and "Traceback" not in bad.stderr
+    to_file = ["--out", str(tmp_path / "x.jsonl"), "--json"]
+    report = subprocess.run(
+        [*cli, "export", *to_file, "--data-dir", str(settings.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert json.loads(report.stdout)["records"] == len(lines)
 
 
 def _broken(src: Path, dst: Path, how: str) -> Path:
