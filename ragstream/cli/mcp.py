@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ragstream.cli.options import ApiKey, DataDir, Url
+from ragstream.cli.options import ApiKey, AsUser, DataDir, Url, principal_option
 
 
 def mcp(
@@ -22,12 +22,17 @@ def mcp(
     ] = None,
     url: Url = None,
     api_key: ApiKey = None,
+    as_user: AsUser = None,
 ) -> None:
     """Serve the index over MCP on stdin/stdout (tools: search, ask, read, files, file,
-    status; resources ragstream://doc/...). Asks the `watch --serve` owning the data dir
-    when one runs, else opens it here. Logs go to stderr; stdout carries the protocol."""
+    status; resources ragstream://doc/...), read as `--as-user` where sources mirror file
+    permissions. Asks the `watch --serve` owning the data dir when one runs, else opens it
+    here. Logs go to stderr; stdout carries the protocol."""
     from ragstream.mcp.server import run_stdio
     from ragstream.mcp.stdio import stdio_index
 
-    with stdio_index(data_dir, tenant=tenant, url=url, api_key=api_key) as index:
+    principal = principal_option(as_user)
+    with stdio_index(
+        data_dir, tenant=tenant, url=url, api_key=api_key, principal=principal
+    ) as index:
         run_stdio(index)

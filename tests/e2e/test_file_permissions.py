@@ -3,8 +3,9 @@
 A folder of real files (owners, groups, modes, POSIX ACLs, folders of mode 700 and 750) is
 indexed with `permissions = "posix"`; for each test user, what the index returns through the
 embedded `Client`, the CLI (`--as-user`), the HTTP API (an API key mapped to the user; the
-trusted `X-Ragstream-User` header), the HTTP `Client` and `AsyncClient`, and the MCP `search`
-tool over `/mcp` is exactly the set of files `runuser -u USER -- cat FILE` can read. A
+trusted `X-Ragstream-User` header), the HTTP `Client` and `AsyncClient`, the MCP `search`
+tool over `/mcp` and over stdio (`ragstream mcp --as-user`) is exactly the set of files
+`runuser -u USER -- cat FILE` can read. A
 chmod, chown, setfacl or a folder's mode change then re-stamps the chunks on the next sync
 with nothing re-read or re-embedded.
 """
@@ -42,7 +43,7 @@ from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
 from ragstream.service.base import USER_HEADER
 from ragstream.service.served import ServedIndex
-from tests.harness.mcp_client import call, http_session
+from tests.harness.mcp_client import call, http_session, stdio_session
 from tests.harness.users import (
     cat_readable,
     real_users,
@@ -155,6 +156,19 @@ async def seen_over_mcp(url: str, key: str, corpus: Corpus) -> set[str]:
     return out
 
 
+async def seen_over_stdio(corpus: Corpus, *args: str) -> tuple[set[str], set[str]]:
+    """What `ragstream mcp --data-dir D ARGS` (a subprocess, the SDK's stdio client) returns:
+    the doc ids of its `search` hits and of its `files` ledger."""
+    env = {"RAGSTREAM_EMBEDDER": "static"}
+    hits: set[str] = set()
+    async with stdio_session(corpus.settings.data_dir, *args, env=env) as session:
+        for ids in batches(corpus):
+            found = await call(session, "search", query=QUESTION, k=50, filters={"doc_ids": ids})
+            hits |= {h["doc_id"] for h in found["hits"]}
+        listed = {f["doc_id"] for f in (await call(session, "files"))["files"]}
+    return hits, listed
+
+
 def post(url: str, body: dict, headers: dict[str, str]) -> tuple[int, dict]:
     req = urllib.request.Request(
         f"{url}/v1/retrieve",
@@ -265,6 +279,23 @@ def test_the_cli_reads_as_user_and_a_query_without_the_settings_still_filters(
     assert anonymous and anonymous <= set.intersection(*(readable(corpus, u) for u in corpus.users))
     bad = CliRunner().invoke(app, ["query", "x", "--as-user", "rsperm_nosuchuser", *data], env=env)
     assert isinstance(bad.exception, InvalidRequestError)  # `main` exits 2 with its message
+    assert "rsperm_nosuchuser" in str(bad.exception)
+
+
+def test_the_stdio_mcp_server_reads_as_the_user_its_flag_names(corpus: Corpus) -> None:
+    """`ragstream mcp --as-user NAME` (resolved as the CLI's other `--as-user` flags are):
+    its `search` and `files` show exactly what the user can cat; without the flag, only
+    files everyone may read; an unknown name is refused before anything is served."""
+    everyone = set.intersection(*(readable(corpus, u) for u in corpus.users))
+    for user in corpus.users:
+        hits, listed = asyncio.run(seen_over_stdio(corpus, "--as-user", user))
+        assert hits == readable(corpus, user), user
+        assert listed == readable(corpus, user), user
+    anonymous, _ = asyncio.run(seen_over_stdio(corpus))
+    assert anonymous and anonymous <= everyone
+    data = ["--data-dir", str(corpus.settings.data_dir)]
+    bad = CliRunner().invoke(app, ["mcp", "--as-user", "rsperm_nosuchuser", *data])
+    assert isinstance(bad.exception, InvalidRequestError)
     assert "rsperm_nosuchuser" in str(bad.exception)
 
 
