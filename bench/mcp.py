@@ -21,9 +21,10 @@ calls of each way (`warm_up`):
 
 The ratio is MCP's p50 over the direct call's p50 in the same mode (target for `search`:
 at most 1.2x); for `search` served, also the median over rounds of each round's ratio (the
-same question asked each way within seconds, so a shift in the machine's load cancels).
+same question asked each way within seconds, so a shift in the machine's load cancels), and
+with `--no-memo` (the engine's vector memo off) the same for `ask`.
 
-    .venv/bin/python bench/mcp.py [--docs 60] [--calls 12] [--search-calls 40]
+    .venv/bin/python bench/mcp.py [--docs 60] [--calls 12] [--search-calls 40] [--no-memo]
                                   [--sessions 8] [--per-session 6]
 """
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -54,8 +56,6 @@ Timed = Callable[[str], Awaitable[None]]
 
 
 def load() -> str:
-    import os
-
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
@@ -122,15 +122,17 @@ WARM = 12  # the last claims: untimed warm-up calls of each way
 Plan = dict[str, dict[str, list[str]]]  # tool -> way -> its questions, in order
 
 
-def plan(questions: list[str], search_calls: int) -> Plan:
+def plan(questions: list[str], search_calls: int, ask_calls: int, memo: bool) -> Plan:
     """`search`: every way the same questions (a search keeps no memo), so each round is a
-    pair; `ask`: each way its own (a repeated question would find its sentences' vectors in
-    the engine's memo and flatter whoever asks it second). The same ones in either mode."""
+    pair; `ask`: each way its own while the engine keeps its vector memo (a repeated question
+    would find its sentences' vectors there and flatter whoever asks it second), else the
+    same ones, paired like `search`. The same ones in either mode."""
     timed = questions[:-WARM]
     same = [timed[i % len(timed)] for i in range(search_calls)]
+    own = {w: timed[i :: len(WAYS)][:ask_calls] for i, w in enumerate(WAYS)}
     return {
         "search": dict.fromkeys(WAYS, same),
-        "ask": {w: timed[i :: len(WAYS)] for i, w in enumerate(WAYS)},
+        "ask": own if memo else dict.fromkeys(WAYS, timed[:ask_calls]),
     }
 
 
@@ -187,11 +189,10 @@ async def served(url: str, data: Path, questions: list[str], asked: Plan) -> dic
     return out
 
 
-def paired(rows: dict[str, list[float]], way: str) -> float:
-    """The median over rounds of a way's `search` time over the direct one's in that round."""
-    return statistics.median(
-        m / d for m, d in zip(rows[f"{way} search"], rows["direct search"], strict=True)
-    )
+def paired(rows: dict[str, list[float]], way: str, tool: str) -> float:
+    """The median over rounds of a way's time over the direct one's in that round."""
+    ratios = zip(rows[f"{way} {tool}"], rows[f"direct {tool}"], strict=True)
+    return statistics.median(m / d for m, d in ratios)
 
 
 async def sessions(url: str, questions: list[str], n: int, per: int) -> dict[str, Any]:
@@ -269,7 +270,9 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     questions = corpus(args.scifact, args.docs, folder)[: 3 * args.calls + WARM]
     if len(questions) < 3 * args.calls + WARM:
         raise SystemExit(f"{args.docs} abstracts answer {len(questions)} claims: fewer than needed")
-    asked = plan(questions, args.search_calls)
+    if args.no_memo:  # this process, its Client and every subprocess it starts
+        os.environ["RAGSTREAM_QUERY__VECTOR_MEMO"] = "0"
+    asked = plan(questions, args.search_calls, args.calls, memo=not args.no_memo)
     note(f"syncing {args.docs} abstracts ...")
     started = time.perf_counter()
     sync = [str(Path(sys.executable).parent / "ragstream"), "sync", str(folder)]
@@ -305,15 +308,17 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         "calls": {"search": args.search_calls, "ask": args.calls},
         "latency": figures,
         "ratio_p50": ratios,
-        "ratio_paired_search": {w: round(paired(served_rows, w), 2) for w in ("http", "stdio")},
+        "ratio_paired": {
+            tool: {w: round(paired(served_rows, w, tool), 2) for w in ("http", "stdio")}
+            for tool in (("search",) if not args.no_memo else ("search", "ask"))
+        },
+        "memo": not args.no_memo,
         "target_search": TARGET,
         "sessions": crowd,
     }
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
@@ -335,11 +340,14 @@ def show(result: dict[str, Any]) -> None:
             f"{mode:<9} {tool:<7} {d['p50_ms']:>9.1f}ms {way:<6} {m['p50_ms']:>7.1f}ms "
             f"{m['p95_ms']:>7.1f}ms {ratio:>5.2f}x"
         )
-    pairs = result["ratio_paired_search"]
-    print(
-        f"served search, median of per-round ratios (same question, same round): "
-        f"http {pairs['http']:.2f}x, stdio {pairs['stdio']:.2f}x (target <= {TARGET}x)"
-    )
+    for tool, pairs in result["ratio_paired"].items():
+        print(
+            f"served {tool}, median of per-round ratios (same question, same round): "
+            f"http {pairs['http']:.2f}x, stdio {pairs['stdio']:.2f}x"
+            + (f" (target <= {TARGET}x)" if tool == "search" else "")
+        )
+    if not result["memo"]:
+        print("(query.vector_memo = 0: every ask encodes its sentences afresh)")
     c = result["sessions"]
     print(
         f"{c['sessions']} sessions at once: {c['calls']}/{c['wanted']} calls in {c['wall_s']} s, "
@@ -354,6 +362,9 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=60, help="abstracts in the index")
     parser.add_argument("--calls", type=int, default=12, help="timed `ask` calls per way")
     parser.add_argument("--search-calls", type=int, default=40, help="timed `search` calls")
+    parser.add_argument(
+        "--no-memo", action="store_true", help="query.vector_memo=0: `ask` paired like search"
+    )
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--per-session", type=int, default=6)
     args = parser.parse_args()
