@@ -3,12 +3,14 @@ sessions at once against the server's admission limits.
 
 The index: the first `--docs` SciFact abstracts that its test claims cite (then others), one
 `.txt` file each in a temporary folder, synced once (not timed); the questions: those claims
-(`search` asks each way the same `--search-calls`, `ask` each way its own `--calls`).
+(`search` asks each way the same `--search-calls`, `ask` each way its own `--calls`, or
+with `--no-memo` the same ones).
 Each figure is the wall time of one call as its caller sees it (`search` k=8 = `retrieve`;
 `ask` = `query` with the offline extractive generator, the default), after untimed warm-up
 calls of each way (`warm_up`):
 
-  embedded   `Client(data_dir)` in this process and `ragstream mcp --data-dir D` as a
+  embedded   `Client(data_dir)` in this process (its blocking calls in a worker thread,
+             as in `direct`) and `ragstream mcp --data-dir D` as a
              subprocess over stdio opening D itself; one process holds a data dir, so they
              take turns: half the direct calls, all the stdio calls, the other half
   served     `ragstream serve` over D; interleaved round-robin, one question at a time:
