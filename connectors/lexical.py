@@ -132,9 +132,10 @@ def chunk_terms(chunk: IndexedChunk) -> dict[str, tuple[str, ...]]:
     }
 
 
-def filter_clauses(flt: SearchFilter) -> Clauses:
-    """Conjunction of (field, any-of values); `status=live` is always the first clause."""
-    clauses: Clauses = [("status", ("live",))]
+def filter_clauses(flt: SearchFilter, status: str = "live") -> Clauses:
+    """Conjunction of (field, any-of values); `status` (a search's: live) is always the
+    first clause."""
+    clauses: Clauses = [("status", (status,))]
     for field, values in (
         ("doc_id", flt.doc_ids),
         ("tenant", flt.tenants),
@@ -183,7 +184,8 @@ class _BatchedIndex(ABC):
     def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]: ...
 
     @abstractmethod
-    def _count(self, status: str) -> int: ...
+    def _count(self, clauses: Clauses) -> int:
+        """Committed chunks matching every clause."""
 
     @abstractmethod
     def _doc_live_ids(self, doc_id: str) -> set[str]:
@@ -253,8 +255,8 @@ class _BatchedIndex(ABC):
             return []
         return self._search(tokens, limit, filter_clauses(flt))
 
-    def count(self, status: str) -> int:
-        return self._count(status)
+    def count(self, status: str, flt: SearchFilter | None = None) -> int:
+        return self._count(filter_clauses(flt or SearchFilter(), status))
 
 
 class LexicalIndexMismatch(RuntimeError):
@@ -370,25 +372,30 @@ class TantivyIndex(_BatchedIndex):
         docs = self._run(self._must(old, self._terms("status", ["deleted"])))
         return [doc["point_id"][0] for _, doc in docs]
 
-    def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
+    def _filters(self, clauses: Clauses) -> list[tantivy.Query]:
+        """The clauses as term filters; one on a field this schema lacks is refused."""
         if any(field not in self._KEYWORDS for field, _ in clauses):
             raise InvalidRequestError(
                 "file permissions are mirrored (a source with permissions = 'posix'), which "
                 "needs the BM25 leg inside the vector store (store.lexical_backend = "
                 "'sparse'); this data dir's tantivy index cannot filter by them"
             )
+        return [self._terms(field, values) for field, values in clauses]
+
+    def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
+        filters = self._filters(clauses)
         text = tantivy.Query.boolean_query(
             [
                 (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t))
                 for t in tokens
             ]
         )
-        query = self._must(text, *(self._terms(field, values) for field, values in clauses))
+        query = self._must(text, *filters)
         return [Hit(chunk=self._chunk(doc), score=score) for score, doc in self._run(query, limit)]
 
-    def _count(self, status: str) -> int:
+    def _count(self, clauses: Clauses) -> int:
         searcher = self._index.searcher()
-        return _total(searcher.search(self._terms("status", [status]), 1, count=True))
+        return _total(searcher.search(self._must(*self._filters(clauses)), 1, count=True))
 
     def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """From the segment statistics (tombstoned chunks count until GC: IDF drifts
@@ -487,8 +494,8 @@ class RankBM25Index(_BatchedIndex):
         ranked = sorted(zip(scores, candidates, strict=True), key=lambda s: -s[0])[:limit]
         return [Hit(chunk=live[i], score=float(score)) for score, i in ranked]
 
-    def _count(self, status: str) -> int:
-        return sum(c.status == status for c in self._chunks.values())
+    def _count(self, clauses: Clauses) -> int:
+        return sum(matches(c, clauses) for c in self._chunks.values())
 
     def _doc_live_ids(self, doc_id: str) -> set[str]:
         return {p for p, c in self._chunks.items() if c.doc_id == doc_id and c.status == "live"}

@@ -87,6 +87,9 @@ class VectorStore(Protocol):
         """The doc ids (of `doc_id` alone, when given) with a live point whose `readers`
         hold one of `readers`."""
 
+    def live_docs(self, flt: SearchFilter) -> set[str]:
+        """The doc ids with a live point matching the filter (in the store, as a search)."""
+
     def gc(self, older_than: float) -> int:
         """Hard-delete tombstones with deleted_at < older_than; returns how many."""
 
@@ -125,7 +128,9 @@ class VectorStore(Protocol):
     def term_doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """(points, analyzed term -> points holding it, capped): the sparse leg's IDF input."""
 
-    def count(self, status: str) -> int: ...
+    def count(self, status: str, flt: SearchFilter | None = None) -> int:
+        """Points of `status` (matching the filter's allow-lists, when given: a store-side
+        count through the payload indexes, no point read)."""
 
     def flush(self) -> None:
         """Persist pending writes at a batch boundary (not needed for crash safety)."""
@@ -167,7 +172,8 @@ class LexicalIndex(Protocol):
         """(chunks indexed, analyzed term -> chunks containing it): the IDF statistics that
         weigh how much of a question the evidence covers."""
 
-    def count(self, status: str) -> int: ...
+    def count(self, status: str, flt: SearchFilter | None = None) -> int:
+        """Chunks of `status` (matching the filter's allow-lists, when given)."""
 
     def close(self) -> None: ...
 

@@ -107,8 +107,8 @@ class SparseLexicalIndex:
     def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         return self._vectors().term_doc_freqs(terms)
 
-    def count(self, status: str) -> int:
-        return self._vectors().count(status)
+    def count(self, status: str, flt: SearchFilter | None = None) -> int:
+        return self._vectors().count(status, flt)
 
     def close(self) -> None:
         """The vector store is closed by whoever opened it."""

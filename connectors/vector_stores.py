@@ -147,12 +147,13 @@ Condition = Match | MatchIn | Below | HasIds
 LIVE = Match("status", "live")
 
 
-def search_conditions(flt: SearchFilter) -> list[Condition] | None:
-    """The store-side filter of a search (all conditions must hold); None = matches nothing.
+def search_conditions(flt: SearchFilter, status: str = "live") -> list[Condition] | None:
+    """The store-side filter of a search (all conditions must hold) over points of `status`
+    (a count may ask for tombstones); None = matches nothing.
 
     An empty allow-list (e.g. `tenants=()`) allows nothing: it must never widen to "all".
     """
-    conds: list[Condition] = [LIVE]
+    conds: list[Condition] = [Match("status", status)]
     allow = (
         ("doc_id", flt.doc_ids),
         ("tenant", flt.tenants),
@@ -293,8 +294,14 @@ class BaseQdrantStore(ABC):
     def readable_docs(self, readers: Sequence[str], doc_id: str | None = None) -> set[str]:
         """The doc ids (of `doc_id` alone, when given) with a live point whose `readers`
         hold one of `readers` (filtered in the store, as a search is)."""
-        conds: list[Condition] = [LIVE, MatchIn("readers", tuple(readers))]
-        conds += [Match("doc_id", doc_id)] if doc_id is not None else []
+        only = (doc_id,) if doc_id is not None else None
+        return self.live_docs(SearchFilter(readers=tuple(readers), doc_ids=only))
+
+    def live_docs(self, flt: SearchFilter) -> set[str]:
+        """The doc ids with a live point matching the filter (one payload field read)."""
+        conds = search_conditions(flt)
+        if conds is None:
+            return set()
         return {str(r.payload["doc_id"]) for r in self._scroll_all(conds, ["doc_id"], False)}
 
     def live_doc_readers(self) -> dict[str, set[str]]:
@@ -415,8 +422,10 @@ class BaseQdrantStore(ABC):
         hits = [Hit(chunk=payload_chunk(r.id, r.payload), score=s) for r, s in scored]
         return sorted(hits, key=lambda h: (-h.score, h.chunk.point_id))
 
-    def count(self, status: str) -> int:
-        return self._count([Match("status", status)])
+    def count(self, status: str, flt: SearchFilter | None = None) -> int:
+        """Counted in the engine (the filter's fields carry payload indexes)."""
+        conds = search_conditions(flt or SearchFilter(), status)
+        return self._count(conds) if conds is not None else 0
 
     def flush(self) -> None:
         """Persist pending writes (a batch boundary); not required for crash safety."""

@@ -37,7 +37,7 @@ from ragstream.service.base import (
     state_list,
 )
 from ragstream.service.ingest import query_log
-from ragstream.service.served import ServedIndex, open_served
+from ragstream.service.served import ServedIndex, open_served, view_status
 from ragstream.service.status import status_report
 from ragstream.service.stores import LiveStores, open_live
 
@@ -67,21 +67,27 @@ class LocalIndex:
         return None
 
     # ---- what the open stores answer --------------------------------------------------------
-    def _stores(self) -> tuple[VectorStore, LexicalIndex]:
+    def _held(self) -> LiveStores | None:
+        """The live collection's name, its store and BM25, as this process holds them."""
         if self._index is not None:
-            r = self._index.engine.retriever
-            return r.vectors, r.lexical
-        if self._live is None:
+            side, lexical = self._index.engine.retriever.side, self._index.engine.retriever.lexical
+            return side.collection, side.vectors, lexical
+        return self._live
+
+    def _stores(self) -> tuple[VectorStore, LexicalIndex]:
+        held = self._held()
+        if held is None:
             raise no_index(self.settings)
-        return self._live[1], self._live[2]
+        return held[1], held[2]
 
     def status(self) -> StatusReport:
-        if self._index is not None:
-            return self._index.status()
-        live = self._live
-        if live is None:
+        """The operator's status, or as this index's principal sees it (`view_status`)."""
+        held = self._held()
+        if held is None:
             return status_report(self.settings, None, None)
-        return status_report(self.settings, (live[0], live[1]), live[2])
+        synced = SourcesBook(self.settings.state_dir).load()
+        live = (held[0], held[1])
+        return view_status(self.settings, live, held[2], None, self._readers(), synced)
 
     def verify(
         self,

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragstream.connectors.protocols import LexicalIndex
+from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.state import VerifyBook
 from ragstream.connectors.stores import configured_live, open_lexical_index
-from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Retrieval
+from ragstream.core.answers import Answer, ChatRequest, QueryFilters, QueryRequest, Retrieval
 from ragstream.core.errors import InvalidRequestError, NotFoundError, NotReadyError
 from ragstream.core.ids import source_of
 from ragstream.core.models import (
@@ -40,13 +40,14 @@ from ragstream.core.models import (
 )
 from ragstream.core.permissions import Principal
 from ragstream.core.rwlock import StoreLock, Unlocked
-from ragstream.core.settings import Settings
+from ragstream.core.settings import Settings, SourceConfig
 from ragstream.core.snapshot import SnapshotInfo
 from ragstream.core.telemetry import configure
 from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import IndexSides, open_sides
 from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import Retriever, no_index
+from ragstream.query.shapes import search_filter
 from ragstream.service import audit, snapshots
 from ragstream.service.base import (
     Followed,
@@ -65,7 +66,7 @@ from ragstream.service.base import (
 from ragstream.service.feed import OutcomeFeed
 from ragstream.service.ingest import query_log
 from ragstream.service.reindex import Maintainer
-from ragstream.service.status import engine_status
+from ragstream.service.status import status_report
 
 T = TypeVar("T")
 
@@ -198,16 +199,13 @@ class ServedIndex:
 
     # ---- the index and its ledger -----------------------------------------------------------
     def status(self) -> StatusReport:
-        """Docs, chunks, embedder, last sync, dead letters (tenants: their own only; a
-        principal, where sources mirror permissions: the dead letters and redactions of the
-        files it may read only)."""
-        report = self._locked(engine_status)(self.engine)
-        report = for_tenants(report, self.settings.sources_of(self.tenants))
-        readers = self.engine.readers
-        if readers is None:
-            return report
-        readable = self._locked(self.engine.retriever.vectors.readable_docs)(readers)
-        return for_readers(report, self.settings.mirrored(self.engine.synced), readable)
+        """Docs, chunks, embedder, last sync, dead letters, as this view's tenants and
+        principal see them (`view_status`)."""
+        engine = self.engine
+        side, lexical = engine.retriever.side, engine.retriever.lexical
+        live = (side.collection, side.vectors)
+        view = self._locked(view_status)
+        return view(self.settings, live, lexical, self.tenants, engine.readers, engine.synced)
 
     def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
         r, s = self.engine.retriever, audit.audited(self.settings, paths)
@@ -332,6 +330,29 @@ class ServedIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def view_status(
+    settings: Settings,
+    live: tuple[str, VectorStore],
+    lexical: LexicalIndex,
+    tenants: Tenants,
+    readers: tuple[str, ...] | None,
+    synced: Sequence[SourceConfig] = (),
+) -> StatusReport:
+    """The status as `tenants` (None: every tenant) see it, read through `readers`
+    (`Settings.readers_of` a principal; None: no filter): the counts are the stores' counts
+    under the filter their searches apply (`search_filter`, the one rule), and the dead
+    letters and redactions those of their own readable files (`for_tenants`,
+    `for_readers`). Neither given: the operator's status, unfiltered."""
+    scoped = tenants is not None or readers is not None
+    flt = search_filter(QueryFilters(), tenants, readers) if scoped else None
+    report = status_report(settings, live, lexical, flt)
+    report = for_tenants(report, settings.sources_of(tenants))
+    if readers is None:
+        return report
+    readable = live[1].readable_docs(readers)
+    return for_readers(report, settings.mirrored(synced), readable)
 
 
 def for_tenants(report: StatusReport, own: frozenset[str] | None) -> StatusReport:

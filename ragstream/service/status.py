@@ -1,9 +1,10 @@
 """`StatusReport` from stores that are already open (a `serve`, `watch --serve` or an
-embedded `Client` holds them) or opened for the occasion (`ragstream status`)."""
+embedded `Client` holds them) or opened for the occasion (`ragstream status`); a caller's
+view (tenants, a principal) counts through the same store filter its searches apply."""
 
 from __future__ import annotations
 
-from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.protocols import LexicalIndex, SearchFilter, VectorStore
 from ragstream.connectors.state import (
     DeadLetterBook,
     RedactionBook,
@@ -16,7 +17,6 @@ from ragstream.core.models import StatusReport
 from ragstream.core.settings import Settings
 from ragstream.operators.answer_judge import answer_judge_dir
 from ragstream.query.decision import embedder_mismatch, load_decision
-from ragstream.query.engine import QueryEngine
 from ragstream.query.rerank import NO_RERANKER
 
 
@@ -24,19 +24,23 @@ def status_report(
     settings: Settings,
     live: tuple[str, VectorStore] | None,
     lexical: LexicalIndex | None,
+    flt: SearchFilter | None = None,
 ) -> StatusReport:
-    """Counts and versions straight from the stores and the state dir; loads no model."""
+    """Counts and versions straight from the stores and the state dir; loads no model.
+    With `flt` (a caller's tenants and readers, `query.shapes.search_filter`), the chunk
+    counts are the stores' filtered counts and the documents those with a matching live
+    point."""
     s = settings
     counts = {"docs": 0, "chunks_live": 0, "chunks_deleted": 0, "lexical_live": 0}
     embedder, collection = None, None
     if live is not None:
         collection, vectors = live
         embedder = vectors.embedder
-        counts["docs"] = len(vectors.live_doc_fingerprints())
-        counts["chunks_live"] = vectors.count("live")
-        counts["chunks_deleted"] = vectors.count("deleted")
+        counts["docs"] = len(vectors.live_docs(flt or SearchFilter()))
+        counts["chunks_live"] = vectors.count("live", flt)
+        counts["chunks_deleted"] = vectors.count("deleted", flt)
     if lexical is not None and live is not None:
-        counts["lexical_live"] = lexical.count("live")
+        counts["lexical_live"] = lexical.count("live", flt)
     audit = VerifyBook(s.state_dir).load()
     warning = decision_warning(s, embedder.slug if embedder is not None else None)
     return StatusReport(
@@ -66,9 +70,3 @@ def decision_warning(settings: Settings, live: str | None) -> str | None:
     except ModelUnavailableError as exc:
         return str(exc)
     return embedder_mismatch(decision.embedder, live, where) if decision is not None else None
-
-
-def engine_status(engine: QueryEngine) -> StatusReport:
-    """The status of the stores a query engine reads (callers hold the store lock)."""
-    side = engine.retriever.side
-    return status_report(engine.settings, (side.collection, side.vectors), engine.retriever.lexical)

@@ -299,6 +299,40 @@ def test_the_stdio_mcp_server_reads_as_the_user_its_flag_names(corpus: Corpus) -
     assert "rsperm_nosuchuser" in str(bad.exception)
 
 
+def test_a_principals_status_counts_only_what_it_may_read(corpus: Corpus) -> None:
+    """`status` as a user (the embedded `Client`, an API key over HTTP) counts the documents
+    and chunks of the files they can cat, as the operator's ledger lists those files; with
+    no principal over HTTP, those everyone may read; the data dir's holder, all of them."""
+    with Client(settings=corpus.settings) as operator:
+        chunks = {r.doc_id: r.chunks for r in operator.files()}
+        everything = operator.status()
+    assert everything.docs == len(corpus.files) and everything.chunks_live == sum(chunks.values())
+
+    def counted(truth: set[str]) -> tuple[int, int, int]:
+        n = sum(chunks[d] for d in truth)
+        return len(truth), n, n
+
+    def counts(report: Any) -> tuple[int, int, int]:
+        if isinstance(report, dict):
+            return report["docs"], report["chunks_live"], report["lexical_live"]
+        return report.docs, report.chunks_live, report.lexical_live
+
+    truths = {user: readable(corpus, user) for user in corpus.users}
+    for user, truth in truths.items():
+        with Client(settings=corpus.settings, principal=user) as client:
+            assert counts(client.status()) == counted(truth), user
+    with QueryEngine.open(corpus.settings) as engine, served(corpus.settings, engine) as url:
+        for user, truth in truths.items():
+            status, report = get(url, "/v1/status", {"Authorization": f"Bearer key-{user}"})
+            assert status == 200 and counts(report) == counted(truth), user
+        with Client(url=url) as anonymous:
+            everyone = seen_by_client(anonymous, corpus)
+            assert everyone and counts(anonymous.status()) == counted(everyone)
+    with Client(settings=corpus.settings) as holder:
+        holder.retrieve(QUESTION)  # the served index, once the query models are loaded
+        assert counts(holder.status()) == counts(everything)  # still the holder's, all
+
+
 def test_the_header_is_ignored_unless_trusted(corpus: Corpus) -> None:
     truth = readable(corpus, "rsperm_alice")
     with QueryEngine.open(corpus.settings) as engine, served(corpus.settings, engine) as url:

@@ -170,6 +170,33 @@ def test_the_ledger_is_tenant_scoped_and_verify_needs_an_admin_key(
         assert status == 200 and report["ok"] and report["docs_checked"] == 8 * len(TENANTS)
 
 
+def test_a_tenant_keys_status_counts_its_own_documents_and_chunks(
+    engine: tuple[QueryEngine, int],
+) -> None:
+    """`/v1/status` with a tenant's key counts the documents and chunks (both legs) that its
+    own ledger lists, counted by the stores under the tenant filter; the operator's, all."""
+    eng, _ = engine
+
+    def get(url: str, path: str, key: str) -> Any:
+        req = urllib.request.Request(f"{url}{path}", headers={"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return json.loads(resp.read())
+
+    with serving(Serving(eng.settings, ServedIndex(eng)), "127.0.0.1", 0) as url:
+        everything = ServedIndex(eng).status()  # the operator's view (no key)
+        own_chunks = []
+        for tenant in TENANTS:
+            ledger = get(url, "/v1/files", f"key-{tenant}")
+            report = get(url, "/v1/status", f"key-{tenant}")
+            chunks = sum(r["chunks"] for r in ledger)
+            assert report["docs"] == len(ledger) == 8, tenant
+            assert report["chunks_live"] == report["lexical_live"] == chunks, tenant
+            assert report["chunks_deleted"] == 0
+            own_chunks.append(chunks)
+    assert everything.docs == 8 * len(TENANTS)
+    assert everything.chunks_live == everything.lexical_live == sum(own_chunks)
+
+
 def test_a_tenant_sees_its_own_dead_letters_and_none_of_the_operators_warnings() -> None:
     from ragstream.core.models import DeadLetter, StatusReport
     from ragstream.service.served import for_tenants

@@ -6,13 +6,16 @@ written once per module into every vector backend and every lexical backend. Hyp
 draws `SearchFilter`s (any mix of doc ids, tenants, readers, a path prefix and file types: None,
 empty, subsets, unknown values, prefixes cut at any character of a real doc id) and each backend's
 search with a limit above the corpus size must return exactly the live points that
-`connectors.lexical.matches` accepts: nothing leaks, nothing live and matching is lost.
+`connectors.lexical.matches` accepts: nothing leaks, nothing live and matching is lost; and
+each backend's `count` of live and of tombstoned points under the filter (what a tenant's or
+a principal's `status` counts) is the number of points the oracle accepts.
 The oracle itself is checked against an independent restatement of the documented rules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -101,8 +104,8 @@ DOC_OF = {c.point_id: c.doc_id for c in CHUNKS}
 QUERY_VECTOR = np.random.default_rng(4).standard_normal(EMB.dimension).tolist()
 
 
-def oracle(flt: SearchFilter) -> set[str]:
-    clauses = filter_clauses(flt)
+def oracle(flt: SearchFilter, status: str = "live") -> set[str]:
+    clauses = filter_clauses(flt, status)
     return {c.point_id for c in STORED if matches(c, clauses)}
 
 
@@ -183,6 +186,14 @@ def with_examples(test: Callable[..., None]) -> Callable[..., None]:
 # --- every backend, opened once per module ----------------------------------------------------
 
 Search = Callable[[SearchFilter], list[Hit] | None]  # None: refused, as documented
+Count = Callable[[str, SearchFilter], int | None]  # None: refused, as documented
+
+
+class Backend(NamedTuple):
+    search: Search
+    count: Count
+
+
 VECTOR_BACKENDS = {  # name -> (kind, url)
     "edge": ("edge", None),
     "qdrant-local": ("qdrant", None),
@@ -196,9 +207,9 @@ SPARSE_BACKENDS = {  # the BM25 leg as sparse vectors in the vector store's own 
 
 
 @pytest.fixture(scope="module", params=[*VECTOR_BACKENDS, *LEXICAL_BACKENDS, *SPARSE_BACKENDS])
-def search(
+def backend(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Search]:
+) -> Iterator[Backend]:
     name = str(request.param)
     base = tmp_path_factory.mktemp(name)
     if name in VECTOR_BACKENDS:
@@ -206,14 +217,14 @@ def search(
         store = open_vector_store(kind, base, "idx", EMB, url=url)
         store.upsert(CHUNKS, VECTORS)
         store.tombstone(DEAD, deleted_at=1.0)
-        yield lambda flt: store.search(QUERY_VECTOR, LIMIT, flt)
+        yield Backend(lambda flt: store.search(QUERY_VECTOR, LIMIT, flt), store.count)
         store.close()
     elif name in SPARSE_BACKENDS:
         kind, url = SPARSE_BACKENDS[name]
         store = open_vector_store(kind, base, "idx", EMB, url=url, sparse=True)
         store.upsert(CHUNKS, VECTORS)
         store.tombstone(DEAD, deleted_at=1.0)
-        yield lambda flt: store.search_text(WORD, LIMIT, flt)
+        yield Backend(lambda flt: store.search_text(WORD, LIMIT, flt), store.count)
         store.close()
     else:
         index = open_lexical_index(name, base / "lex")
@@ -229,14 +240,21 @@ def search(
                 return None
             return index.search(WORD, LIMIT, flt)
 
-        yield lexical
+        def count(status: str, flt: SearchFilter) -> int | None:
+            if name == "tantivy" and flt.readers is not None:
+                with pytest.raises(InvalidRequestError, match="sparse"):
+                    index.count(status, flt)
+                return None
+            return index.count(status, flt)
+
+        yield Backend(lexical, count)
         index.close()
 
 
-def test_the_corpus_is_what_the_stores_hold(search: Search) -> None:
+def test_the_corpus_is_what_the_stores_hold(backend: Backend) -> None:
     """Guards the premise: the unfiltered search returns every live point (nothing dropped by
     the query itself), so a filtered result can be compared with the oracle as a set."""
-    hits = search(SearchFilter())
+    hits = backend.search(SearchFilter())
     assert hits is not None
     assert [h.chunk.point_id for h in hits if h.chunk.status != "live"] == []
     assert {h.chunk.point_id for h in hits} == {c.point_id for c in STORED if c.status == "live"}
@@ -247,8 +265,10 @@ def test_the_corpus_is_what_the_stores_hold(search: Search) -> None:
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @with_examples
 @given(flt=FILTERS)
-def test_search_returns_exactly_what_the_oracle_accepts(search: Search, flt: SearchFilter) -> None:
-    hits = search(flt)
+def test_search_returns_exactly_what_the_oracle_accepts(
+    backend: Backend, flt: SearchFilter
+) -> None:
+    hits = backend.search(flt)
     if hits is None:
         return
     got = [h.chunk.point_id for h in hits]
@@ -256,6 +276,18 @@ def test_search_returns_exactly_what_the_oracle_accepts(search: Search, flt: Sea
     assert set(got) == oracle(flt), flt
     for hit in hits:  # a hit carries the payload of its own point
         assert hit.chunk.doc_id == DOC_OF[hit.chunk.point_id]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@with_examples
+@given(flt=FILTERS)
+def test_count_is_the_number_of_points_the_oracle_accepts(
+    backend: Backend, flt: SearchFilter
+) -> None:
+    for status in ("live", "deleted"):
+        counted = backend.count(status, flt)
+        assert counted is None or counted == len(oracle(flt, status)), (status, flt)
+    assert backend.count("live", SearchFilter()) == len(CHUNKS) - len(DEAD)
 
 
 @settings(max_examples=400, deadline=None)
