@@ -190,8 +190,15 @@ def file_state(view: DocView, drift: dict[DriftKind, str]) -> tuple[FileState, s
         return "missing", drift["missing"]
     if "stale" in drift:
         return "stale", drift["stale"]
-    if view.redaction is not None:
-        return "redacted", "secrets redacted: " + ", ".join(view.redaction.kinds)
+    redacted = (
+        "secrets redacted: " + ", ".join(view.redaction.kinds) if view.redaction is not None else ""
+    )
+    unread = next((p.readers_reason for p in view.points if p.readers_reason), "")
+    if unread:  # the stamp fell back to the owner (core.permissions): its stored reason
+        owner_only = f"permissions unreadable, readable by its owner only: {unread}"
+        return "owner-only", "; ".join(r for r in (owner_only, redacted) if r)
+    if redacted:
+        return "redacted", redacted
     return "indexed", ""
 
 

@@ -499,9 +499,12 @@ class VerifyReport(BaseModel):
         return {kind: c.count for kind, c in self.drift.items()}
 
 
-FileState = Literal["indexed", "redacted", "dead", "excluded", "stale", "missing", "orphan"]
+FileState = Literal[
+    "indexed", "owner-only", "redacted", "dead", "excluded", "stale", "missing", "orphan"
+]
 FILE_STATES: tuple[FileState, ...] = (
     "indexed",
+    "owner-only",  # indexed, its permissions unreadable: readable by its owner alone
     "redacted",
     "dead",
     "excluded",

@@ -460,12 +460,12 @@ def test_permission_changes_under_watch_change_answers_with_no_embeds(tmp_path: 
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_unreadable_permissions_leave_a_file_to_its_owner_and_the_file_view_says_why(
+def test_unreadable_permissions_leave_a_file_to_its_owner_and_the_ledger_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where a file's ACL cannot be read (the attribute read refused: a double at the
-    boundary, read for real above), it is indexed for its owner alone, and its file view
-    carries the reason."""
+    boundary, read for real above), it is indexed for its owner alone, and both the ledger
+    listing (state `owner-only`) and its file view carry the reason."""
     from ragstream.connectors import fs
 
     real_users()
@@ -505,6 +505,13 @@ def test_unreadable_permissions_leave_a_file_to_its_owner_and_the_file_view_says
             assert chunk.readers == ("user:rsperm_carol", "source:docs")
             assert "Permission denied" in chunk.readers_reason
             assert client.file("docs:fine.md").chunks[0].readers_reason == ""
+            states = {r.doc_id: (r.state, r.reason) for r in client.files()}  # the listing
+            assert states["docs:fine.md"] == ("indexed", "")
+            state, reason = states["docs:closed.md"]
+            assert state == "owner-only" and chunk.readers_reason in reason
+            assert "owner only" in reason
+            owner_only = client.files(state="owner-only")
+            assert [r.doc_id for r in owner_only] == ["docs:closed.md"]
         for user, sees in (("rsperm_carol", True), ("rsperm_bob", False)):
             with Client(settings=settings, principal=user) as client:
                 got = client.retrieve(QUESTION, filters={"doc_ids": ["docs:closed.md"]})
