@@ -29,11 +29,13 @@ T = TypeVar("T")
 @dataclass
 class Serving:
     """What the app answers from. `index` is None until the stores are open (not ready);
-    `draining` turns true when shutdown begins (not ready again, new requests refused)."""
+    `draining` turns true when shutdown begins (not ready again, new requests refused);
+    `syncs`: this process syncs, its index has a live feed (`follow`) once open."""
 
     settings: Settings
     index: ServedService | None = None
     draining: bool = False
+    syncs: bool = False
     _cpu: anyio.CapacityLimiter | None = field(default=None, repr=False)
     _background: anyio.CapacityLimiter | None = field(default=None, repr=False)
     _busy: int = 0  # calls on the CPU pool now (requests' work, not the background lane's)

@@ -41,7 +41,7 @@ def serve(
     listens (`/v1/ready` says 503 until the index is open). Host and port default to
     `server.host` and `server.port` (port 0: any free one)."""
     settings = settings_of(target)
-    state = Serving(settings)
+    state = Serving(settings, syncs=feed is not None)
     bind_port = settings.server.port if port is None else port
     with (
         serving(state, host or settings.server.host, bind_port, on_serving) as url,

@@ -6,5 +6,6 @@
     schemas  each tool's argument and result models (their JSON schemas), the bounds
     tools    the tools over an `IndexService`; document text spotlighted as untrusted data
     server   the SDK server: tools, paged document resources, typed errors; `run_stdio`
+    changes  `notifications/resources/list_changed` to live sessions, from the live feed
     stdio    the index `ragstream mcp` serves: `connect`'s choice, as the caller's tenant
 """

@@ -2,11 +2,14 @@
 indexed document as a resource `ragstream://doc/<doc id>` (listed in pages of `PAGE_SIZE`).
 Every request asks `index_of(ctx)` for the index as that caller sees it: over stdio one
 index (a tenant fixed by the command line), over HTTP the served index scoped to the API
-key of that very request. Bad input is a typed JSON-RPC error (`INVALID_PARAMS`, with the
-ragstream error code in `data`); a refusal is a result; the server keeps serving.
+key of that very request. Given `ListChanges` (the HTTP mount of a process that syncs), the
+server advertises `resources.listChanged` and sends `notifications/resources/list_changed`
+when the listing changes. Bad input is a typed
+JSON-RPC error (`INVALID_PARAMS`, with the ragstream error code in `data`); a refusal is a
+result; the server keeps serving.
 
-    build_server(index_of, offload)   the server (tools, resources, error mapping)
-    run_stdio(index)                  serve one index over stdin/stdout until EOF
+    build_server(index_of, offload, changes)   the server (tools, resources, error mapping)
+    run_stdio(index)                           serve one index over stdin/stdout until EOF
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from urllib.parse import quote, unquote
 
 import anyio
 import mcp_types as types
-from mcp.server import Server, ServerRequestContext
+from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from ragstream.core.errors import NotFoundError, RagstreamError
+from ragstream.mcp.changes import ListChanges
 from ragstream.mcp.schemas import PAGE_SIZE
 from ragstream.mcp.tools import TOOLS, detail_of, read_span
 from ragstream.service.base import IndexService
@@ -144,9 +148,29 @@ async def _read_resource(
     )
 
 
-def build_server(index_of: IndexOf, offload: Offload | None = None) -> Server[Any]:
+class RagstreamServer(Server[Any]):
+    """The SDK's server, whose `initialize` answer advertises `resources.listChanged` where
+    `changes` are sent (the session manager asks for the options at each `initialize`)."""
+
+    changes: ListChanges | None = None
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        sent = self.changes is not None
+        options = notification_options or NotificationOptions(resources_changed=sent)
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
+
+
+def build_server(
+    index_of: IndexOf, offload: Offload | None = None, changes: ListChanges | None = None
+) -> Server[Any]:
     """The MCP server over `index_of`; `offload(fn, *args)` runs the blocking service calls
-    (default: a worker thread; the HTTP mount passes the served process's CPU pool)."""
+    (default: a worker thread; the HTTP mount passes the served process's CPU pool); each
+    session joins `changes` (if given) once its client has initialized."""
     run = offload or (lambda fn, *args: anyio.to_thread.run_sync(fn, *args))
 
     async def list_tools(
@@ -171,7 +195,7 @@ def build_server(index_of: IndexOf, offload: Offload | None = None) -> Server[An
     ) -> types.ReadResourceResult:
         return await _read_resource(await _index(index_of, ctx), run, params.uri)
 
-    return Server(
+    server = RagstreamServer(
         "ragstream",
         version=_version(),
         instructions=INSTRUCTIONS,
@@ -180,6 +204,18 @@ def build_server(index_of: IndexOf, offload: Offload | None = None) -> Server[An
         on_list_resources=list_resources,
         on_read_resource=read_resource,
     )
+    if changes is not None:
+        server.changes = changes
+
+        async def initialized(
+            ctx: ServerRequestContext[Any, Any], params: types.NotificationParams
+        ) -> None:
+            await changes.join(ctx)
+
+        server.add_notification_handler(
+            "notifications/initialized", types.NotificationParams, initialized
+        )
+    return server
 
 
 async def _index(index_of: IndexOf, ctx: ServerRequestContext[Any, Any]) -> IndexService:

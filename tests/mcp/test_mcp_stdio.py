@@ -7,9 +7,7 @@ the edit); bad input over stdio is a typed error and the next call works."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +17,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from tests.harness.mcp_client import call, http_session, stdio_session
+from tests.harness.mcp_client import call, http_session, stdio_session, watch_serve
 
 pytestmark = pytest.mark.slow  # watch --serve and mcp subprocesses
 
@@ -70,23 +68,8 @@ def test_stdio_mcp_asks_the_watching_process_and_sees_edits(tmp_path: Path) -> N
     doc = root / "tea.md"
     doc.write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
     data = tmp_path / "data"
-    env = dict(os.environ, RAGSTREAM_SYNC__DEBOUNCE_MS="100")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ragstream.cli", "watch", str(root), "--data-dir", str(data),
-         "--json", "--serve", "--port", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-    )  # fmt: skip
-    try:
-        endpoint = data / "state" / "endpoint.json"
-        deadline = time.monotonic() + 180
-        while not endpoint.exists():
-            assert time.monotonic() < deadline and proc.poll() is None, "watch --serve never served"
-            time.sleep(0.2)
-        url = json.loads(endpoint.read_text())["url"]
+    with watch_serve(root, data) as url:
         asyncio.run(_session(data, doc, url))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
 
 
 async def _as_tenant(data: Path, config: Path) -> tuple[set[str], list[str]]:
