@@ -56,6 +56,14 @@ ApiKey = Annotated[
     str | None,
     typer.Option("--api-key", envvar="RAGSTREAM_API_KEY", help="API key for --url"),
 ]
+Filters = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--filter",
+        help="KEY=VALUE, repeatable: path=SOURCE:DIR/ (doc id prefix), type=md, doc=DOC_ID",
+    ),
+]
+K = Annotated[int, typer.Option("--k", help="chunks after rerank")]
 AsUser = Annotated[
     str | None,
     typer.Option(

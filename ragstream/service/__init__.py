@@ -13,4 +13,5 @@ status   the `StatusReport` of open stores
 feed     `OutcomeFeed`: sync outcomes relayed live to subscribers
 snapshots  take, list, verify, restore (and schedule) snapshots; migrate a data dir
 exports  export an index as open records, import one into a new data dir
+periodic  `every`: a task a watch repeats on an interval (scheduled audits and snapshots)
 """

@@ -12,10 +12,8 @@ dead-letter handling and mass-delete guard apply, then the audit runs again.
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -27,12 +25,12 @@ from ragstream.core.models import FILE_STATES, ChunkRecord, FileDetail, FileReco
 from ragstream.core.settings import Settings, load_settings
 from ragstream.core.telemetry import record_drift, span
 from ragstream.flows.runtime import parser_keys_of
+from ragstream.service.periodic import every
 
 if TYPE_CHECKING:
     from ragstream.flows.runtime import Runtime
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
 
 def audited(settings: Settings, paths: Sequence[str | Path] = ()) -> Settings:
@@ -188,26 +186,14 @@ def file(
     return _over_stores(s, lambda v, lx: file_detail(s, v, lx, doc_id))
 
 
-@contextmanager
-def scheduled_verify(rt: Runtime, settings: Settings) -> Iterator[None]:
+def scheduled_verify(rt: Runtime, settings: Settings) -> AbstractContextManager[None]:
     """`watch`'s audit: every `verify.every_s`, `verify.sample` random documents (0: all),
     between index batches (under the runtime's lock). Its counts reach `status` and the
     `ragstream.index.drift` gauge; a failing audit is logged and never stops the watch."""
-    stop = threading.Event()
     sample = settings.verify.sample or None
 
-    def loop() -> None:
-        while not stop.wait(settings.verify.every_s):
-            try:
-                with rt.lock.read():
-                    verify_stores(audited(settings), rt.vectors, rt.lexical, sample)
-            except Exception as exc:
-                log.warning("scheduled verify failed: %s", exc)
+    def audit_once() -> None:
+        with rt.lock.read():
+            verify_stores(audited(settings), rt.vectors, rt.lexical, sample)
 
-    thread = threading.Thread(target=loop, name="ragstream-verify", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=60)
+    return every(settings.verify.every_s, "verify", audit_once, join_s=60)

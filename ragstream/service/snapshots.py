@@ -7,13 +7,10 @@ The file layer is `connectors.snapshot_files`; this module adds the counts and t
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,9 +35,8 @@ from ragstream.core.snapshot import (
     ragstream_version,
 )
 from ragstream.flows.runtime import Runtime
+from ragstream.service.periodic import every
 from ragstream.service.stores import open_live
-
-log = logging.getLogger(__name__)
 
 
 def snapshots_dir(settings: Settings) -> Path:
@@ -198,26 +194,14 @@ def prune(settings: Settings, keep: int) -> list[Path]:
     return gone
 
 
-@contextmanager
-def scheduled(rt: Runtime, settings: Settings) -> Iterator[None]:
+def scheduled(rt: Runtime, settings: Settings) -> AbstractContextManager[None]:
     """`watch`'s snapshots: one every `snapshot.every` seconds, taken between index batches
     (writers wait, queries do not), then all but the newest `snapshot.keep` removed. A
     failing snapshot is logged and never stops the watch."""
-    stop = threading.Event()
 
-    def loop() -> None:
-        while not stop.wait(settings.snapshot.every):
-            try:
-                side = rt.sides.live
-                take(settings, (side.collection, side.vectors), rt.lexical, rt.lock)
-                prune(settings, settings.snapshot.keep)
-            except Exception as exc:
-                log.warning("scheduled snapshot failed: %s", exc)
+    def snapshot_once() -> None:
+        side = rt.sides.live
+        take(settings, (side.collection, side.vectors), rt.lexical, rt.lock)
+        prune(settings, settings.snapshot.keep)
 
-    thread = threading.Thread(target=loop, name="ragstream-snapshot", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=600)
+    return every(settings.snapshot.every, "snapshot", snapshot_once, join_s=600)
