@@ -26,12 +26,20 @@ CHARS = 1200  # characters kept per text before tokenizing (>> max_length word p
 
 class OnnxCrossEncoder:
     """`model_dir/model.onnx` + `tokenizer.json`, described by `model_dir/<meta_name>`;
-    `what` names the model in the error a missing or broken directory raises."""
+    `what` names the model in the error a missing or broken directory raises. The metadata,
+    the tokenizer and the model file's presence are checked at once; the onnxruntime session
+    opens then (`eager`) or on the first `logits` call, so a model a path never reads costs
+    nothing (a model file onnxruntime cannot open is then a `ModelUnavailableError` there)."""
 
     def __init__(
-        self, model_dir: Path | str, meta_name: str, what: str, *, threads: int = 0
+        self,
+        model_dir: Path | str,
+        meta_name: str,
+        what: str,
+        *,
+        threads: int = 0,
+        eager: bool = True,
     ) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         root = Path(model_dir)
@@ -42,19 +50,45 @@ class OnnxCrossEncoder:
             )
             self.max_length = int(self.meta.get("max_length", 128))
             tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads or min(4, usable_cpus())
-            options.inter_op_num_threads = 1
-            self._session = ort.InferenceSession(
-                str(root / "model.onnx"), options, providers=["CPUExecutionProvider"]
-            )
+            if not (root / "model.onnx").is_file():
+                raise FileNotFoundError(f"no model.onnx in {root}")
         except Exception as exc:
             raise ModelUnavailableError(f"cannot load {what} from {root}: {exc}") from exc
         tokenizer.enable_truncation(self.max_length, strategy="longest_first")
         tokenizer.no_padding()  # each length-sorted mini-batch is padded to its own width
         self._tokenizer = tokenizer
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._root, self._what, self._threads = root, what, threads
+        self._session: Any = None
+        self._inputs: set[str] = set()
         self._lock = threading.Lock()  # one tokenizer's padding/truncation state, shared
+        self._opening = threading.Lock()  # the session opens once
+        if eager:
+            self._opened()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the onnxruntime session is open."""
+        return self._session is not None
+
+    def _opened(self) -> Any:
+        with self._opening:
+            if self._session is None:
+                import onnxruntime as ort
+
+                try:
+                    options = ort.SessionOptions()
+                    options.intra_op_num_threads = self._threads or min(4, usable_cpus())
+                    options.inter_op_num_threads = 1
+                    session = ort.InferenceSession(
+                        str(self._root / "model.onnx"), options, providers=["CPUExecutionProvider"]
+                    )
+                except Exception as exc:
+                    raise ModelUnavailableError(
+                        f"cannot load {self._what} from {self._root}: {exc}"
+                    ) from exc
+                self._inputs = {i.name for i in session.get_inputs()}
+                self._session = session
+        return self._session
 
     def logits(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> Any:
         """(n, outputs) float32 logits, one row per pair, in order."""
@@ -63,10 +97,11 @@ class OnnxCrossEncoder:
             return np.zeros((0, 1), dtype=np.float32)
         with self._lock:
             encoded = self._tokenizer.encode_batch(clipped)
+        session = self._session or self._opened()
         out: Any = None
         for rows, feeds in padded_batches(encoded, batch_size):
             wanted = {k: v for k, v in feeds.items() if k in self._inputs}
-            logits = np.asarray(self._session.run(None, wanted)[0], dtype=np.float32)
+            logits = np.asarray(session.run(None, wanted)[0], dtype=np.float32)
             if out is None:
                 out = np.zeros((len(clipped), logits.shape[1]), dtype=np.float32)
             out[rows] = logits

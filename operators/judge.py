@@ -41,9 +41,16 @@ class SupportJudge:
     WHAT = "the support judge"
 
     def __init__(
-        self, model_dir: Path | str = BUNDLED, *, threads: int = 0, memo: int = 4096
+        self,
+        model_dir: Path | str = BUNDLED,
+        *,
+        threads: int = 0,
+        memo: int = 4096,
+        eager: bool = True,
     ) -> None:
-        self._model = OnnxCrossEncoder(model_dir, self.META, self.WHAT, threads=threads)
+        self._model = OnnxCrossEncoder(
+            model_dir, self.META, self.WHAT, threads=threads, eager=eager
+        )
         self.max_length = self._model.max_length
         self.model_dir = Path(model_dir)
         self.version = str(self._model.meta.get("version", f"{self.META[:-5]}-unversioned"))
@@ -53,6 +60,11 @@ class SupportJudge:
         # read many of the same (sentence, question) pairs: each is scored once
         self._memo: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._memo_size = memo
+
+    @property
+    def loaded(self) -> bool:
+        """Whether its onnxruntime session is open (a lazy judge opens it on first use)."""
+        return self._model.loaded
 
     def probabilities(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> Any:
         """(n, labels) probabilities, one row per pair: [unrelated, supports, contradicts]
@@ -81,8 +93,8 @@ class SupportJudge:
 
 @cache
 def bundled_judge() -> SupportJudge:
-    """The shipped judge, loaded once per process."""
-    return SupportJudge(BUNDLED)
+    """The shipped judge, loaded once per process (its session opens on first use)."""
+    return SupportJudge(BUNDLED, eager=False)
 
 
 def model_dir(spec: str | None, bundled: Path) -> Path | None:
@@ -110,5 +122,12 @@ def judge_dir(spec: str | None) -> Path | None:
 
 
 def load_judge(spec: str | None) -> SupportJudge | None:
-    """None for "none"/"off"/""; the shipped judge for "bundled"; else a model directory."""
-    return load_model(spec, BUNDLED, bundled_judge, SupportJudge)
+    """None for "none"/"off"/""; the shipped judge for "bundled"; else a model directory.
+    Only the verifier reads it, so its session opens on the first verified answer: a
+    retrieval or a `generate=False` answer never opens it."""
+    return load_model(spec, BUNDLED, bundled_judge, lazy_judge)
+
+
+def lazy_judge(where: Path) -> SupportJudge:
+    """The support judge in `where`, its session opened on first use."""
+    return SupportJudge(where, eager=False)

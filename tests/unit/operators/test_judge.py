@@ -76,6 +76,20 @@ def test_a_missing_or_broken_model_is_a_clear_error(tmp_path: Path) -> None:
         SupportJudge(tmp_path)
 
 
+def test_a_lazy_judge_opens_its_model_on_first_use(tmp_path: Path) -> None:
+    lazy = SupportJudge(BUNDLED, eager=False)
+    assert not lazy.loaded and lazy.version == SupportJudge(BUNDLED).version
+    probs = lazy.probabilities([(FACTS[0], FACTS[0])])
+    assert lazy.loaded and probs.shape == (1, 3)
+    # a model file onnxruntime cannot open: a clear error at first use, not at load
+    for name in ("tokenizer.json", "judge.json"):
+        (tmp_path / name).write_bytes((BUNDLED / name).read_bytes())
+    (tmp_path / "model.onnx").write_bytes(b"\x00" * 64)
+    broken = SupportJudge(tmp_path, eager=False)
+    with pytest.raises(ModelUnavailableError, match="support judge"):
+        broken.probabilities([("a", "b")])
+
+
 def test_judge_specs() -> None:
     assert load_judge("none") is None and load_judge("") is None and load_judge(None) is None
     assert load_judge("bundled") is bundled_judge()

@@ -9,7 +9,9 @@ the OpenAI-compatible stub (tests/conftest.py), so the awaited runs await a real
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from conftest import Stub
 from ragstream import api
 from ragstream.core.answers import QueryRequest
 from ragstream.core.settings import Settings, SourceConfig
+from ragstream.operators.judge import BUNDLED, load_judge
 from ragstream.query import pipelines
 from ragstream.query.engine import QueryEngine
 from ragstream.query.generate import OpenAIGenerator
@@ -105,6 +108,28 @@ def test_the_public_methods_run_their_pipelines(engine: QueryEngine) -> None:
         pipelines.DECIDE, undecided
     ).answer.model_dump(exclude=UNTIMED)
     assert answered.refusal is None and answered.query == QUESTION
+
+
+def test_only_a_verified_answer_opens_the_support_judge(
+    engine: QueryEngine, stub: Stub, tmp_path: Path
+) -> None:
+    """The verifier alone reads the support judge: a retrieval and a `generate=False`
+    answer leave its model unopened; the first answer whose claims it must judge (a
+    generator's paraphrase, not a sentence copied from a source) opens it."""
+    link = tmp_path / "judge"
+    link.symlink_to(BUNDLED)  # another path: not the process's shared bundled judge
+    judge = load_judge(str(link))
+    assert judge is not None and not judge.loaded
+    models = dataclasses.replace(engine.models, support_judge=judge)
+    fresh = QueryEngine(engine.settings, engine.retriever, models)
+    fresh.retrieve(QueryRequest(query=QUESTION))
+    decided = fresh.answer(QueryRequest(query=QUESTION, generate=False))
+    assert decided.refusal is None and not judge.loaded
+    fresh.answer(QueryRequest(query=QUESTION))  # extractive: copied sentences
+    paraphrasing = with_endpoint(fresh, stub)
+    stub.default = "Sourdough rises because a starter of wild yeast leavens it [S1]."
+    answered = paraphrasing.answer(QueryRequest(query=QUESTION))
+    assert answered.claims and judge.loaded
 
 
 def test_a_stage_added_in_one_line_runs_and_shows_in_the_spans(
