@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 import uuid
+from collections.abc import Collection
 from pathlib import PurePosixPath
 
 import xxhash
@@ -29,6 +30,18 @@ def source_of(doc: str) -> str:
     'handbook'
     """
     return doc.split(":", 1)[0]
+
+
+def in_sources(doc: str, own: Collection[str] | None) -> bool:
+    """Whether a doc id belongs to one of the `own` sources (None: every source): the tenant
+    rule of a caller's view of the live feed.
+
+    >>> in_sources("handbook:a.md", {"handbook"}), in_sources("wiki:b.md", {"handbook"})
+    (True, False)
+    >>> in_sources("wiki:b.md", None)
+    True
+    """
+    return own is None or source_of(doc) in own
 
 
 def normalize_text(text: str) -> str:

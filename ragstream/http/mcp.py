@@ -19,7 +19,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 
 from ragstream.core.errors import AuthError, RagstreamError
-from ragstream.core.ids import source_of
+from ragstream.core.ids import in_sources
 from ragstream.http.admission import Receive, Scope, Send
 from ragstream.http.deps import Serving, caller_tenants
 from ragstream.http.errors import user_error
@@ -48,7 +48,7 @@ class McpEndpoint:
             if key is None:
                 return None
             own = serving.settings.sources_of((await caller_tenants(ctx.request, serving)).tenants)
-            return key, lambda doc_id: own is None or source_of(doc_id) in own
+            return key, lambda doc_id: in_sources(doc_id, own)
 
         # the operator's view of the feed; each session is told of its own tenants' documents
         self.changes = (

@@ -28,7 +28,7 @@ from ragstream.connectors.state import VerifyBook
 from ragstream.connectors.stores import configured_live, open_lexical_index
 from ragstream.core.answers import Answer, ChatRequest, QueryFilters, QueryRequest, Retrieval
 from ragstream.core.errors import InvalidRequestError, NotFoundError, NotReadyError
-from ragstream.core.ids import source_of
+from ragstream.core.ids import in_sources, source_of
 from ragstream.core.models import (
     DocOutcome,
     FileDetail,
@@ -398,7 +398,7 @@ def _outcomes(
             except queue.Empty:
                 yield None
                 continue
-            if own is None or source_of(outcome.doc_id) in own:
+            if in_sources(outcome.doc_id, own):
                 yield outcome
 
 
