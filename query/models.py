@@ -5,9 +5,9 @@
 (`query.answerable.judge`) and the calibrated decision fitted with it
 (`query.answerable.decision`).
 Nothing is loaded on import, and the support judge's model opens on the first answer it
-verifies (a retrieval or a `generate=False` answer never reads it). The generator is not among them: the extractive one reads
-the embedder of the collection an answer pinned, and an endpoint one is an HTTP client,
-so each engine makes its own.
+verifies (a retrieval or a `generate=False` answer never reads it). The generator is not
+among them: the extractive one reads the embedder of the collection an answer pinned, and
+an endpoint one is an HTTP client, so each engine makes its own.
 """
 
 from __future__ import annotations
