@@ -1,7 +1,10 @@
 """Snapshot, restore, export and import against rebuilding the index from its folder.
 
-Writes N SciFact abstracts as Markdown files, syncs them into a fresh data dir (the rebuild:
-parse, chunk, embed, write; the model load included), then on that index times:
+Writes N SciFact abstracts as Markdown files (`--copies C`: the N written C times, copy k >= 1
+with a citation mark `[k]` ending each sentence, so no chunk's text is another copy's: each
+is embedded, none reused), syncs them into a fresh data dir with
+`--embedder` (the rebuild: parse, chunk, embed, write; the model load included), then on
+that index times:
 
 - `snapshot create` (through `Client.snapshot()`, its size), `snapshot verify` (every
   checksum, then the counts read back) and `snapshot restore` into a new dir;
@@ -12,13 +15,15 @@ parse, chunk, embed, write; the model load included), then on that index times:
 
 The point is the ratio to a rebuild (target: restore <= 1/10 of it).
 
-    .venv/bin/python bench/snapshot.py [--docs 500] [--queries 40]
+    .venv/bin/python bench/snapshot.py [--docs 500] [--copies 1] [--embedder minilm-l6]
+        [--queries 40]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import threading
@@ -36,6 +41,20 @@ from tests.harness.scifact import SCIFACT, corpus, pct, write_markdown
 def _questions(n: int) -> list[str]:
     with (SCIFACT / "queries.jsonl").open() as fh:
         return [json.loads(line)["text"] for _, line in zip(range(n), fh, strict=False)]
+
+
+def _marked(doc: dict[str, str], copy: int) -> dict[str, str]:
+    """Copy `copy` of an abstract: a citation mark `[copy]` ends each of its sentences."""
+    return {**doc, "text": re.sub(r"([.!?])(\s+|$)", rf" [{copy}]\1\2", doc["text"])}
+
+
+def _write_copies(docs: list[dict[str, str]], copies: int, folder: Path) -> None:
+    """`docs` once per copy, copy k under `folder/copy-k` (copy 0 as SciFact has it)."""
+    if copies == 1:
+        write_markdown(docs, folder)
+        return
+    for k in range(copies):
+        write_markdown([_marked(d, k) if k else d for d in docs], folder / f"copy-{k}")
 
 
 def _timed(run: object) -> tuple[float, object]:
@@ -71,15 +90,18 @@ def _in_thread(run: Callable[[], list[float]]) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=500, help="SciFact abstracts to index")
+    ap.add_argument("--copies", type=int, default=1, help="times the abstracts are written")
+    ap.add_argument("--embedder", default="minilm-l6", help="preset (minilm-l6, static, ...)")
     ap.add_argument("--queries", type=int, default=40, help="retrieve questions per round")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as tmp:
         root = Path(tmp)
         folder = root / "docs"
-        write_markdown(corpus(args.docs), folder)
-        settings = Settings(data_dir=root / "data")
+        _write_copies(corpus(args.docs), args.copies, folder)
+        settings = Settings(data_dir=root / "data", embedder=args.embedder)
         rebuild_s, report = _timed(lambda: api.sync([folder], settings=settings))
-        chunks = report.chunks_embedded  # type: ignore[attr-defined]
+        chunks = report.chunks_live  # type: ignore[attr-defined]
+        embedded = report.chunks_embedded  # type: ignore[attr-defined]
         questions = _questions(args.queries)
         with Client(settings=settings) as c:
             _latencies(c, questions, None)  # a warm-up round: models loaded, caches warm
@@ -112,7 +134,10 @@ def main() -> None:
             ("export parquet", export_parquet_s, parquet.stat().st_size),
             ("import parquet", import_s, None),
         ]
-    print(f"{args.docs} SciFact abstracts, {chunks} chunks (MiniLM-L6, Qdrant Edge, sparse BM25)")
+    print(
+        f"{args.docs} SciFact abstracts x {args.copies}, {chunks} chunks, {embedded} embedded "
+        f"by the rebuild ({args.embedder}, Qdrant Edge, sparse BM25)"
+    )
     print(f"{'step':34} {'seconds':>9} {'x rebuild':>10} {'size MB':>9}")
     for name, seconds, size in rows:
         mb = f"{size / 1e6:9.1f}" if size is not None else f"{'':>9}"
