@@ -1,6 +1,7 @@
 """Floor 2: where documents come from (sources) and where chunks go (vector + lexical stores).
 
 - `audit`: the index audit, every source compared with both stores per document.
+- `backends`: the Qdrant backend a store kind names (Edge or a server), imported on use.
 - `data_format`: the data dir's storage format record, its check and forward migrations.
 - `export_files`: export records as JSON lines or Parquet, written and read a batch at a time.
 - `fs`: the folder source: files listed by a walk, read whole, followed by watchdog.

@@ -14,6 +14,15 @@ one (`ensure_format`):
   is refused instead, with the command to run (`ragstream migrate --data-dir D`);
 - a data dir without a record that holds an index was written before the record existed:
   format 0, whose layout is format 1's (its step records the format and rewrites nothing).
+
+A step is given the settings of the data dir it migrates (`Settings.data_dir` is that dir):
+the stores it rewrites are the ones those settings open (through `connectors.backends`).
+
+- 0 -> 1: records the format.
+- 1 -> 2: clears the `readers` of every tombstone in the index's collections, which format 1
+  kept when it tombstoned a point. From format 2 on a tombstone has no readers, so a search
+  filtered by readers sends no status condition (`SearchFilter.status_condition`); a format
+  1 tombstone would match it.
 """
 
 from __future__ import annotations
@@ -26,9 +35,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ragstream.connectors.backends import backend_of
 from ragstream.connectors.snapshot_files import write_snapshot
 from ragstream.connectors.state import read_json, write_json_atomic
+from ragstream.connectors.vector_stores import RetryPolicy
 from ragstream.core.errors import StorageFormatError
+from ragstream.core.settings import Settings
 from ragstream.core.snapshot import (
     STORAGE_FORMAT,
     SnapshotManifest,
@@ -43,21 +55,44 @@ PRE_MIGRATION = "-format"  # in the name of a snapshot taken before a migration
 
 @dataclass(frozen=True)
 class Migration:
-    """One step from format `n` to `n + 1`: `apply(data_dir)` rewrites what changed;
-    `rewrites` says whether it changes stored data (then a snapshot is taken first)."""
+    """One step from format `n` to `n + 1`: `apply(settings)` rewrites what changed in the
+    data dir `settings.data_dir` and the stores `settings` open; `rewrites` says whether it
+    changes stored data (then a snapshot is taken first)."""
 
     description: str
-    apply: Callable[[Path], None]
+    apply: Callable[[Settings], None]
     rewrites: bool
 
 
-def _nothing(data_dir: Path) -> None:
+def _nothing(settings: Settings) -> None:
     """Format 0 is format 1 without its record: the step only records the format."""
+
+
+def clear_tombstone_readers(settings: Settings) -> int:
+    """Format 1 tombstones kept their `readers`: cleared in each collection of the index
+    `settings` describe (opened without its sparse vectors: a payload write only); the
+    tombstones there are."""
+    s = settings
+    backend = backend_of(s.store.vector_backend)
+    base, name, url = s.vectors_dir, s.store.index_name, s.store.qdrant_url
+    tombstones = 0
+    for embedder in backend.list(base, name, url).values():
+        store = backend.open_store(base, name, embedder, url, RetryPolicy.from_settings(s))
+        try:
+            tombstones += store.clear_tombstone_readers()
+        finally:
+            store.close()
+    return tombstones
+
+
+def _clear_tombstone_readers(settings: Settings) -> None:
+    clear_tombstone_readers(settings)
 
 
 # MIGRATIONS[n] takes a data dir from format n to n + 1; a format change adds its step here
 MIGRATIONS: dict[int, Migration] = {
     0: Migration("record the storage format (the layout is unchanged)", _nothing, False),
+    1: Migration("clear the readers of tombstoned points", _clear_tombstone_readers, True),
 }
 
 
@@ -109,10 +144,11 @@ def too_new(where: Path, found: int, written_by: str) -> StorageFormatError:
     )
 
 
-def ensure_format(data_dir: Path, migrate: str = "auto", creating: bool = False) -> None:
-    """Open `data_dir` at the current format: refuse a newer one, migrate an older one
-    (`migrate="auto"`) or refuse it with the command (`"ask"`); with `creating`, a new data
-    dir gets the current record."""
+def ensure_format(settings: Settings, creating: bool = False) -> None:
+    """Open `settings.data_dir` at the current format: refuse a newer one, migrate an older
+    one (`store.migrate = "auto"`) or refuse it with the command (`"ask"`); with `creating`,
+    a new data dir gets the current record."""
+    data_dir = settings.data_dir
     found = recorded_format(data_dir)
     if found == STORAGE_FORMAT:
         return
@@ -122,13 +158,13 @@ def ensure_format(data_dir: Path, migrate: str = "auto", creating: bool = False)
         return
     if found > STORAGE_FORMAT:
         raise too_new(data_dir, found, _written_by(data_dir))
-    if migrate != "auto":
+    if settings.store.migrate != "auto":
         raise StorageFormatError(
             f"{data_dir} has storage format {found}, this ragstream writes {STORAGE_FORMAT}: "
             f"run `ragstream migrate --data-dir {data_dir}` (it snapshots the data dir first "
             f"when a step rewrites data), or set store.migrate = 'auto'"
         )
-    migrate_forward(data_dir)
+    migrate_forward(settings)
 
 
 @contextmanager
@@ -143,10 +179,12 @@ def _migration_lock(data_dir: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def migrate_forward(data_dir: Path, snapshot: bool = True) -> list[str]:
-    """Take `data_dir` to `STORAGE_FORMAT`, one recorded step at a time; the descriptions
-    of the steps run (none when it is current). A snapshot comes first when a step rewrites
-    data (`snapshot=False`: the caller holds a copy, e.g. a restore's own file)."""
+def migrate_forward(settings: Settings, snapshot: bool = True) -> list[str]:
+    """Take `settings.data_dir` to `STORAGE_FORMAT`, one recorded step at a time; the
+    descriptions of the steps run (none when it is current). A snapshot comes first when a
+    step rewrites data (`snapshot=False`: the caller holds a copy, e.g. a restore's own
+    file)."""
+    data_dir = settings.data_dir
     with _migration_lock(data_dir):
         found = recorded_format(data_dir)
         if found is None or found == STORAGE_FORMAT:
@@ -158,7 +196,7 @@ def migrate_forward(data_dir: Path, snapshot: bool = True) -> list[str]:
             snapshot_before(data_dir, found)
         done = []
         for n, step in steps:
-            step.apply(data_dir)
+            step.apply(settings)
             record_format(data_dir, n + 1)  # a crash resumes from the next step
             done.append(f"format {n} -> {n + 1}: {step.description}")
         return done

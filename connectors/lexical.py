@@ -126,16 +126,17 @@ def chunk_terms(chunk: IndexedChunk) -> dict[str, tuple[str, ...]]:
         "status": (chunk.status,),
         "doc_id": (chunk.doc_id,),
         "tenant": (chunk.tenant,),
-        "readers": chunk.readers,
+        "readers": chunk.readers if chunk.status == "live" else (),  # a tombstone: nobody's
         "file_type": (chunk.file_type,),
         "doc_prefixes": tuple(doc_prefixes(chunk.doc_id)),
     }
 
 
 def filter_clauses(flt: SearchFilter, status: str = "live") -> Clauses:
-    """Conjunction of (field, any-of values); `status` (a search's: live) is always the
-    first clause."""
-    clauses: Clauses = [("status", (status,))]
+    """Conjunction of (field, any-of values); `status` (a search's: live) is the first
+    clause unless the filter implies it (`SearchFilter.status_condition`)."""
+    held = flt.status_condition(status)
+    clauses: Clauses = [] if held is None else [("status", (held,))]
     for field, values in (
         ("doc_id", flt.doc_ids),
         ("tenant", flt.tenants),
@@ -201,10 +202,11 @@ class _BatchedIndex(ABC):
             self._pending[chunk.point_id] = chunk
 
     def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:
-        """Keep the text, flip status; an existing tombstone keeps its original deleted_at."""
+        """Keep the text, flip status and clear the readers (as the vector store's
+        `tombstone`); an existing tombstone keeps its original deleted_at."""
         for chunk in self.get(point_ids):
             if chunk.status == "live":
-                update = {"status": "deleted", "deleted_at": deleted_at}
+                update = {"status": "deleted", "deleted_at": deleted_at, "readers": ()}
                 self._pending[chunk.point_id] = chunk.model_copy(update=update)
 
     def live_doc_ids(self) -> dict[str, set[str]]:

@@ -36,7 +36,8 @@ def parsed_elsewise(held: str, path: str, parser: ParserKeys | None) -> bool:
 
 
 class SearchFilter(BaseModel):
-    """Store-side filter. `status="live"` is always applied; the rest narrows further."""
+    """Store-side filter over live points; the rest narrows further. Every store builds its
+    conditions from `status_condition` and the allow-lists below."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -46,6 +47,14 @@ class SearchFilter(BaseModel):
     readers: tuple[str, ...] | None = None
     path_prefix: str | None = None  # matched on doc_id prefix (`source:dir/`)
     file_types: tuple[str, ...] | None = None
+
+    def status_condition(self, status: str = "live") -> str | None:
+        """The status a matching point must have; None when the filter already implies it.
+        A tombstone clears its point's `readers` (every store, `tombstone`), so a `readers`
+        allow-list matches live points only: a search filtered by readers sends that one
+        condition, not two (the BM25 leg checks each condition on every candidate;
+        docs/guide/permissions.md, "Cost")."""
+        return None if status == "live" and self.readers is not None else status
 
 
 class Hit(BaseModel):

@@ -260,7 +260,7 @@ class EdgeVectorStore(BaseQdrantStore):
 
 
 class EdgeBackend:
-    """`stores.Backend` for Edge: pointer and metadata are plain files, no engine."""
+    """`backends.Backend` for Edge: pointer and metadata are plain files, no engine."""
 
     def open_store(
         self,

@@ -385,7 +385,7 @@ class QdrantClientVectorStore(BaseQdrantStore):
 
 
 class QdrantBackend:
-    """`stores.Backend` for qdrant-client: alias + collection metadata.
+    """`backends.Backend` for qdrant-client: alias + collection metadata.
 
     Each method is one idempotent retry unit (it re-reads the aliases it acts on), so a
     request that timed out after the server applied it is safe to repeat.

@@ -1,18 +1,18 @@
 """Opening a store by its kind: the one place that picks an implementation.
 
 `open_vector_store`, the live pointer and the collection functions go to the Qdrant backend a
-kind names (`edge`: `connectors.qdrant_edge`, `qdrant`: `connectors.qdrant_server`, each
-imported on first use); `open_lexical_index` opens the BM25 index a kind names (`tantivy` or
-`rank-bm25` from `connectors.lexical`, `sparse` from `connectors.sparse`). No module it picks
-among imports this one, so choosing an implementation never closes an import cycle.
+kind names (`connectors.backends`: `edge` or `qdrant`); `open_lexical_index` opens the BM25
+index a kind names (`tantivy` or `rank-bm25` from `connectors.lexical`, `sparse` from
+`connectors.sparse`). No module it picks among imports this one, so choosing an
+implementation never closes an import cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
+from ragstream.connectors.backends import backend_of as _backend
 from ragstream.connectors.data_format import ensure_format
 from ragstream.connectors.lexical import RankBM25Index, TantivyIndex
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
@@ -22,54 +22,6 @@ from ragstream.core.models import EmbedderVersion
 from ragstream.core.settings import Settings
 
 # --- vector stores and the live pointer ------------------------------------------------------
-
-
-class Backend(Protocol):
-    """What `connectors.qdrant_edge` and `connectors.qdrant_server` each provide."""
-
-    def open_store(
-        self,
-        base_dir: Path,
-        index_name: str,
-        embedder: EmbedderVersion,
-        url: str | None,
-        retry: RetryPolicy | None = None,
-        sparse: bool = False,
-    ) -> BaseQdrantStore: ...
-
-    def read_live(
-        self, base_dir: Path, index_name: str, url: str | None
-    ) -> tuple[str, EmbedderVersion] | None: ...
-
-    def write_live(
-        self, base_dir: Path, index_name: str, collection: str, url: str | None
-    ) -> None: ...
-
-    def drop(self, base_dir: Path, index_name: str, collection: str, url: str | None) -> bool:
-        """Delete a collection of this index for good; False if there was none.
-
-        Refuses (ValueError) the collection the live pointer names, a name that is not one of
-        this index's collections, and (StoreBusyError) a collection open in this process.
-        """
-        ...
-
-    def list(self, base_dir: Path, index_name: str, url: str | None) -> dict[str, EmbedderVersion]:
-        """This index's collections with the embedder version recorded on each."""
-        ...
-
-
-def _backend(kind: str) -> Backend:
-    """The backend a store kind names, imported on first use: the edge path never pays for
-    importing qdrant-client, nor the server path for qdrant-edge."""
-    if kind == "edge":
-        from ragstream.connectors import qdrant_edge
-
-        return qdrant_edge.BACKEND
-    if kind == "qdrant":
-        from ragstream.connectors import qdrant_server
-
-        return qdrant_server.BACKEND
-    raise ValueError(f"unknown vector store kind {kind!r} (expected 'edge' or 'qdrant')")
 
 
 def open_vector_store(
@@ -121,7 +73,7 @@ def open_configured(settings: Settings, embedder: EmbedderVersion) -> BaseQdrant
     """`open_vector_store` with the backend, location, index and retry policy of `settings`,
     once the data dir is at the current storage format (a new one records it)."""
     s = settings
-    ensure_format(s.data_dir, s.store.migrate, creating=True)
+    ensure_format(s, creating=True)
     return open_vector_store(
         s.store.vector_backend,
         s.vectors_dir,
@@ -137,7 +89,7 @@ def configured_live(settings: Settings) -> tuple[str, EmbedderVersion] | None:
     """`live_collection` of the index `settings` describe, once its data dir is at the
     current storage format (`connectors.data_format`)."""
     s = settings
-    ensure_format(s.data_dir, s.store.migrate)
+    ensure_format(s)
     return live_collection(
         s.store.vector_backend, s.vectors_dir, s.store.index_name, s.store.qdrant_url
     )

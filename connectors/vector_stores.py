@@ -106,6 +106,8 @@ def chunk_payload(chunk: IndexedChunk, keep_lexical: bool = False) -> dict[str, 
     drop = {"point_id"} if keep_lexical else {"point_id", "lexical_context"}
     payload = chunk.model_dump(mode="json", exclude=drop)
     payload["doc_prefixes"] = doc_prefixes(chunk.doc_id)
+    if chunk.status != "live":  # a tombstone is nobody's to read (`tombstone`)
+        payload["readers"] = []
     return payload
 
 
@@ -149,11 +151,13 @@ LIVE = Match("status", "live")
 
 def search_conditions(flt: SearchFilter, status: str = "live") -> list[Condition] | None:
     """The store-side filter of a search (all conditions must hold) over points of `status`
-    (a count may ask for tombstones); None = matches nothing.
+    (a count may ask for tombstones; a `readers` allow-list implies live:
+    `SearchFilter.status_condition`); None = matches nothing.
 
     An empty allow-list (e.g. `tenants=()`) allows nothing: it must never widen to "all".
     """
-    conds: list[Condition] = [Match("status", status)]
+    held = flt.status_condition(status)
+    conds: list[Condition] = [] if held is None else [Match("status", held)]
     allow = (
         ("doc_id", flt.doc_ids),
         ("tenant", flt.tenants),
@@ -285,11 +289,12 @@ class BaseQdrantStore(ABC):
 
     def set_readers(self, chunks: Sequence[IndexedChunk]) -> None:
         """Payload-only update of who may read each chunk (a permission change: nothing
-        re-read, nothing re-embedded)."""
+        re-read, nothing re-embedded). Live points only: a tombstone never gets readers
+        back (a search filtered by readers sends no status condition)."""
         for chunk in chunks:
             payload = chunk_payload(chunk, self.sparse)
             update = {k: payload[k] for k in READER_FIELDS}
-            self._set_payload([HasIds((chunk.point_id,))], update)
+            self._set_payload([HasIds((chunk.point_id,)), LIVE], update)
 
     def readable_docs(self, readers: Sequence[str], doc_id: str | None = None) -> set[str]:
         """The doc ids (of `doc_id` alone, when given) with a live point whose `readers`
@@ -314,9 +319,9 @@ class BaseQdrantStore(ABC):
 
     def set_positions(self, chunks: Sequence[IndexedChunk]) -> None:
         fields = POSITION_FIELDS + DOC_FIELDS + (("lexical_context",) if self.sparse else ())
-        for chunk in chunks:
+        for chunk in chunks:  # live points only, as `set_readers` (DOC_FIELDS hold readers)
             payload = chunk_payload(chunk, self.sparse)
-            self._set_payload([HasIds((chunk.point_id,))], {k: payload[k] for k in fields})
+            self._set_payload([HasIds((chunk.point_id,)), LIVE], {k: payload[k] for k in fields})
         if self.sparse and chunks:  # a moved or retitled chunk's BM25 text changed too
             for start in range(0, len(chunks), BATCH):
                 part = chunks[start : start + BATCH]
@@ -349,9 +354,20 @@ class BaseQdrantStore(ABC):
             raise RuntimeError(f"{self.collection} was opened without its BM25 sparse vectors")
 
     def tombstone(self, point_ids: Sequence[str], deleted_at: float) -> None:
+        """Soft delete; the point's `readers` are cleared with it, so that a `readers`
+        allow-list alone matches live points only (`SearchFilter.status_condition`)."""
         for ids in batches(point_ids):
-            update = {"status": "deleted", "deleted_at": float(deleted_at)}
+            update = {"status": "deleted", "deleted_at": float(deleted_at), "readers": []}
             self._set_payload([HasIds(ids), LIVE], update)
+
+    def clear_tombstone_readers(self) -> int:
+        """Clear the `readers` of every tombstone (points tombstoned before `tombstone`
+        cleared them: the storage format 2 migration); how many tombstones there are."""
+        deleted: list[Condition] = [Match("status", "deleted")]
+        n = self._count(deleted)
+        if n:
+            self._set_payload(deleted, {"readers": []})
+        return n
 
     def gc(self, older_than: float) -> int:
         """Counted before deleting: the engines' delete-by-filter does not report a count."""

@@ -307,7 +307,7 @@ class Indexer:
         with span("ingest.restamp", chunks=len(changed)):
             if not self.lexical.shares_points:
                 by_id = {c.point_id: c for c in changed}
-                held_bm25 = self.lexical.get(list(by_id))
+                held_bm25 = [c for c in self.lexical.get(list(by_id)) if c.status == "live"]
                 self.lexical.upsert([stamped(c, by_id[c.point_id]) for c in held_bm25])
                 self.lexical.commit()
             for side in (live, *self.sides.others):

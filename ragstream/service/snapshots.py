@@ -123,10 +123,10 @@ def _unpacked(settings: Settings, path: Path, into: Path) -> SnapshotManifest:
     if head.storage_format > STORAGE_FORMAT:
         raise too_new(path, head.storage_format, head.ragstream_version)
     manifest = checked(path, unpack_to=into)
-    migrate_forward(into, snapshot=False)
+    there = settings.model_copy(update={"data_dir": into})
+    migrate_forward(there, snapshot=False)
     if manifest.counts is None:  # taken before a migration: the checksums are the proof
         return manifest
-    there = settings.model_copy(update={"data_dir": into})
     with open_live(there) as live:
         if live is None:
             raise BadSnapshotError(f"{path}: it holds no live collection")
@@ -181,7 +181,7 @@ def migrate(settings: Settings) -> list[str]:
     is current. A snapshot is taken first when a step rewrites data."""
     if not settings.data_dir.is_dir():
         raise InvalidRequestError(f"no data dir {settings.data_dir}")
-    return migrate_forward(settings.data_dir)
+    return migrate_forward(settings)
 
 
 def prune(settings: Settings, keep: int) -> list[Path]:

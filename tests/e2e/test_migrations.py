@@ -3,7 +3,8 @@
 ragstream, answers from its own files and syncs with nothing to embed; an index older than
 the record gains it; a newer format is refused untouched (embedded, and by the CLI with its
 exit code); a step that rewrites data runs after a snapshot it takes, or, with
-`store.migrate = "ask"`, is refused with the command to run."""
+`store.migrate = "ask"`, is refused with the command to run. The format 1 -> 2 step clears
+the readers format 1 left on tombstones: afterwards no principal gets a deleted file back."""
 
 from __future__ import annotations
 
@@ -19,11 +20,20 @@ import pytest
 
 from ragstream import Client, api
 from ragstream.connectors import data_format
-from ragstream.connectors.data_format import Migration, format_path, recorded_format
+from ragstream.connectors.data_format import (
+    Migration,
+    format_path,
+    record_format,
+    recorded_format,
+)
+from ragstream.connectors.protocols import SearchFilter
+from ragstream.connectors.vector_stores import BaseQdrantStore, Match
 from ragstream.core.errors import StorageFormatError
-from ragstream.core.settings import Settings, StoreSettings
+from ragstream.core.permissions import principal_of
+from ragstream.core.settings import Settings, SourceConfig, StoreSettings
 from ragstream.core.snapshot import STORAGE_FORMAT
 from ragstream.service import snapshots
+from ragstream.service.stores import open_stores
 
 pytestmark = pytest.mark.slow
 
@@ -68,14 +78,16 @@ def test_every_kept_data_dir_opens_answers_and_syncs_nothing(fixture: Path, tmp_
     assert again.chunks_embedded == 0 and again.docs_changed == 0
 
 
-def test_an_index_older_than_the_record_gains_it_without_a_snapshot(tmp_path: Path) -> None:
+def test_an_index_older_than_the_record_gains_it(tmp_path: Path) -> None:
     _, settings = _unpacked(FIXTURES[-1], tmp_path)
     format_path(settings.data_dir).unlink()  # as every data dir was before the record
     assert recorded_format(settings.data_dir) == 0
     with Client(settings=settings) as c:
         assert c.retrieve(QUESTION, k=1).results[0].doc_id == "docs:lighthouse.md"
     assert recorded_format(settings.data_dir) == STORAGE_FORMAT
-    assert not (settings.data_dir / "snapshots").exists()  # the step rewrote nothing
+    # the record's own step rewrites nothing; the one snapshot is for format 1 -> 2's
+    assert not data_format.MIGRATIONS[0].rewrites and data_format.MIGRATIONS[1].rewrites
+    assert [s.storage_format for s in snapshots.listed_snapshots(settings)] == [0]
 
 
 def test_a_newer_format_is_refused_and_left_untouched(tmp_path: Path) -> None:
@@ -83,7 +95,7 @@ def test_a_newer_format_is_refused_and_left_untouched(tmp_path: Path) -> None:
     newer = {"storage_format": STORAGE_FORMAT + 1, "ragstream_version": "99.0"}
     format_path(settings.data_dir).write_text(json.dumps(newer))
     before = _digest(settings.data_dir)
-    refused = r"format 2 .*ragstream 99\.0.*upgrade"
+    refused = rf"format {STORAGE_FORMAT + 1} .*ragstream 99\.0.*upgrade"
     with pytest.raises(StorageFormatError, match=refused), Client(settings=settings) as c:
         c.status()
     cli = subprocess.run(
@@ -102,8 +114,8 @@ def next_format(monkeypatch: pytest.MonkeyPatch) -> Path:
     """A ragstream one format ahead, whose step rewrites stored data (a file in state/)."""
     marker = Path("state") / "rewritten-by-step"
 
-    def rewrite(data_dir: Path) -> None:
-        (data_dir / marker).write_text("step ran")
+    def rewrite(settings: Settings) -> None:
+        (settings.data_dir / marker).write_text("step ran")
 
     step = Migration("a step that rewrites data", rewrite, rewrites=True)
     monkeypatch.setitem(data_format.MIGRATIONS, STORAGE_FORMAT, step)
@@ -172,3 +184,51 @@ def test_retention_never_removes_the_snapshot_a_migration_took(tmp_path: Path) -
     gone = snapshots.prune(settings, keep=1)
     assert len(gone) == 1 and Path(newest.path).exists() and before.exists()
     assert [s.id for s in snapshots.listed_snapshots(settings)] == [newest.id, before.stem]
+
+
+def _principal_sees(settings: Settings, doc_id: str) -> tuple[set[str], set[str]]:
+    """(dense, BM25) doc ids root's principal filter lets the live store's searches return
+    from `doc_id`, every point a candidate."""
+    readers = settings.readers_of(principal_of("root"))
+    flt = SearchFilter(readers=readers, doc_ids=(doc_id,))
+    with open_stores(settings) as (vectors, lexical):
+        assert isinstance(vectors, BaseQdrantStore)
+        query = [1.0] * vectors.embedder.dimension
+        dense = {h.chunk.doc_id for h in vectors.search(query, 100, flt)}
+        bm25 = {h.chunk.doc_id for h in lexical.search("lighthouse keepers", 100, flt)}
+    return dense, bm25
+
+
+def test_format_1_tombstones_of_a_mirrored_source_lose_their_readers(tmp_path: Path) -> None:
+    """A data dir of format 1 whose deleted file's tombstones kept their readers: `ask`
+    refuses it, `migrate` clears them (after a snapshot), and no principal gets it back."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "lighthouse.md").write_text("# Lighthouse\n\nThe lighthouse keepers' log.\n")
+    (docs / "tides.md").write_text("# Tides\n\nThe lighthouse keepers' tide table.\n")
+    source = SourceConfig(name="docs", root=docs, permissions="posix")
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        embedder="static",
+        sources=[source],
+        store=StoreSettings(migrate="ask"),
+    )
+    api.sync([docs], settings=settings)
+    (docs / "tides.md").unlink()
+    assert api.sync([docs], settings=settings).chunks_tombstoned > 0
+    gone = "docs:tides.md"
+    with open_stores(settings) as (vectors, _):
+        assert isinstance(vectors, BaseQdrantStore)
+        stamp = ["everyone", "source:docs"]  # what the file's chunks carried, kept in format 1
+        vectors._set_payload([Match("status", "deleted")], {"readers": stamp})
+    record_format(settings.data_dir, 1)
+    with pytest.raises(StorageFormatError, match="ragstream migrate"):
+        _principal_sees(settings, gone)
+    steps = snapshots.migrate(settings)
+    assert steps == ["format 1 -> 2: clear the readers of tombstoned points"]
+    assert [s.storage_format for s in snapshots.listed_snapshots(settings)] == [1]
+    assert _principal_sees(settings, gone) == (set(), set())
+    assert _principal_sees(settings, "docs:lighthouse.md") == ({"docs:lighthouse.md"},) * 2
+    with Client(settings=settings, principal="root") as root:
+        assert root.retrieve("tide table", k=5, filters={"doc_ids": [gone]}).results == []
+        assert gone not in {f.doc_id for f in root.files()}
