@@ -4,8 +4,11 @@ the unpacking of a checked file into a new dir.
 
 Each Qdrant Edge shard travels as a shard snapshot of its own (`vectors/<collection>.shard`,
 a gzipped tar of the flushed shard) and is unpacked with `EdgeShard.unpack_snapshot`, the engine's
-own restore. What a process recreates on its own is left out: the bytewax recovery store,
-the retrieval log, the snapshots themselves, the endpoint record and the ingest lock.
+own restore. The collections of a Qdrant server travel as points files
+(`points/<collection>.jsonl.gz`: a header line naming the collection and its embedder, then
+one line per point with its payload and dense vector), which a restore upserts into the
+target's stores. What a process recreates on its own is left out: the bytewax recovery
+store, the retrieval log, the snapshots themselves, the endpoint record and the ingest lock.
 
 A file is written as `<name>.partial` and renamed once whole and synced to disk, so a
 process killed mid-write never leaves a file that `snapshot list` shows.
@@ -16,17 +19,20 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from pydantic import BaseModel, ConfigDict
 from qdrant_edge import EdgeShard
 
 from ragstream.core.errors import BadSnapshotError
+from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.snapshot import SnapshotManifest, SnapshotMember
 
 MANIFEST = "ragstream-snapshot.json"
@@ -38,6 +44,20 @@ LEFT_OUT_FILES = frozenset({"state/endpoint.json", "state/ingest.lock", "state/f
 CHUNK = 1 << 20
 SHARD_GZIP_LEVEL = 1  # the zeros are what shrink; a higher level buys little on vectors
 GZIP_MAGIC = b"\x1f\x8b"
+POINTS_DIR = "points"
+POINTS_SUFFIX = ".jsonl.gz"
+POINTS_PAGE = 1024
+
+PointPage = list[tuple[IndexedChunk, list[float]]]
+
+
+class PointsHeader(BaseModel):
+    """The first line of a points file: the collection its points are of, and its embedder."""
+
+    model_config = ConfigDict(frozen=True)
+
+    collection: str
+    embedder: EmbedderVersion
 
 
 def _is_shard(path: Path) -> bool:
@@ -95,11 +115,53 @@ def _add(tar: tarfile.TarFile, name: str, path: Path) -> SnapshotMember:
     return SnapshotMember(name=name, size=info.size, sha256=digest)
 
 
+def write_points(out: Path, header: PointsHeader, pages: Iterable[PointPage]) -> Path:
+    """A points file at `out`: `header`, then each point of `pages` (its whole chunk and its
+    dense vector) on a line of its own, gzipped."""
+    with gzip.open(out, "wt", encoding="utf-8", compresslevel=SHARD_GZIP_LEVEL) as fh:
+        fh.write(header.model_dump_json() + "\n")
+        for page in pages:
+            for chunk, vector in page:
+                fh.write(json.dumps({"chunk": chunk.model_dump(mode="json"), "vector": vector}))
+                fh.write("\n")
+    return out
+
+
+def points_files(data_dir: Path) -> list[Path]:
+    """The points files unpacked under `data_dir` (a snapshot of a server), in name order."""
+    return sorted((data_dir / POINTS_DIR).glob(f"*{POINTS_SUFFIX}"))
+
+
+def read_points(path: Path) -> tuple[PointsHeader, Iterator[PointPage]]:
+    """The header of a points file and its points, `POINTS_PAGE` at a time."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        header = PointsHeader.model_validate_json(fh.readline())
+
+    def pages() -> Iterator[PointPage]:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            fh.readline()
+            page: PointPage = []
+            for line in fh:
+                point = json.loads(line)
+                page.append((IndexedChunk.model_validate(point["chunk"]), point["vector"]))
+                if len(page) >= POINTS_PAGE:
+                    yield page
+                    page = []
+            if page:
+                yield page
+
+    return header, pages()
+
+
 def write_snapshot(
-    data_dir: Path, out: Path, manifest_of: Callable[[list[SnapshotMember]], SnapshotManifest]
+    data_dir: Path,
+    out: Path,
+    manifest_of: Callable[[list[SnapshotMember]], SnapshotManifest],
+    more: Callable[[Path], Iterator[tuple[str, Path]]] | None = None,
 ) -> SnapshotManifest:
     """Write the snapshot of `data_dir` to `out` (the caller keeps writers out meanwhile);
-    `manifest_of(members)` says the rest of the manifest."""
+    `manifest_of(members)` says the rest of the manifest. `more(scratch)` yields further
+    members (name, a file it wrote under `scratch`), each removed once copied in."""
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + PARTIAL)
     members: list[SnapshotMember] = []
@@ -110,6 +172,9 @@ def write_snapshot(
                 members.append(_add(tar, name, src))
                 if src != path:
                     src.unlink()
+            for name, src in more(Path(scratch)) if more is not None else ():
+                members.append(_add(tar, name, src))
+                src.unlink()
             manifest = manifest_of(members)
             body = manifest.model_dump_json(indent=2).encode()
             info = tarfile.TarInfo(MANIFEST)

@@ -407,6 +407,20 @@ class BaseQdrantStore(ABC):
         if page:
             yield page
 
+    def point_pages(self, size: int = PAGE) -> Iterator[list[tuple[IndexedChunk, list[float]]]]:
+        """Every point, live and tombstoned, with its dense vector, a page at a time: what a
+        snapshot of a server's collection holds, and a restore upserts again."""
+        page: list[tuple[IndexedChunk, list[float]]] = []
+        for r in self._scroll_all([], None, True):
+            if r.vector is None:
+                raise RuntimeError(f"point {r.id} of {self.collection} has no dense vector")
+            page.append((payload_chunk(r.id, r.payload), r.vector))
+            if len(page) >= size:
+                yield page
+                page = []
+        if page:
+            yield page
+
     def live_doc_points(self) -> dict[str, set[str]]:
         """doc_id -> the ids of its live points (one field of the payload read, no vectors)."""
         out: dict[str, set[str]] = {}

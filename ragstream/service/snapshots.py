@@ -2,6 +2,8 @@
 go on reading), `listed` ones, `verify` a file (every checksum, then the counts of both legs
 read back from its unpacked stores), and `restore` one into a new dir, which is checked the
 same way before it takes the target's place (nothing is written to the target before).
+A server-backed index travels as points files, read and loaded through its stores
+(`service.snapshot_points`), onto a server or embedded alike.
 
 The file layer is `connectors.snapshot_files`; this module adds the counts and the lock."""
 
@@ -36,6 +38,13 @@ from ragstream.core.snapshot import (
 )
 from ragstream.flows.runtime import Runtime
 from ragstream.service.periodic import every
+from ragstream.service.snapshot_points import (
+    load_points,
+    on_server,
+    point_members,
+    read_back,
+    refuse_a_held_server,
+)
 from ragstream.service.stores import open_live
 
 
@@ -71,13 +80,8 @@ def take(
     out: Path | None = None,
 ) -> SnapshotInfo:
     """A snapshot of the data dir as it is now, written to `out` (default: the data dir's
-    `snapshots/<id>.tar`). Under `lock.writers_out()`: writers wait, queries go on."""
-    if settings.store.vector_backend == "qdrant" and settings.store.qdrant_url is not None:
-        raise InvalidRequestError(
-            "the vectors live in the Qdrant server at store.qdrant_url, not in the data dir: "
-            "back them up with the server's own snapshots, or move the index with "
-            "`ragstream export` / `ragstream import` (which write into a server too)"
-        )
+    `snapshots/<id>.tar`). Under `lock.writers_out()`: writers wait, queries go on. A
+    server's collections are read into the file through the store, points and vectors."""
     now = time.time()
     snap_id = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S") + f"{now % 1:.3f}"[1:]
     target = out or snapshots_dir(settings) / f"{snap_id}.tar"
@@ -100,7 +104,9 @@ def take(
                 members=members,
             )
 
-        manifest = write_snapshot(settings.data_dir, target, manifest_of)
+        served = on_server(settings)
+        more = (lambda scratch: point_members(settings, scratch)) if served else None
+        manifest = write_snapshot(settings.data_dir, target, manifest_of, more)
     return info_of(target, manifest)
 
 
@@ -123,6 +129,7 @@ def _unpacked(settings: Settings, path: Path, into: Path) -> SnapshotManifest:
     if head.storage_format > STORAGE_FORMAT:
         raise too_new(path, head.storage_format, head.ragstream_version)
     manifest = checked(path, unpack_to=into)
+    load_points(settings.model_copy(update={"data_dir": into}), manifest)
     there = settings.model_copy(update={"data_dir": into})
     migrate_forward(there, snapshot=False)
     if manifest.counts is None:  # taken before a migration: the checksums are the proof
@@ -141,12 +148,13 @@ def _unpacked(settings: Settings, path: Path, into: Path) -> SnapshotManifest:
 
 
 def verify(settings: Settings, path: Path) -> SnapshotManifest:
-    """Check `path` whole (checksums, members, counts) without touching any data dir: it is
-    unpacked into a scratch dir beside it, which is removed after."""
+    """Check `path` whole (checksums, members, counts) without touching any data dir or
+    server: it is unpacked into a scratch dir beside it (a server's points into embedded
+    stores there), which is removed after."""
     scratch = path.parent / f".verify-{path.name}-{os.getpid()}"
     shutil.rmtree(scratch, ignore_errors=True)
     try:
-        return _unpacked(settings, path, scratch)
+        return _unpacked(read_back(settings, read_manifest(path)), path, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -154,9 +162,12 @@ def verify(settings: Settings, path: Path) -> SnapshotManifest:
 def restore(settings: Settings, path: Path, target: Path, force: bool = False) -> SnapshotManifest:
     """Restore `path` into `target`, an empty or missing dir (`force`: a non-empty one is
     moved aside and removed only once the restore succeeded). The snapshot is unpacked and
-    checked beside `target` first, so a bad file writes nothing to it."""
+    checked beside `target` first, so a bad file writes nothing to it. With a server in
+    `settings` (store.qdrant_url), the points are upserted there, into a server that does
+    not hold the index yet."""
     if not path.is_file():
         raise InvalidRequestError(f"no snapshot file {path}")
+    refuse_a_held_server(settings)
     if target.exists() and any(target.iterdir()) and not force:
         raise InvalidRequestError(f"{target} is not empty: restore into a new dir, or --force")
     staging = target.parent / f".{target.name}.restoring-{os.getpid()}"
