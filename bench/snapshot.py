@@ -9,14 +9,15 @@ that index times:
 - `snapshot create` (through `Client.snapshot()`, its size), `snapshot verify` (every
   checksum, then the counts read back) and `snapshot restore` into a new dir;
 - `export` as JSON lines and as Parquet (sizes) and `import` of the Parquet file into a new
-  data dir, with the `sync` of the same folder that follows (chunks embedded: 0 expected);
+  data dir, with the `sync` of the same folder that follows (chunks embedded: 0 expected;
+  `--no-export` leaves these out);
 - retrieve p50/p95 idle (a round before and a round after) and while a snapshot is being
   taken (one thread querying, round after round, until it is written).
 
 The point is the ratio to a rebuild (target: restore <= 1/10 of it).
 
     .venv/bin/python bench/snapshot.py [--docs 500] [--copies 1] [--embedder minilm-l6]
-        [--queries 40]
+        [--queries 40] [--no-export]
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=1, help="times the abstracts are written")
     ap.add_argument("--embedder", default="minilm-l6", help="preset (minilm-l6, static, ...)")
     ap.add_argument("--queries", type=int, default=40, help="retrieve questions per round")
+    ap.add_argument("--no-export", action="store_true", help="leave export and import out")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as tmp:
         root = Path(tmp)
@@ -119,21 +121,25 @@ def main() -> None:
         path = Path(info.path)  # type: ignore[attr-defined]
         verify_s, _ = _timed(lambda: snapshots.verify(settings, path))
         restore_s, _ = _timed(lambda: snapshots.restore(settings, path, root / "restored"))
-        jsonl, parquet = root / "index.jsonl", root / "index.parquet"
-        export_jsonl_s, _ = _timed(lambda: exports.export(settings, "jsonl", jsonl))
-        export_parquet_s, _ = _timed(lambda: exports.export(settings, "parquet", parquet))
-        imported = settings.model_copy(update={"data_dir": root / "imported"})
-        import_s, _ = _timed(lambda: exports.import_records(imported, parquet))
-        resync = api.sync([folder], settings=imported)
-        rows = [
+        rows: list[tuple[str, float, int | None]] = [
             ("rebuild from the folder (sync)", rebuild_s, None),
             ("snapshot create", snap_s, path.stat().st_size),
             ("snapshot verify", verify_s, None),
             ("snapshot restore", restore_s, None),
-            ("export jsonl", export_jsonl_s, jsonl.stat().st_size),
-            ("export parquet", export_parquet_s, parquet.stat().st_size),
-            ("import parquet", import_s, None),
         ]
+        resync = None
+        if not args.no_export:
+            jsonl, parquet = root / "index.jsonl", root / "index.parquet"
+            export_jsonl_s, _ = _timed(lambda: exports.export(settings, "jsonl", jsonl))
+            export_parquet_s, _ = _timed(lambda: exports.export(settings, "parquet", parquet))
+            imported = settings.model_copy(update={"data_dir": root / "imported"})
+            import_s, _ = _timed(lambda: exports.import_records(imported, parquet))
+            resync = api.sync([folder], settings=imported)
+            rows += [
+                ("export jsonl", export_jsonl_s, jsonl.stat().st_size),
+                ("export parquet", export_parquet_s, parquet.stat().st_size),
+                ("import parquet", import_s, None),
+            ]
     print(
         f"{args.docs} SciFact abstracts x {args.copies}, {chunks} chunks, {embedded} embedded "
         f"by the rebuild ({args.embedder}, Qdrant Edge, sparse BM25)"
@@ -142,7 +148,8 @@ def main() -> None:
     for name, seconds, size in rows:
         mb = f"{size / 1e6:9.1f}" if size is not None else f"{'':>9}"
         print(f"{name:34} {seconds:9.2f} {seconds / rebuild_s:10.3f} {mb}")
-    print(f"sync after import: {resync.chunks_embedded} chunks embedded")
+    if resync is not None:
+        print(f"sync after import: {resync.chunks_embedded} chunks embedded")
     for name, ms in (("idle before", idle), ("during snapshot", during), ("idle after", after)):
         p50, p95 = pct(ms, 0.5), pct(ms, 0.95)
         print(f"retrieve {name:16} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  n={len(ms)}")
