@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ragstream.core.settings import QuerySettings  # noqa: E402
-from ragstream.eval.kinds import NATURAL, Sets, read_kinds  # noqa: E402
+from ragstream.eval.kinds import CHAT, NATURAL, Sets, read_kinds  # noqa: E402
 from ragstream.operators.answer_judge import BUNDLED_ANSWER_JUDGE  # noqa: E402
 from ragstream.query.answerable import Limits, answers_from  # noqa: E402
 from ragstream.query.decision import load_decision  # noqa: E402
@@ -111,7 +111,7 @@ def main() -> None:
     ap.add_argument("--split", default="test", choices=["train", "test"])
     ap.add_argument("--decision", type=Path, default=BUNDLED_ANSWER_JUDGE)
     ap.add_argument("--off-topic", type=Path, default=OFF_TOPIC)
-    ap.add_argument("--sets", nargs="+", default=["squad", "scifact", "mtrag", "docs"])
+    ap.add_argument("--sets", nargs="+", default=["squad", "scifact", "mtrag", CHAT, "docs"])
     ap.add_argument("--shares", nargs="+", type=float, default=[0.85, 0.90, 0.95])
     ap.add_argument(
         "--end-to-end",

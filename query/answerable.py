@@ -390,8 +390,9 @@ def _judged(
         evidence = read_evidence(asked.question, asked.chunks, weights, scorer, limits.sentences)
         signals.update(_judge_signals(asked, evidence))
         if decision is not None:
-            used_floor = decision.floor if limits.decision_floor is None else limits.decision_floor
-            score = decision.probability(signals)
+            own = decision.reading(signals)
+            used_floor = own.floor if limits.decision_floor is None else limits.decision_floor
+            score = own.probability(signals)
         else:
             score, used_floor = signals["judge_best"], limits.judge_floor
     answerable = answers_from(signals, limits, decision, judged=scorer is not None)
@@ -430,9 +431,8 @@ def answers_from(
     covered = signals.get("coverage_best", 0.0) >= limits.floor or dense >= limits.dense_floor
     if not judged:
         read = True
-    elif decision is not None:
-        floor = decision.floor if limits.decision_floor is None else limits.decision_floor
-        read = decision.answers(signals, floor)
+    elif decision is not None:  # its own floor (or its conversation member's) unless set
+        read = decision.answers(signals, limits.decision_floor)
     else:
         read = signals.get("judge_best", 0.0) >= limits.judge_floor or dense >= limits.judge_dense
     return covered and read and not _unknown(signals, limits)

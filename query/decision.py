@@ -16,6 +16,13 @@ answer whatever the probability says: an answer judge reading at least
 beside the answer judge it was fitted with (`operators/answer_judge_model/decision.json`)
 and names the signals it reads.
 
+A question asked after earlier turns of a conversation is read by the decision's
+`conversation` member where the file has one (`Decision.reading`): its signals are those of
+the effective question, a follow-up carrying terms of the turns before it, which the answer
+judge reads less surely than a question a person wrote whole. The engine records how many
+earlier user turns a question was asked after (`HISTORY`, `asked_after`), so a replay of
+recorded signals reads each question with the decision the engine used.
+
 Every signal it may read (`SIGNALS`) means the same on any corpus: a probability, a
 cosine, shares of the question's terms. Raw BM25 scores and the legs' leads
 (`leg_leads`) follow the corpus's scale; they are recorded as signals and decide nothing.
@@ -30,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragstream.core.answers import ChatMessage
 from ragstream.core.errors import ModelUnavailableError
 
 DECISION_FILE = "decision.json"
@@ -46,6 +54,9 @@ SIGNALS = (
     "named_coverage",
 )
 FEATURES = ("judge_best", "dense_best", "coverage_best", "coverage_union")  # the default fit
+# the recorded signal that routes a question to the conversation's decision: how many earlier
+# user turns it was asked after (0: a question alone)
+HISTORY = "history_turns"
 LEAD_TAIL = (5, 50)  # a leg's "typical candidate": its ranks 6..50 in the fused pool
 
 
@@ -70,6 +81,16 @@ def leg_leads(pool: Sequence[Mapping[str, float]]) -> dict[str, float]:
         mean = sum(tail) / len(tail) if tail else 0.0
         out[f"{leg}_lead"] = round(values[0] / mean, 4) if tail and mean > 0 else 1.0
     return out
+
+
+def asked_after(history: Sequence[ChatMessage]) -> dict[str, float]:
+    """The `HISTORY` signal of a question asked after the messages `history`.
+
+    >>> asked_after([ChatMessage(role="user", content="a"), ChatMessage(role="assistant",
+    ...     content="b"), ChatMessage(role="user", content="c")])
+    {'history_turns': 2.0}
+    """
+    return {HISTORY: float(sum(m.role == "user" for m in history))}
 
 
 def features(signals: Mapping[str, float], names: Sequence[str] = FEATURES) -> list[float]:
@@ -109,11 +130,23 @@ class Decision:
     # the slug of the embedder whose cosines it was fitted on ("" = not recorded): the dense
     # weight and override mean that embedder's cosines, and another one's run higher or lower
     embedder: str = ""
+    # the decision a question asked after earlier turns reads (`reading`); None: this one
+    conversation: Decision | None = None
+
+    def reading(self, signals: Mapping[str, float]) -> Decision:
+        """The decision that reads `signals`: the `conversation` member for a question asked
+        after earlier user turns (`HISTORY` > 0) where there is one, else this one."""
+        if self.conversation is not None and signals.get(HISTORY, 0.0) > 0:
+            return self.conversation
+        return self
 
     def answers(self, signals: Mapping[str, float], floor: float | None = None) -> bool:
-        """The decision: the question's terms found (`coverage_floor`), and then the judge's
-        override, or probability at least the floor (this one, or `floor`), or the dense
-        override."""
+        """The decision (`reading`'s): the question's terms found (`coverage_floor`), and
+        then the judge's override, or probability at least the floor (its own, or `floor`),
+        or the dense override."""
+        own = self.reading(signals)
+        if own is not self:
+            return own.answers(signals, floor)
         enough = self.floor if floor is None else floor
         dense = signals.get("dense_best", 0.0)
         found = signals.get("coverage_best", 1.0) >= self.coverage_floor or (
@@ -126,7 +159,11 @@ class Decision:
         )
 
     def probability(self, signals: Mapping[str, float]) -> float:
-        """P(the retrieved text answers the question), as fitted on the train split."""
+        """P(the retrieved text answers the question), as fitted on the train split (by
+        `reading`'s decision)."""
+        own = self.reading(signals)
+        if own is not self:
+            return own.probability(signals)
         z = self.bias + sum(
             w * (x - m) / s
             for w, x, m, s in zip(
@@ -140,6 +177,7 @@ class Decision:
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
     def to_json(self) -> dict[str, object]:
+        member = {} if self.conversation is None else {"conversation": self.conversation.to_json()}
         return {
             "features": list(self.features),
             "mean": list(self.mean),
@@ -153,6 +191,7 @@ class Decision:
             "coverage_dense": self.coverage_dense,
             "judge": self.judge,
             "embedder": self.embedder,
+            **member,
         }
 
 
@@ -182,25 +221,39 @@ def load_decision(model_dir: Path | str) -> Decision | None:
     if not path.exists():
         return None
     try:
-        raw = json.loads(path.read_text())
-        unknown = [f for f in raw["features"] if f not in SIGNALS]
-        if unknown:
-            raise ValueError(f"it reads signals {unknown} this code does not compute ({SIGNALS})")
-        return Decision(
-            mean=tuple(raw["mean"]),
-            scale=tuple(raw["scale"]),
-            weights=tuple(raw["weights"]),
-            bias=float(raw["bias"]),
-            floor=float(raw["floor"]),
-            judge=str(raw["judge"]),
-            features=tuple(raw["features"]),
-            dense_override=float(raw.get("dense_override", 1.01)),
-            judge_override=float(raw.get("judge_override", 1.01)),
-            coverage_floor=float(raw.get("coverage_floor", 0.0)),
-            coverage_dense=float(raw.get("coverage_dense", 1.01)),
-            embedder=str(raw.get("embedder", "")),
-        )
+        return _from_json(json.loads(path.read_text()))
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelUnavailableError(
             f"cannot read the answerability decision {path}: {exc}"
         ) from exc
+
+
+def _from_json(raw: dict[str, object]) -> Decision:
+    """The decision `to_json` wrote (its conversation member included)."""
+    names = [str(f) for f in raw["features"]]  # type: ignore[attr-defined]
+    unknown = [f for f in names if f not in SIGNALS]
+    if unknown:
+        raise ValueError(f"it reads signals {unknown} this code does not compute ({SIGNALS})")
+    member = raw.get("conversation")
+
+    def numbers(key: str) -> tuple[float, ...]:
+        return tuple(float(v) for v in raw[key])  # type: ignore[attr-defined]
+
+    def number(key: str, default: float | None = None) -> float:  # None: required
+        return float(raw[key] if default is None else raw.get(key, default))  # type: ignore[arg-type]
+
+    return Decision(
+        mean=numbers("mean"),
+        scale=numbers("scale"),
+        weights=numbers("weights"),
+        bias=number("bias"),
+        floor=number("floor"),
+        judge=str(raw["judge"]),
+        features=tuple(names),
+        dense_override=number("dense_override", 1.01),
+        judge_override=number("judge_override", 1.01),
+        coverage_floor=number("coverage_floor", 0.0),
+        coverage_dense=number("coverage_dense", 1.01),
+        embedder=str(raw.get("embedder", "")),
+        conversation=_from_json(member) if isinstance(member, dict) else None,
+    )

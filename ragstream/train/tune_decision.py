@@ -9,7 +9,9 @@ set's unanswerable questions join as `adversarial` (`ragstream.eval.kinds`). A f
 of the groups (whole articles, tenths of the claims) is held out; the decision is fitted on
 the rest exactly as the shipped one is (`train.decision.fit_kinds`) and kept only when, on
 the held-out questions, it refuses more of the unanswerable ones at 90 % answered than the
-shipped decision does, on average over the cells, and loses on none by more than 0.02.
+shipped decision does, on average over the cells, and loses on none by more than 0.02. A
+question set's questions are asked alone, so the tuned decision keeps the shipped one's
+conversation member (what reads a question asked after earlier turns).
 
 A kept decision is written beside a copy of the answer judge it reads, as
 `<data_dir>/models/decision-<hash>/` (the judge's files and `decision.json`); nothing changes
@@ -18,6 +20,7 @@ until `query.answerable.judge` names that folder (the report's `switch_on`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -95,6 +98,8 @@ def tune_decision(
     assert shipped is not None  # the wheel ships one (tested)
     live = ingest.status(data_dir=data_dir).embedder
     tuned, _ = fit_kinds(fit, judge.version, KEEP, live.slug if live else "")
+    # a question set holds questions asked alone: the conversation member stays the shipped one
+    tuned = dataclasses.replace(tuned, conversation=shipped.conversation)
     before, after = held_refused(held, shipped), held_refused(held, tuned)
     progress(f"held-out refused at 90 % answered: shipped {before}, tuned {after}")
     report = DecisionTuneReport(

@@ -16,6 +16,7 @@ from ragstream.core.answers import ChatMessage, ChatRequest
 from ragstream.eval import kinds
 from ragstream.eval.beir import index_corpus
 from ragstream.eval.squad import SquadQuestion, load_squad
+from ragstream.query.decision import HISTORY
 from ragstream.service.served import open_engine
 from ragstream.train import tune_decision
 
@@ -121,6 +122,7 @@ def test_a_follow_up_is_read_with_its_history_as_a_chat_asks_it(mini: tuple[Path
     assert "kestrel" in retrieval.effective_query.sparse.lower()
     assert alone is not None and followed is not None
     assert followed != alone
+    assert alone[HISTORY] == 0.0 and followed[HISTORY] == 1.0  # what the decision routes on
 
 
 def test_mtrag_tasks_carry_the_conversation_before_their_question(shared_docs: Path) -> None:

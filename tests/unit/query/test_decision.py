@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragstream.core.answers import ChatMessage
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.eval.kinds import Reading as Reading_
 from ragstream.operators.answer_judge import (
@@ -21,7 +22,14 @@ from ragstream.operators.answer_judge import (
     BUNDLED_ANSWER_JUDGE,
     AnswerJudge,
 )
-from ragstream.query.decision import SIGNALS, Decision, leg_leads, load_decision
+from ragstream.query.decision import (
+    HISTORY,
+    SIGNALS,
+    Decision,
+    asked_after,
+    leg_leads,
+    load_decision,
+)
 from ragstream.train.decision import (
     Reading,
     auc,
@@ -272,3 +280,54 @@ def test_the_fitted_coverage_rule_costs_no_answerable_question() -> None:
     )
     assert after[0] == before[0] and after[1] > before[1]
     assert labelled_rates(pos, off, ruled)[1] > 0.9  # the off-topic ones, caught by the rule
+
+
+def conversational(floor: float) -> Decision:
+    """A decision whose conversation member reads the best cosine alone at `floor`."""
+    member = Decision((0.5,), (0.1,), (1.0,), 0.0, floor, "judge-x", features=("dense_best",))
+    alone = Decision((0.0,) * 4, (1.0,) * 4, (1.0, 0.0, 0.0, 0.0), 0.0, 0.5, "judge-x")
+    return dataclasses.replace(alone, conversation=member)
+
+
+@given(SHARE, SHARE, SHARE, SHARE, st.integers(0, 6))
+def test_a_question_asked_after_earlier_turns_is_read_by_the_conversation_member(
+    judge: float, dense: float, cov: float, union: float, turns: int
+) -> None:
+    d = conversational(0.6)
+    assert d.conversation is not None
+    alone = signals(judge, dense, cov, union)
+    asked = {**alone, HISTORY: float(turns)}
+    own = d.conversation if turns else dataclasses.replace(d, conversation=None)
+    assert d.reading(asked) is (d.conversation if turns else d)
+    assert d.probability(asked) == own.probability(asked)
+    assert d.answers(asked) == own.answers(asked)
+    assert d.answers(asked, 0.2) == own.answers(asked, 0.2)  # a floor set holds for both
+    assert d.probability(alone) == dataclasses.replace(d, conversation=None).probability(alone)
+
+
+def test_the_conversation_member_survives_the_file_and_the_engine_records_its_turns(
+    tmp_path: Path,
+) -> None:
+    d = conversational(0.6)
+    (tmp_path / "decision.json").write_text(json.dumps(d.to_json()))
+    assert load_decision(tmp_path) == d
+    member = d.to_json()["conversation"]
+    assert isinstance(member, dict)
+    (tmp_path / "decision.json").write_text(json.dumps({**d.to_json(), "conversation": {
+        **member, "features": ["x"]}}))  # fmt: skip
+    with pytest.raises(ModelUnavailableError, match="cannot read the answerability decision"):
+        load_decision(tmp_path)
+    user, bot = ChatMessage(role="user", content="a"), ChatMessage(role="assistant", content="b")
+    assert asked_after([]) == {HISTORY: 0.0}
+    assert asked_after([user, bot, user, bot]) == {HISTORY: 2.0}
+
+
+def test_the_shipped_decision_reads_a_conversation_with_its_own_member() -> None:
+    decision = load_decision(BUNDLED)
+    assert decision is not None and decision.conversation is not None
+    member = decision.conversation
+    assert member.judge == decision.judge and member.embedder == decision.embedder
+    assert all(w > 0 for w in member.weights) and 0.0 < member.floor < 1.0
+    raw = json.loads((BUNDLED / "decision.json").read_text())
+    cells = raw["fitted_on"]["conversation"]["cells"]
+    assert {name.split()[1] for name in cells} == {"gold_removed", "conversational"}
