@@ -152,7 +152,8 @@ class Conversation(BaseModel):
         dropped_messages: The oldest messages left out (`query.conversation.max_turns` /
             `max_chars`); 0 when the whole history was read.
         standalone: The question stands alone: retrieval ran on it unchanged.
-        reasons: Why it does not stand alone (`deictic`, `short`, `no_topic`), else empty.
+        reasons: Why it does not stand alone (`weak`: it retrieves weakly on its own;
+            `deictic`, `short`, `no_topic`), else empty.
         rewrite: How the effective query was made: `none` (the question as asked),
             `offline` (topic terms of earlier turns carried into the BM25 leg) or `llm`.
         added_terms: The words the rewrite added that the question does not hold.

@@ -251,7 +251,7 @@ class AnswerableSettings(BaseModel):
 class ConversationSettings(BaseModel):
     """How a conversation's history shapes retrieval (query/conversation.py): how much of it
     is read, the test of whether a question stands alone, and the rewrite of one that does
-    not. The figures behind the defaults: docs/conversations.md."""
+    not. The figures behind the defaults: docs/benchmarks.md, "Conversations"."""
 
     model_config = ConfigDict(extra="forbid")
     # history read, newest first: at most `max_turns` messages and `max_chars` characters;
@@ -263,13 +263,15 @@ class ConversationSettings(BaseModel):
     # "none": every question is retrieved as asked
     rewrite: Literal["auto", "offline", "llm", "none"] = "auto"
     # the standalone test: a question does not stand alone when one of these holds:
-    # "deictic" (a pronoun or a deictic opener: "and it?", "what about those?"), "short"
-    # (fewer than `short_words` words), "no_topic" (no term the index scores as a topic)
-    not_standalone: tuple[Literal["deictic", "short", "no_topic"], ...] = (
-        "deictic",
-        "short",
-        "no_topic",
-    )
+    # "weak" (it retrieves weakly on its own: its best dense cosine over the index is below
+    # `strong_dense`), "deictic" (a pronoun or a deictic opener: "and it?", "what about
+    # those?"), "short" (fewer than `short_words` words), "no_topic" (no term the index
+    # scores as a topic). The default reads the index, not the question's form: on mtrag-un
+    # train, pronouns and short questions are common in questions that stand alone
+    not_standalone: tuple[Literal["weak", "deictic", "short", "no_topic"], ...] = ("weak",)
+    # a question whose best dense cosine reaches this retrieves strongly on its own (a
+    # cosine of the default embedder; chosen on mtrag-un train)
+    strong_dense: float = Field(default=0.6, ge=0.0, le=1.0)
     short_words: int = Field(default=4, ge=1)
     # a topic term: its BM25 idf over the index is at least this share of the idf of a term
     # held by one chunk (the rarest a known term can be)

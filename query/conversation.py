@@ -6,7 +6,9 @@ engine's `converse` stage, query/stages.py, runs what is here):
 
 - `bounded`: the history a rewrite reads: the newest `max_turns` messages within
   `max_chars` characters; the oldest are dropped first and counted.
-- `standalone_reasons`: why a question does not stand alone: a pronoun or a deictic opener
+- `standalone_reasons`: why a question does not stand alone, of the tests switched on in
+  `not_standalone`: it retrieves weakly on its own (`weak`: its best dense cosine over the
+  index is below `strong_dense`; the default, the only one on), a pronoun or a deictic opener
   (`deictic`), fewer than `short_words` words (`short`), or no term the index scores as a
   topic (`no_topic`: no term whose BM25 idf reaches `topic_idf` of the rarest a known term
   can be). A question with no reason, or with no history, is retrieved exactly as asked.
@@ -162,18 +164,27 @@ def is_topic(term: Term, top: float, share: float) -> bool:
 
 
 def standalone_reasons(
-    question: str, terms: Sequence[Term], s: ConversationSettings, top: float
+    question: str,
+    terms: Sequence[Term],
+    s: ConversationSettings,
+    top: float,
+    best_dense: float | None = None,
 ) -> list[str]:
     """Why `question` does not stand alone (empty: it does), of the tests switched on in
-    `s.not_standalone`. `terms`: its known terms; `top`: the idf of the rarest known term.
+    `s.not_standalone`. `terms`: its known terms; `top`: the idf of the rarest known term;
+    `best_dense`: its best dense cosine over the index (None: not measured, so `weak`
+    cannot hold).
 
-    >>> s = ConversationSettings()
-    >>> standalone_reasons("and without downtime?", [], s, 5.0)
-    ['deictic', 'short', 'no_topic']
+    >>> every = ConversationSettings(not_standalone=("weak", "deictic", "short", "no_topic"))
+    >>> standalone_reasons("and without downtime?", [], every, 5.0, best_dense=0.3)
+    ['weak', 'deictic', 'short', 'no_topic']
+    >>> standalone_reasons("and it?", [], ConversationSettings(), 5.0, best_dense=0.9)
+    []
     """
     said = words(question)
     lead = " ".join(said[:2])
     tests = {
+        "weak": best_dense is not None and best_dense < s.strong_dense,
         "deictic": bool(PRONOUNS.intersection(said))
         or any(lead == o or lead.startswith(o + " ") for o in OPENERS),
         "short": len(said) < s.short_words,
@@ -264,11 +275,12 @@ class Rewriter:
         history: Bounded,
         doc_freqs: DocFreqs,
         best_bm25: Callable[[str], float],
+        best_dense: Callable[[str], float],
     ) -> ChatPlan:
         """The offline plan: the question as asked when it stands alone (or there is no
         history, or rewriting is off), else the carried terms added to its BM25 leg.
-        `best_bm25(text)`: the best BM25 score of `text` over the index (read only when
-        sub-topic terms may be carried)."""
+        `best_bm25(text)` / `best_dense(text)`: the best BM25 score / dense cosine of `text`
+        over the index (each read only when a test or the sub-topic terms need it)."""
         s = self.settings
         record = Conversation(
             history_messages=len(history.messages),
@@ -280,7 +292,8 @@ class Rewriter:
             return ChatPlan(question, question, question, record)
         documents, (own, *earlier) = known_terms([question, *users], doc_freqs)
         top = rarest_idf(documents)
-        reasons = standalone_reasons(question, own, s, top)
+        dense = best_dense(question) if "weak" in s.not_standalone else None
+        reasons = standalone_reasons(question, own, s, top, dense)
         record.reasons, record.standalone = reasons, not reasons
         if not reasons:
             return ChatPlan(question, question, question, record)

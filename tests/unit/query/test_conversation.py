@@ -87,13 +87,19 @@ def fixed_freqs(known: dict[str, int], documents: int = 100) -> Callable[..., An
 
 FREQS = fixed_freqs({t: 1 for t in tokenize("vesuvius roman towns bury pompeii")})
 NO_BM25: Callable[[str], float] = lambda _: 0.0  # noqa: E731
+WEAK: Callable[[str], float] = lambda _: 0.2  # noqa: E731  (a dense cosine below strong_dense)
+HISTORY_READ = Bounded(tuple(ChatMessage.model_validate(m) for m in HISTORY))
+
+
+def plan_of(question: str, dense: Callable[[str], float] = WEAK, **s: Any) -> Any:
+    rewriter = Rewriter(ConversationSettings(**s))
+    return rewriter.offline(question, HISTORY_READ, FREQS, NO_BM25, dense)
 
 
 @given(st.text(min_size=1, max_size=80))
 @settings(max_examples=60, deadline=None)
 def test_the_offline_rewrite_only_adds_to_the_bm25_leg(question: str) -> None:
-    history = Bounded(tuple(ChatMessage.model_validate(m) for m in HISTORY))
-    plan = Rewriter(ConversationSettings()).offline(question, history, FREQS, NO_BM25)
+    plan = plan_of(question, not_standalone=("weak", "deictic", "short", "no_topic"))
     assert plan.dense == plan.question  # the dense leg embeds the effective question
     assert plan.question.startswith(question) and plan.sparse.startswith(question)
     assert plan.record.standalone == (plan.record.reasons == [])
@@ -104,26 +110,54 @@ def test_the_offline_rewrite_only_adds_to_the_bm25_leg(question: str) -> None:
 @given(st.text(min_size=1, max_size=80))
 @settings(max_examples=30, deadline=None)
 def test_no_history_means_no_rewrite(question: str) -> None:
-    plan = Rewriter(ConversationSettings()).offline(question, Bounded(), FREQS, NO_BM25)
+    plan = Rewriter(ConversationSettings()).offline(question, Bounded(), FREQS, NO_BM25, WEAK)
     assert (plan.question, plan.dense, plan.sparse) == (question, question, question)
     assert plan.record.standalone and plan.record.rewrite == "none"
 
 
 def test_a_follow_up_gains_the_topic_terms_of_earlier_turns() -> None:
-    history = Bounded(tuple(ChatMessage.model_validate(m) for m in HISTORY))
-    plan = Rewriter(ConversationSettings()).offline(FOLLOW_UP, history, FREQS, NO_BM25)
-    assert "deictic" in plan.record.reasons
+    plan = plan_of(FOLLOW_UP, not_standalone=("weak", "deictic"))
+    assert plan.record.reasons == ["weak", "deictic"]
     assert plan.record.rewrite == "offline" and "Vesuvius" in plan.record.added_terms
     assert plan.sparse.startswith(FOLLOW_UP) and "Vesuvius" in plan.sparse
     standalone = "Which Roman towns did the eruption of Mount Vesuvius bury?"
-    assert Rewriter(ConversationSettings()).offline(standalone, history, FREQS, NO_BM25).sparse == (
-        standalone
-    )
+    assert plan_of(standalone, not_standalone=("deictic",)).sparse == standalone
 
 
 def test_each_standalone_test_can_be_switched_off() -> None:
     s = ConversationSettings(not_standalone=("no_topic",))
-    assert standalone_reasons("How high is it?", [], s, 5.0) == ["no_topic"]
+    assert standalone_reasons("How high is it?", [], s, 5.0, best_dense=0.1) == ["no_topic"]
+
+
+@given(st.text(min_size=1, max_size=80), st.floats(0.0, 1.0))
+@settings(max_examples=60, deadline=None)
+def test_a_question_that_retrieves_strongly_comes_out_unchanged(
+    question: str, cosine: float
+) -> None:
+    """The default test reads the index: whatever the question's form (pronouns, a few
+    words, no topic term), a best dense cosine at `strong_dense` or above leaves it as asked,
+    and one below it is rewritten when the history has topic terms to carry."""
+    strong = ConversationSettings().strong_dense
+    plan = plan_of(question, lambda _: cosine)
+    assert plan.record.standalone == (cosine >= strong)
+    if cosine >= strong:
+        assert (plan.question, plan.dense, plan.sparse) == (question, question, question)
+        assert plan.record.rewrite == "none" and plan.record.reasons == []
+    else:
+        assert plan.record.reasons == ["weak"]
+
+
+def test_the_dense_probe_is_read_only_when_the_weak_test_is_on() -> None:
+    asked: list[str] = []
+
+    def probe(text: str) -> float:
+        asked.append(text)
+        return 0.9
+
+    assert plan_of(FOLLOW_UP, probe, not_standalone=("deictic",)).record.rewrite == "offline"
+    assert asked == []
+    assert plan_of(FOLLOW_UP, probe).record.rewrite == "none"
+    assert asked == [FOLLOW_UP]
 
 
 @given(st.lists(st.sampled_from(tokenize_words := ["volcano", "towns", "Pompeii", "high"])))
