@@ -37,10 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import xxhash
 from pydantic import BaseModel
 
 from ragstream.core.answers import ChatMessage, ChatRequest, QueryRequest, RetrievedChunk
-from ragstream.core.settings import Settings
+from ragstream.core.settings import ConversationSettings, Settings
 from ragstream.eval.beir import Corpus, doc_key, load_beir
 from ragstream.eval.squad import SquadQuestion, contains_answer
 from ragstream.eval.squad_eval import floor_at, refused_at
@@ -388,8 +389,8 @@ def read_kinds(
     """Every kind of question of `split` over each data set of `only`, each data set on its
     own index (`train`: SQuAD 2.0's held-out train articles and `squad2-train10`, SciFact's
     train claims, mtrag-un's train conversations; `test`: the test side of each). Readings
-    are kept in each data dir under the judge's version and the split: a rerun on the same
-    inputs asks nothing again."""
+    are kept in each data dir under the judge's version and the split (a chat's also under
+    the rewrite's settings): a rerun on the same inputs asks nothing again."""
     out: list[Reading] = []
     for name in only:
         out += _cached(sets, name, split)
@@ -404,6 +405,8 @@ def _cached(sets: Sets, name: str, split: str) -> list[Reading]:
     cache = data_dir / f"kinds-{name}-{split}.json"
     key = f"{bundled_answer_judge().version} k={K} pool={POOL} off={len(sets.off_topic)}"
     key += _READ_AS.get(name, "")
+    if name == CHAT:  # a chat's readings follow the rewrite's settings
+        key += " " + xxhash.xxh64(ConversationSettings().model_dump_json().encode()).hexdigest()
     saved = load(cache, key)
     if saved is not None:
         return saved
