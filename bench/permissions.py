@@ -9,16 +9,20 @@ filter costs a query, and what the stamp costs a chunk (docs/guide/permissions.m
 - filter cost: an embedded Qdrant Edge store of `--chunks` synthetic points (random
   384-dim vectors, the BM25 sparse leg on) stamped with `--sets` distinct principal sets;
   dense and BM25 searches (n=100) of random principals against the same searches with no
-  principal filter: p50/p95 each, and the ratio. Then the BM25 leg's engine call alone
-  under three filter shapes (`status=live`; the readers' any-of alone; both, as a search
-  sends them): where the principal filter's cost comes from.
+  principal filter: p50/p95 each, and the ratio. Each chunk's text is 12 words and each
+  query's 3, drawn from `--vocab` words: the default 10 put almost every chunk in each
+  query term's posting list (every point a BM25 candidate); a larger vocabulary draws its
+  words by Zipf's law (weight 1/rank), as a real corpus's terms are spread. Then the BM25
+  leg's engine call alone under three filter shapes (`status=live`, what a search without
+  readers sends; the readers' any-of alone, what a principal's search sends, a tombstone
+  having no readers; both): where the principal filter's cost comes from.
 - stamp size: the stamp's payload bytes per chunk (`readers`, `readers_fp`,
   `readers_reason` as JSON) over the synthetic sets.
 
 Needs root (it creates the test users, as the tests do). Figures go to stdout.
 
     sudo .venv/bin/python bench/permissions.py [--files 40] [--changes 20] \
-        [--chunks 100000] [--sets 100] [--queries 300]
+        [--chunks 100000] [--sets 100] [--queries 300] [--vocab 10]
 """
 
 from __future__ import annotations
@@ -118,7 +122,8 @@ def freshness(files: int, changes: int, seed: int) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
-# the BM25 leg's filter shapes the bench times apart (a search sends the last)
+# the BM25 leg's filter shapes the bench times apart (a principal's search sends the second:
+# `SearchFilter.status_condition`)
 SHAPES: dict[str, Callable[[tuple[str, ...]], list[Condition]]] = {
     "status=live": lambda readers: [LIVE],
     "readers alone": lambda readers: [MatchIn("readers", readers)],
@@ -137,15 +142,24 @@ def principal_sets(count: int, rng: random.Random) -> list[tuple[str, ...]]:
     return sorted(out)
 
 
-def filter_cost(chunks: int, sets: int, queries: int, seed: int) -> None:
+def vocabulary(size: int) -> tuple[list[str], list[float]]:
+    """`size` words and their draw weights: `WORDS` alike, or beyond it Zipf's 1/rank."""
+    if size <= len(WORDS):
+        return WORDS[:size], [1.0] * size
+    words = WORDS + [f"term{i:05d}" for i in range(size - len(WORDS))]
+    return words, [1.0 / (rank + 1) for rank in range(size)]
+
+
+def filter_cost(chunks: int, sets: int, queries: int, seed: int, vocab: int) -> None:
     rng = random.Random(seed)
+    words, weights = vocabulary(vocab)
     stamps = principal_sets(sets, rng)
     emb = EmbedderVersion(name="bench/random-384", fingerprint="0" * 16, dimension=384)
     vectors = np.random.default_rng(seed).standard_normal((chunks, 384)).astype(np.float32)
     points = []
     for i in range(chunks):
         stamp = stamps[i % len(stamps)]
-        text = " ".join(rng.choices(WORDS, k=12))
+        text = " ".join(rng.choices(words, weights, k=12))
         points.append(
             IndexedChunk(
                 point_id=f"00000000-0000-4000-8000-{i:012d}",
@@ -179,7 +193,7 @@ def filter_cost(chunks: int, sets: int, queries: int, seed: int) -> None:
         shapes: dict[str, list[float]] = {k: [] for k in SHAPES}
         for q, principal in zip(qvecs, principals, strict=True):
             tokens = (*principal[:2], EVERYONE, "group:g00")
-            text = " ".join(rng.choices(WORDS, k=3))
+            text = " ".join(rng.choices(words, weights, k=3))
             for name, flt in (("", SearchFilter()), ("+p", SearchFilter(readers=tokens))):
                 t = time.perf_counter()
                 store.search(q, 100, flt)
@@ -196,7 +210,7 @@ def filter_cost(chunks: int, sets: int, queries: int, seed: int) -> None:
         store.close()
     print(
         f"filter cost (Qdrant Edge, {chunks} chunks, {len(stamps)} principal sets, "
-        f"{queries} queries, n=100; built in {built:.1f} s):"
+        f"{queries} queries, n=100, {len(words)} words; built in {built:.1f} s):"
     )
     for leg in ("dense", "bm25"):
         base_t, with_t = timings[leg], timings[leg + "+p"]
@@ -228,11 +242,12 @@ def main() -> None:
     ap.add_argument("--sets", type=int, default=100)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vocab", type=int, default=len(WORDS), help="words chunks are drawn from")
     args = ap.parse_args()
     if args.changes:
         freshness(args.files, args.changes, args.seed)
     if args.chunks:
-        filter_cost(args.chunks, args.sets, args.queries, args.seed)
+        filter_cost(args.chunks, args.sets, args.queries, args.seed, args.vocab)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
+from ragstream.connectors.sparse import FULL_SCAN_THRESHOLD as FULL_SCAN
 from ragstream.connectors.sparse import Sparse
 from ragstream.connectors.state import write_json_atomic
 from ragstream.connectors.vector_stores import (
@@ -113,7 +114,11 @@ def _load_or_create(
         if embedder is None:
             return None
         params = EdgeVectorParams(size=embedder.dimension, distance=Distance.Cosine)
-        bm25 = {SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)} if sparse else None
+        bm25 = (
+            {SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf, full_scan_threshold=FULL_SCAN)}
+            if sparse
+            else None
+        )
         return EdgeShard.create(
             str(path), EdgeConfig(vectors={VECTOR: params}, sparse_vectors=bm25)
         )

@@ -45,6 +45,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from ragstream.connectors.sparse import FULL_SCAN_THRESHOLD as FULL_SCAN
 from ragstream.connectors.sparse import Sparse
 from ragstream.connectors.vector_stores import (
     FLOAT_FIELDS,
@@ -252,7 +253,12 @@ class QdrantClientVectorStore(BaseQdrantStore):
                 },
                 metadata=embedder_metadata(self.embedder),
                 sparse_vectors_config=(
-                    {SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+                    {
+                        SPARSE: models.SparseVectorParams(
+                            index=models.SparseIndexParams(full_scan_threshold=FULL_SCAN),
+                            modifier=models.Modifier.IDF,
+                        )
+                    }
                     if self.sparse
                     else None
                 ),

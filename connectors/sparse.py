@@ -13,6 +13,14 @@ are uint32); two terms colliding in 2^32 merely share a weight.
 
 `avgdl` is fixed at write time (a stored vector cannot follow a moving average); the
 measured effect of that choice is in docs/measurements.md ("BM25 as sparse vectors").
+
+A filtered search's plan is Qdrant's: where a segment's filter may match fewer points than
+the sparse index's `full_scan_threshold`, it scores each of those points (a plain search),
+else it walks the query terms' posting lists and checks the filter on each candidate.
+`FULL_SCAN_THRESHOLD` sets it for every collection created with the sparse leg: a
+principal's readers match a few percent of a large collection, a few thousand points per
+segment, under Qdrant's default (5,000) but far more than its plain search scores as fast
+as the posting lists (docs/guide/permissions.md, "Cost").
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ Sparse = tuple[list[int], list[float]]  # (indices, values), indices ascending
 K1 = 1.2
 B = 0.75
 DEFAULT_AVGDL = 120.0  # analyzed terms per chunk text incl. title/section context
+# a filter that may match fewer points of a segment is searched plain, point by point
+FULL_SCAN_THRESHOLD = 100
 
 
 def term_id(term: str) -> int:
