@@ -84,26 +84,28 @@ class ObjectPermissions:
     acl: tuple[AclEntry, ...] | None = None
     need: int = FILE_NEED
 
-    def classes(self) -> tuple[int, dict[int, int], dict[int, int], int]:
-        """(owner bits, named uid -> effective bits, group-class gid -> effective bits,
-        other bits): the mask applied to every entry of the group class but the owner's.
-        Linux consults an ACL only while the mode's group bits (the mask) grant something:
-        an ACL whose mask is empty leaves the mode bits alone to decide, as here."""
+    def classes(self) -> tuple[int, dict[int, int], dict[int, tuple[int, ...]], int]:
+        """(owner bits, named uid -> effective bits, group-class gid -> the effective bits of
+        each of its entries, other bits): the mask applied to every entry of the group class
+        but the owner's. An owning group also named in an ACL entry keeps two entries: acl(5)
+        grants a request by one matching entry that holds every bit asked, never by bits
+        gathered from several. Linux consults an ACL only while the mode's group bits (the
+        mask) grant something: an ACL whose mask is empty leaves the mode bits alone to
+        decide, as here."""
         owner, other = (self.mode >> 6) & 7, self.mode & 7
         if not self.acl or not (self.mode >> 3) & 7:
-            return owner, {}, {self.gid: (self.mode >> 3) & 7}, other
+            return owner, {}, {self.gid: ((self.mode >> 3) & 7,)}, other
         mask = next((e.perm for e in self.acl if e.tag == MASK), 7)
         users: dict[int, int] = {}
-        groups: dict[int, int] = {}
+        groups: dict[int, tuple[int, ...]] = {}
         for e in self.acl:
             if e.tag == USER_OBJ:
                 owner = e.perm
             elif e.tag == USER:
                 users[e.qualifier] = e.perm & mask
-            elif e.tag == GROUP_OBJ:
-                groups[self.gid] = groups.get(self.gid, 0) | (e.perm & mask)
-            elif e.tag == GROUP:
-                groups[e.qualifier] = groups.get(e.qualifier, 0) | (e.perm & mask)
+            elif e.tag in (GROUP_OBJ, GROUP):
+                gid = self.gid if e.tag == GROUP_OBJ else e.qualifier
+                groups[gid] = (*groups.get(gid, ()), e.perm & mask)
             elif e.tag == OTHER:
                 other = e.perm
         return owner, users, groups, other
@@ -116,23 +118,25 @@ class ObjectPermissions:
         if uid in users:
             return _has(users[uid], self.need)
         mine = set(gids)
-        matched = [bits for gid, bits in groups.items() if gid in mine]
+        matched = [bits for gid, entries in groups.items() if gid in mine for bits in entries]
         if matched:
             return any(_has(bits, self.need) for bits in matched)
         return _has(other, self.need)
 
     def grants_everyone(self) -> bool:
         owner, users, groups, other = self.classes()
-        return all(_has(b, self.need) for b in (owner, other, *users.values(), *groups.values()))
+        entries = [bits for each in groups.values() for bits in each]
+        return all(_has(b, self.need) for b in (owner, other, *users.values(), *entries))
 
     def grants_group(self, gid: int) -> bool:
         """Whether every request carrying group `gid` is granted, whoever its user is."""
         owner, users, groups, other = self.classes()
         if not all(_has(b, self.need) for b in (owner, *users.values())):
             return False
-        if gid in groups:
-            return _has(groups[gid], self.need)
-        return all(_has(b, self.need) for b in (other, *groups.values()))
+        if gid in groups:  # one of its own entries grants, whatever else matches
+            return any(_has(bits, self.need) for bits in groups[gid])
+        entries = [bits for each in groups.values() for bits in each]
+        return all(_has(b, self.need) for b in (other, *entries))
 
     def named_groups(self) -> set[int]:
         return set(self.classes()[2])

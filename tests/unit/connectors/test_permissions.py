@@ -194,3 +194,22 @@ def test_an_acl_with_an_empty_mask_leaves_the_mode_bits_to_decide(root: Path) ->
     for user in ("rsperm_alice", "rsperm_bob", "rsperm_carol"):
         assert allowed(user, stamp.principals) == can_read(user, root, [path])[0], user
     assert allowed("rsperm_bob", stamp.principals) and not allowed("rsperm_alice", stamp.principals)
+
+
+def test_an_owning_group_also_named_in_the_acl_is_two_entries_not_one(root: Path) -> None:
+    """acl(5) grants by one matching entry holding every bit asked: a folder whose owning
+    group has `--x` and whose ACL names the same group `r--` lets that group's members
+    neither list nor enter it for a read (a folder needs `r-x`), though the two together
+    would (the case hypothesis found)."""
+    folder = root / "split"
+    folder.mkdir()
+    path = folder / "inside.md"
+    path.write_text("x\n")
+    shutil.chown(path, "rsperm_alice", "rsperm_eng")
+    path.chmod(0o700)
+    shutil.chown(folder, "rsperm_bob", "rsperm_eng")
+    folder.chmod(0o711)
+    set_acl(folder, "g:rsperm_eng:r--")
+    stamp = file_readers(path, root, UserDb.system())
+    assert not can_read("rsperm_alice", root, [path])[0]
+    assert stamp.principals == ()
