@@ -12,6 +12,7 @@ reindex  `Maintainer`: the blue/green reindex commands over open sides
 status   the `StatusReport` of open stores
 feed     `OutcomeFeed`: sync outcomes relayed live to subscribers
 snapshots  take, list, verify, restore (and schedule) snapshots; migrate a data dir
+snapshot_points  a server-backed index's points read into a snapshot and loaded from one
 exports  export an index as open records, import one into a new data dir
 periodic  `every`: a task a watch repeats on an interval (scheduled audits and snapshots)
 """
