@@ -6,11 +6,12 @@ filter costs a query, and what the stamp costs a chunk (docs/guide/permissions.m
   owner's) and 644 (everyone's), and the HTTP API is polled as another user (the trusted
   `X-Ragstream-User` header) until the answer follows: chmod → enforced, p50/p95/max. The
   watcher's outcomes over the run say how many chunks were embedded (0 expected).
-- filter cost: an embedded Qdrant Edge store of `--chunks` synthetic points (random
-  384-dim vectors, the BM25 sparse leg on) stamped with `--sets` distinct principal sets;
-  dense and BM25 searches (n=100) of random principals against the same searches with no
-  principal filter: p50/p95 each, and the ratio. Each chunk's text is 12 words and each
-  query's 3, drawn from `--vocab` words: the default 10 put almost every chunk in each
+- filter cost: an embedded Qdrant Edge store of `--chunks` synthetic points (random 384-dim
+  vectors, the BM25 sparse leg on) stamped with `--sets` distinct principal sets; dense and
+  BM25 searches (n=100) of random principals against the same searches with no principal
+  filter: p50/p95 each, and the ratio; and a hybrid query's two searches (each query's dense
+  and BM25 time summed), its latency with and without. Each chunk's text is 12 words and
+  each query's 3, drawn from `--vocab` words: the default 10 put almost every chunk in each
   query term's posting list (every point a BM25 candidate); a larger vocabulary draws its
   words by Zipf's law (weight 1/rank), as a real corpus's terms are spread. Then the BM25
   leg's engine call alone under three filter shapes (`status=live`, what a search without
@@ -212,7 +213,10 @@ def filter_cost(chunks: int, sets: int, queries: int, seed: int, vocab: int) -> 
         f"filter cost (Qdrant Edge, {chunks} chunks, {len(stamps)} principal sets, "
         f"{queries} queries, n=100, {len(words)} words; built in {built:.1f} s):"
     )
-    for leg in ("dense", "bm25"):
+    for name in ("", "+p"):  # a hybrid query's two searches, each query's pair summed
+        pairs = zip(timings["dense" + name], timings["bm25" + name], strict=True)
+        timings["query" + name] = [d + b for d, b in pairs]
+    for leg in ("dense", "bm25", "query"):
         base_t, with_t = timings[leg], timings[leg + "+p"]
         print(
             f"  {leg:5s} no filter p50 {pct(base_t, 50) * 1e3:.2f} ms p95 "
