@@ -137,6 +137,11 @@ class Client:
         """
         return self._index.chat(messages, **options)
 
+    def chat_stream(self, messages: Messages, **options: Any) -> Iterator[StreamEvent]:
+        """`chat` as `stream` answers a question: the answer's text as it is generated (str
+        deltas), then the verified `Answer` (with `effective_query` and `conversation`)."""
+        return self._index.chat_stream(messages, **options)
+
     def retrieve(self, question: Question, **options: Any) -> Retrieval:
         """Ranked candidates with their text and per-leg ranks and scores; no generation."""
         return self._index.retrieve(question, **options)
@@ -275,6 +280,10 @@ class AsyncClient:
     async def chat(self, messages: Messages, **options: Any) -> Answer:
         """`Client.chat`, awaited: a conversation's last message answered with its history."""
         return await self._index.chat(messages, **options)
+
+    def chat_stream(self, messages: Messages, **options: Any) -> AsyncIterator[StreamEvent]:
+        """`Client.chat_stream` as an async iterator: str deltas, then the verified `Answer`."""
+        return self._index.chat_stream(messages, **options)
 
     async def retrieve(self, question: Question, **options: Any) -> Retrieval:
         """`Client.retrieve`, awaited: ranked candidates, no generation."""

@@ -165,6 +165,9 @@ class LocalIndex:
     def chat(self, messages: Messages, **options: Any) -> Answer:
         return self._served().chat(messages, **options)
 
+    def chat_stream(self, messages: Messages, **options: Any) -> Iterator[StreamEvent]:
+        return self._served().chat_stream(messages, **options)
+
     def retrieve(self, question: Question, **options: Any) -> Retrieval:
         return self._served().retrieve(question, **options)
 

@@ -81,8 +81,14 @@ def query_call(request: QueryRequest) -> Call[Answer]:
 
 def chat_call(request: ChatRequest) -> Call[Answer]:
     """`POST /v1/chat` with the whole conversation (answered, not streamed)."""
+    return Call("POST", "/v1/chat", chat_body(request), _model(Answer))
+
+
+def chat_body(request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
     body = request.model_dump(mode="json", exclude_defaults=True, exclude={"stream"})
-    return Call("POST", "/v1/chat", body, _model(Answer))
+    if stream:
+        body["stream"] = True
+    return body
 
 
 def retrieve_call(request: QueryRequest) -> Call[Retrieval]:
@@ -317,8 +323,15 @@ class RemoteIndex(Endpoint):
 
     def stream(self, question: Question, **options: Any) -> Iterator[StreamEvent]:
         body = query_body(query_request(question, options), stream=True)
+        return self._events("/v1/query", body)
+
+    def chat_stream(self, messages: Messages, **options: Any) -> Iterator[StreamEvent]:
+        return self._events("/v1/chat", chat_body(chat_request(messages, options), stream=True))
+
+    def _events(self, path: str, body: dict[str, Any]) -> Iterator[StreamEvent]:
+        """The Server-Sent Events of a streamed `POST path`: str deltas, then the `Answer`."""
         try:
-            with self._client.stream("POST", "/v1/query", json=body) as response:
+            with self._client.stream("POST", path, json=body) as response:
                 if not response.is_success:
                     response.read()
                     raise_for(response)
@@ -424,10 +437,17 @@ class AsyncRemoteIndex(Endpoint):
     async def query(self, question: Question, **options: Any) -> Answer:
         return await self._do(query_call(query_request(question, options)))
 
-    async def stream(self, question: Question, **options: Any) -> AsyncIterator[StreamEvent]:
+    def stream(self, question: Question, **options: Any) -> AsyncIterator[StreamEvent]:
         body = query_body(query_request(question, options), stream=True)
+        return self._events("/v1/query", body)
+
+    def chat_stream(self, messages: Messages, **options: Any) -> AsyncIterator[StreamEvent]:
+        return self._events("/v1/chat", chat_body(chat_request(messages, options), stream=True))
+
+    async def _events(self, path: str, body: dict[str, Any]) -> AsyncIterator[StreamEvent]:
+        """The Server-Sent Events of a streamed `POST path`: str deltas, then the `Answer`."""
         try:
-            async with self._client.stream("POST", "/v1/query", json=body) as response:
+            async with self._client.stream("POST", path, json=body) as response:
                 if not response.is_success:
                     await response.aread()
                     raise_for(response)

@@ -193,6 +193,15 @@ class ServedIndex:
         yield from pieces
         yield answer
 
+    def chat_stream(self, messages: Messages, **options: Any) -> Iterator[StreamEvent]:
+        """`chat` as `stream` gives a question's answer: the text's pieces, then the
+        `Answer`."""
+        pieces: list[str] = []
+        request = chat_request(messages, options)
+        answer = self._locked(self.engine.chat)(request, self.tenants, pieces.append)
+        yield from pieces
+        yield answer
+
     def retrieve(self, question: Question, **options: Any) -> Retrieval:
         request = query_request(question, options)
         return self._locked(self.engine.retrieve)(request, self.tenants)

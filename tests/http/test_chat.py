@@ -120,15 +120,26 @@ def assert_not_answered_alone(answer: Answer) -> None:
 # ---- the embedded Client: first, while no other part of this process holds the data dir ----
 
 
+def streamed(events: list[Any]) -> tuple[str, Answer]:
+    """A `chat_stream`'s text deltas joined, and the `Answer` that ends it (and nothing
+    after it)."""
+    *pieces, last = events
+    assert isinstance(last, Answer) and pieces and all(isinstance(p, str) for p in pieces)
+    return "".join(pieces), last
+
+
 def test_the_embedded_client_carries_the_history(volcanoes: Settings) -> None:
     with Client(settings=volcanoes) as client:
         assert client.mode == "embedded"
         with_history = client.chat(CONVERSATION)
         as_models = client.chat([ChatMessage.model_validate(m) for m in CONVERSATION])
         alone = client.chat([{"role": "user", "content": FOLLOW_UP}])
+        text, streamed_answer = streamed(list(client.chat_stream(CONVERSATION)))
     assert_answered_from_history(with_history)
     assert as_models.model_dump(exclude=IGNORE) == with_history.model_dump(exclude=IGNORE)
     assert_not_answered_alone(alone)
+    assert "1,281" in text
+    assert streamed_answer.model_dump(exclude=IGNORE) == with_history.model_dump(exclude=IGNORE)
 
 
 # ---- HTTP, SSE and the remote clients ----------------------------------------------------
@@ -177,6 +188,24 @@ def test_both_remote_clients_carry_the_history(served: Served) -> None:
     assert_answered_from_history(remote)
     assert awaited.model_dump(exclude=IGNORE) == remote.model_dump(exclude=IGNORE)
     assert_not_answered_alone(alone)
+
+
+def test_both_remote_clients_stream_a_chat(served: Served) -> None:
+    with Client(url=served.url) as client:
+        text, answer = streamed(list(client.chat_stream(CONVERSATION, k=5)))
+        plain = client.chat(CONVERSATION, k=5)
+        with pytest.raises(ValidationError, match="the last message must be the user's"):
+            client.chat_stream(HISTORY)  # checked before anything is sent
+
+    async def chat_stream() -> list[Any]:
+        async with AsyncClient(served.url) as client:
+            return [e async for e in client.chat_stream(CONVERSATION, k=5)]
+
+    awaited_text, awaited = streamed(asyncio.run(chat_stream()))
+    assert_answered_from_history(answer)
+    assert "1,281" in text and awaited_text == text
+    assert answer.model_dump(exclude=IGNORE) == plain.model_dump(exclude=IGNORE)
+    assert awaited.model_dump(exclude=IGNORE) == plain.model_dump(exclude=IGNORE)
 
 
 BAD = [
