@@ -108,6 +108,9 @@ class RecordingIndex:
     def chat(self, messages: Any, **options: Any) -> Answer:
         raise AssertionError("a route awaits `chat_async`")
 
+    def chat_stream(self, messages: Any, **options: Any) -> Iterator[Any]:
+        raise AssertionError("a route streams a chat through `chat_async`")
+
     async def chat_async(
         self, request: ChatRequest, on_text: Callable[[str], None] | None = None, **_: Any
     ) -> Answer:

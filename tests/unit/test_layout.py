@@ -117,6 +117,7 @@ REMOTE_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "reindex_rollback": ((), {}), "reindex_cleanup": ((), {"confirm": True}),
     "reindex_abort": ((), {}), "snapshot": ((), {}), "snapshots": ((), {}),
     "chat": (([{"role": "user", "content": "q"}],), {}),
+    "chat_stream": (([{"role": "user", "content": "q"}],), {}),
 }  # fmt: skip
 REMOTE_PROBE = """
 import asyncio, sys, httpx
