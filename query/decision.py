@@ -93,6 +93,15 @@ def asked_after(history: Sequence[ChatMessage]) -> dict[str, float]:
     return {HISTORY: float(sum(m.role == "user" for m in history))}
 
 
+def in_conversation(signals: Mapping[str, float]) -> bool:
+    """Whether the recorded `signals` are of a question asked after earlier user turns.
+
+    >>> in_conversation({HISTORY: 1.0}), in_conversation({})
+    (True, False)
+    """
+    return signals.get(HISTORY, 0.0) > 0
+
+
 def features(signals: Mapping[str, float], names: Sequence[str] = FEATURES) -> list[float]:
     """The decision's inputs `names` from the recorded signals (a missing signal reads as
     0: no evidence either way)."""
@@ -136,7 +145,7 @@ class Decision:
     def reading(self, signals: Mapping[str, float]) -> Decision:
         """The decision that reads `signals`: the `conversation` member for a question asked
         after earlier user turns (`HISTORY` > 0) where there is one, else this one."""
-        if self.conversation is not None and signals.get(HISTORY, 0.0) > 0:
+        if self.conversation is not None and in_conversation(signals):
             return self.conversation
         return self
 

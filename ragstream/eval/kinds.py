@@ -46,7 +46,8 @@ from ragstream.eval.beir import Corpus, doc_key, load_beir
 from ragstream.eval.squad import SquadQuestion, contains_answer
 from ragstream.eval.squad_eval import floor_at, refused_at
 from ragstream.query import answerable
-from ragstream.query.decision import HISTORY, asked_after, leg_leads
+from ragstream.query.decision import asked_after, leg_leads
+from ragstream.query.decision import in_conversation as asked_in_conversation
 from ragstream.query.engine import QueryEngine
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR
 
@@ -488,7 +489,7 @@ def _mtrag_chat(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
 def in_conversation(reading: Reading) -> bool:
     """Whether `reading` is of a question asked after earlier turns (what the decision's
     conversation member reads)."""
-    return reading.signals is not None and reading.signals.get(HISTORY, 0.0) > 0
+    return reading.signals is not None and asked_in_conversation(reading.signals)
 
 
 DOCS_FOLDERS = ("html", "md")  # the shared real documents the docs questions were written on
