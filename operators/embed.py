@@ -89,9 +89,12 @@ class Embedder:
         prefixed = [self.version.passage_prefix + t for t in texts]
         return _normalized(self._encode(prefixed, batch_size)) if texts else _empty(self)
 
+    def encode_queries(self, texts: Sequence[str], batch_size: int = 64) -> Matrix:
+        prefixed = [self.version.query_prefix + t for t in texts]
+        return _normalized(self._encode(prefixed, batch_size)) if texts else _empty(self)
+
     def encode_query(self, text: str) -> list[float]:
-        vec = _normalized(self._encode([self.version.query_prefix + text], 1))[0]
-        return [float(x) for x in vec]
+        return [float(x) for x in self.encode_queries([text], 1)[0]]
 
 
 @lru_cache(maxsize=8)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -213,12 +213,15 @@ class Retriever:
         *,
         lexical_query: str | None = None,
         dense_text: str | None = None,
+        dense_vector: Sequence[float] | None = None,
     ) -> RetrievalResult:
         """Top `n` per leg under `flt`, fused; every leg's rank and score stays visible.
 
         `lexical_query` / `dense_text` replace the text one leg searches with (query
         transforms: extracted keywords for BM25, a hypothetical answer for the embedding);
-        the result still reports `query`, the question the user asked.
+        `dense_vector` is the dense text's query vector where the caller encoded it already,
+        with this side's embedder (it is not encoded again). The result still reports
+        `query`, the question the user asked.
         """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
@@ -235,8 +238,13 @@ class Retriever:
                 model=side.embedder.version.slug,
                 chars=len(dense_in),
                 transformed=dense_text is not None,
+                reused=dense_vector is not None,
             ):
-                vector = side.embedder.encode_query(dense_in)
+                vector = (
+                    list(dense_vector)
+                    if dense_vector is not None
+                    else side.embedder.encode_query(dense_in)
+                )
             timings["embed"] = _ms(start)
             dense = _leg("dense", n, timings, lambda: side.vectors.search(vector, n, flt))
             lexical = _leg("lexical", n, timings, lambda: self._lexical(side, lexical_in, n, flt))

@@ -72,6 +72,9 @@ class AnswerRun:
     checked: Verified | None = None
     history: Bounded | None = None  # a conversation's history (None: a single question)
     legs: ChatPlan | None = None  # a conversation's plan: what each retrieval leg searches
+    # query vectors the conversation's standalone probe encoded, by (embedder slug, text):
+    # the dense leg reuses the one for its own text instead of encoding it again
+    probed: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
 
 class EngineParts(Protocol):
@@ -158,7 +161,11 @@ def _offline(parts: EngineParts, run: AnswerRun) -> ChatPlan:
         return hits[0].score if hits else 0.0
 
     def best_dense(text: str) -> float:
-        hits = side.vectors.search(side.embedder.encode_query(text), 1, flt)
+        key = (side.embedder.version.slug, text)
+        if key not in run.probed:
+            run.probed[key] = side.embedder.encode_query(text)
+        vector = run.probed[key]
+        hits = side.vectors.search(vector, 1, flt)
         return hits[0].score if hits else 0.0
 
     with timed(run.timings, "converse"):
@@ -177,9 +184,9 @@ def _planned(run: AnswerRun, plan: ChatPlan) -> None:
 def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     """retrieve → fuse → rerank under the caller's filters and tenants; also how far each
     leg's best candidate leads its pool (an answerability signal)."""
-    q, request, plan = parts.settings.query, run.request, run.legs
+    q, request, plan, side = parts.settings.query, run.request, run.legs, parts.side()
     result = retrieve_transformed(
-        Retriever(FixedSide(parts.side()), parts.retriever.lexical),
+        Retriever(FixedSide(side), parts.retriever.lexical),
         run.question,
         parts.transformer,
         n=request.n,
@@ -188,6 +195,9 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
         k=request.rrf_k,
         dense_text=plan.dense if plan is not None else None,
         lexical_query=plan.sparse if plan is not None else None,
+        dense_vector=(
+            run.probed.get((side.embedder.version.slug, plan.dense)) if plan is not None else None
+        ),
     )
     run.timings.update({f"retrieve.{k}": v for k, v in result.timings_ms.items()})
     depth = rerank_depth(parts.reranker, q.rerank_depth, request.k)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -246,11 +246,13 @@ def retrieve_transformed(
     k: int = DEFAULT_RRF_K,
     dense_text: str | None = None,
     lexical_query: str | None = None,
+    dense_vector: Sequence[float] | None = None,
 ) -> RetrievalResult:
     """Retrieve for `question` as planned by `transformer` (plain retrieval when None).
 
     `dense_text` / `lexical_query`: what each leg searches with when there is no
-    transformer (a conversation's plan); a transformer plans from `question` alone.
+    transformer (a conversation's plan), and `dense_vector` the query vector of
+    `dense_text` where the caller has it already; a transformer plans from `question` alone.
     `timings_ms` adds `transform.<name>` to the legs' timings (summed over sub-questions),
     and `total` covers the transforms too: it is what the user waits for."""
     if transformer is None:
@@ -262,6 +264,7 @@ def retrieve_transformed(
             k=k,
             lexical_query=lexical_query,
             dense_text=dense_text,
+            dense_vector=dense_vector,
         )
     start = time.perf_counter()
     plan = transformer.plan(question)

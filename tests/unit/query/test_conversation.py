@@ -8,7 +8,7 @@ OpenAI-compatible stub (a test double at the generator boundary)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from ragstream import api
 from ragstream.connectors.lexical import tokenize
 from ragstream.core.answers import Answer, ChatMessage, ChatRequest, QueryRequest
 from ragstream.core.settings import ConversationSettings, Settings, SourceConfig
+from ragstream.operators.embed import Embedder
 from ragstream.query.conversation import (
     Bounded,
     Rewriter,
@@ -261,6 +262,27 @@ def test_a_follow_up_about_what_the_documents_lack_is_refused(engine: QueryEngin
     )
     assert answer.refusal is not None and answer.refusal.detail
     assert answer.effective_query is not None
+
+
+def test_a_follow_up_that_stands_alone_is_encoded_once(
+    engine: QueryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The standalone test's dense probe and the dense leg search the same text: one
+    encode serves both."""
+    encoded: list[str] = []
+    encode_queries = Embedder.encode_queries
+
+    def counted(self: Embedder, texts: Sequence[str], batch_size: int = 64) -> Any:
+        encoded.extend(texts)
+        return encode_queries(self, texts, batch_size)
+
+    monkeypatch.setattr(Embedder, "encode_queries", counted)
+    question = "Which volcano is the highest in Europe outside the Caucasus?"
+    messages = [*HISTORY, {"role": "user", "content": question}]
+    got = engine.chat_retrieve(ChatRequest(messages=messages, generate=False))  # type: ignore[arg-type]
+    assert got.effective_query is not None and got.effective_query.dense == question
+    assert [r.doc_id for r in got.results[:1]] == ["notes:etna.md"]
+    assert encoded == [question]
 
 
 def test_a_long_history_is_truncated_from_the_oldest_turn(
