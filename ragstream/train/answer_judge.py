@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from ragstream.core.settings import Settings
 from ragstream.operators.answer_judge import ANSWER_JUDGE_FILE, BUNDLED_ANSWER_JUDGE
+from ragstream.operators.embed import load_embedder
 from ragstream.train.answer_judge_data import LABELS, AnswerPair, build_pairs
 from ragstream.train.crossencoder import TrainConfig, export_onnx, train_cross_encoder
 from ragstream.train.decision import auc
@@ -59,7 +61,8 @@ def per_kind(probs: Any, held: Sequence[AnswerPair]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    fit, held = build_pairs(args.squad, args.seed)
+    embedder = load_embedder(args.embedder) if args.embedder else None
+    fit, held = build_pairs(args.squad, args.seed, embedder)
     if args.limit:
         fit, held = fit[: args.limit], held[: max(50, args.limit // 5)]
     layers = tuple(int(x) for x in args.layers.split(",") if x.strip())
@@ -92,11 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     }
     (args.out / ANSWER_JUDGE_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     record |= _onnx_figures(args.out, held)  # the exported model, as it ships
+    if args.baseline:  # another judge read on the same held-out pairs, side by side
+        record["baseline"] = {"model": str(args.baseline)} | _onnx_figures(args.baseline, held)
     (args.out / ANSWER_JUDGE_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     print(
         json.dumps(
             {"version": meta["version"]}
-            | {k: record[k] for k in ("held_auc_onnx", "held_by_kind_onnx", "train_seconds")},
+            | {
+                k: record[k]
+                for k in ("held_auc_onnx", "held_by_kind_onnx", "baseline", "train_seconds")
+                if k in record
+            },
             indent=2,
         )
     )
@@ -112,6 +121,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-length", type=int, default=96)
     parser.add_argument("--layers", default="0,2,4", help="MiniLM layers kept ('' = all six)")
     parser.add_argument("--limit", type=int, default=0, help="fit pairs (0 = all; smoke runs)")
+    parser.add_argument(
+        "--embedder",
+        default=Settings.model_fields["embedder"].default,
+        help="the embedder that ranks gold_removed passages ('' = no gold_removed pairs)",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="a judge directory to read on the same held-out pairs"
+    )
     return parser
 
 

@@ -22,7 +22,13 @@ from ragstream.eval.squad import (
     squad_file,
 )
 from ragstream.eval.squad_eval import auc, first_sentence, refused_at
-from ragstream.train.answer_judge_data import ANSWER, NOT_ANSWER, answer_sentences, question_pairs
+from ragstream.train.answer_judge_data import (
+    ANSWER,
+    GOLD_REMOVED,
+    NOT_ANSWER,
+    answer_sentences,
+    question_pairs,
+)
 from ragstream.train.decision import auc as pairwise_auc
 
 SCORES = st.lists(st.floats(-5.0, 5.0, allow_nan=False), min_size=1, max_size=30)
@@ -137,6 +143,34 @@ def test_pairs_take_the_answer_sentence_as_positive_and_the_rest_as_negatives() 
     assert unanswerable and {(p.label, p.kind) for p in unanswerable} == {
         (NOT_ANSWER, "unanswerable")
     }
+
+
+def test_gold_removed_negatives_follow_the_dense_ranking_and_never_hold_the_answer() -> None:
+    texts = [
+        "Thomas Newcomen pumped mine water with engines.",  # holds the answer
+        "The first commercial steam engine was built in England.",  # words: other_paragraph
+        "Commercial steam engines were built for mills.",  # words: other_paragraph
+        "Engines of 1712 burned coal as their fuel.",
+        "Watt improved the condenser.",
+    ]
+    paragraphs = {"Steam_engine-p000": PARAGRAPH} | {
+        f"Steam_engine-p00{i}": PARAGRAPH | {"text": t} for i, t in enumerate(texts, 1)
+    }
+    q = question("Who built the first commercial steam engine?", "Thomas Newcomen")
+    ranked = [f"Steam_engine-p00{i}" for i in (0, 1, 3, 5, 4, 2)]  # best first
+    pairs = question_pairs(q, paragraphs, list(paragraphs), ranked)
+    assert {p.passage for p in pairs if p.kind == "other_paragraph"} == {
+        f"Steam engine: {t}" for t in texts[1:3]
+    }
+    # its own paragraph, the one holding the answer and those taken already are skipped;
+    # then the best GOLD_REMOVED others, in the dense ranking's order
+    assert [p.passage for p in pairs if p.kind == "gold_removed"] == [
+        f"Steam engine: {t}" for t in (texts[4], texts[3])
+    ][:GOLD_REMOVED]
+    assert all(p.label == NOT_ANSWER for p in pairs if p.kind == "gold_removed")
+    assert len({p.passage for p in pairs}) == len(pairs)
+    unranked = question_pairs(q, paragraphs, list(paragraphs))  # no embedder: no ranking
+    assert not [p for p in unranked if p.kind == "gold_removed"]
 
 
 def test_a_span_across_a_sentence_break_gives_both_sentences() -> None:
