@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             "split": "train articles only; those eval.squad.holds_out picks are held out "
             "for early stopping, the figures and the answerability decision",
         },
-        "command": "make answer-judge",
+        "gold_removed_ranked_by": args.embedder or None,
+        "command": " ".join(
+            ["python -m ragstream.train.answer_judge", *(sys.argv[1:] if argv is None else argv)]
+        ),
         "training": record,
     }
     (args.out / ANSWER_JUDGE_FILE).write_text(json.dumps(meta, indent=2) + "\n")
@@ -123,8 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=0, help="fit pairs (0 = all; smoke runs)")
     parser.add_argument(
         "--embedder",
-        default=Settings.model_fields["embedder"].default,
-        help="the embedder that ranks gold_removed passages ('' = no gold_removed pairs)",
+        default="",
+        help="the embedder that ranks gold_removed passages (the index's: "
+        f"{Settings.model_fields['embedder'].default}); '' (the shipped judge's pairs): none",
     )
     parser.add_argument(
         "--baseline", type=Path, help="a judge directory to read on the same held-out pairs"
