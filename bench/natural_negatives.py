@@ -10,14 +10,17 @@ decision at its shipped floor answers and refuses (the verdict the engine reache
 same signals: coverage rule, overrides, unknown terms, gate).
 
     .venv/bin/python bench/natural_negatives.py --out bench/out [--split test]
-        [--decision DIR] [--off-topic bench/data/offtopic_general.tsv] [--end-to-end]
+        [--decision DIR] [--judge DIR] [--off-topic bench/data/offtopic_general.tsv]
+        [--end-to-end]
 
 On the test split the off-topic cells hold each index's own off-topic questions (SciFact's
 16, the docs' 60) and the general questions of `--off-topic`, asked of the SQuAD, SciFact
 and docs indexes. `--decision DIR` replays the `decision.json` of DIR (default: the one
-shipped beside the answer judge). `--end-to-end` then asks the off-topic questions and the
-answerable ones of the docs and SciFact indexes through the whole answer path (generation,
-verification, every refusal rule) and counts the refusals by check.
+shipped beside the answer judge); `--judge DIR` reads the questions with the answer judge in
+DIR instead of the shipped one (a candidate, before `make decision` refits on it; its
+readings are kept beside the shipped judge's). `--end-to-end` then asks the off-topic
+questions and the answerable ones of the docs and SciFact indexes through the whole answer
+path (generation, verification, every refusal rule) and counts the refusals by check.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def general_questions(path: Path) -> tuple[tuple[str, str], ...]:
     return tuple((f"general-{r['subject']}-{i}", r["question"]) for i, r in enumerate(rows, 1))
 
 
-def end_to_end(out: Path, off: tuple[tuple[str, str], ...]) -> None:
+def end_to_end(out: Path, off: tuple[tuple[str, str], ...], judge: Path | None) -> None:
     """Every off-topic question (the data set's own and the general ones) and every
     answerable docs question asked through the whole answer path (generation, verification
     and every refusal rule) of the docs and SciFact indexes `read_kinds` made under `out`."""
@@ -77,7 +80,11 @@ def end_to_end(out: Path, off: tuple[tuple[str, str], ...]) -> None:
     print("|---|---|---|---|---|")
     for name, own in rows:
         settings = load_settings(out / name)
-        quiet = settings.query.model_copy(update={"log_queries": False})
+        update: dict[str, object] = {"log_queries": False}
+        if judge is not None:
+            answerable = settings.query.answerable
+            update["answerable"] = answerable.model_copy(update={"judge": str(judge)})
+        quiet = settings.query.model_copy(update=update)
         with QueryEngine.open(settings.model_copy(update={"query": quiet})) as engine:
             for label, questions in ((f"its {len(own)} off-topic", own), ("general", general)):
                 answers = [engine.answer(QueryRequest(query=q)) for q in questions]
@@ -110,6 +117,9 @@ def main() -> None:
     ap.add_argument("--shared", type=Path, default=SHARED)
     ap.add_argument("--split", default="test", choices=["train", "test"])
     ap.add_argument("--decision", type=Path, default=BUNDLED_ANSWER_JUDGE)
+    ap.add_argument(
+        "--judge", type=Path, help="read with this answer judge's directory (default: shipped)"
+    )
     ap.add_argument("--off-topic", type=Path, default=OFF_TOPIC)
     ap.add_argument("--sets", nargs="+", default=["squad", "scifact", "mtrag", CHAT, "docs"])
     ap.add_argument("--shares", nargs="+", type=float, default=[0.85, 0.90, 0.95])
@@ -121,7 +131,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     off = general_questions(args.off_topic) if args.split == "test" else ()
-    readings = read_kinds(Sets(args.shared, args.out, off), args.split, only=args.sets)
+    sets = Sets(args.shared, args.out, off, judge=args.judge)
+    readings = read_kinds(sets, args.split, only=args.sets)
     decision = load_decision(args.decision)
     if decision is None:
         raise SystemExit(f"no decision.json in {args.decision}")
@@ -162,7 +173,7 @@ def main() -> None:
         print(f"| {cell[0]} {cell[1]} | {sum(pos) / len(pos):.3f} | "
               f"{1 - sum(neg) / len(neg):.3f} |")  # fmt: skip
     if args.end_to_end:
-        end_to_end(args.out, off)
+        end_to_end(args.out, off, args.judge)
 
 
 if __name__ == "__main__":

@@ -345,10 +345,13 @@ def _fold(qid: str) -> int:
     return int(qid) % FOLDS if qid.isdigit() else sum(map(ord, qid)) % FOLDS
 
 
-def read_question_set(dataset_dir: Path, data_dir: Path, split: str) -> list[Reading]:
+def read_question_set(
+    dataset_dir: Path, data_dir: Path, split: str, judge: Path | None = None
+) -> list[Reading]:
     """One question set of `split` (SQuAD 2.0 or BEIR format), its corpus indexed into
     `data_dir` (incrementally), every judged question read with and without its gold
-    documents (and a SQuAD set's unanswerable ones as `adversarial`)."""
+    documents (and a SQuAD set's unanswerable ones as `adversarial`), by the answer judge
+    in `judge` (None: the shipped one)."""
     from ragstream.eval.beir import index_corpus
     from ragstream.eval.squad import load_squad, squad_file
 
@@ -356,10 +359,10 @@ def read_question_set(dataset_dir: Path, data_dir: Path, split: str) -> list[Rea
     name = dataset_dir.name
     if squad is not None:
         data = load_squad(squad, split)
-        with _engine(data_dir, data.corpus) as engine:
+        with _engine(data_dir, data.corpus, judge) as engine:
             return squad_readings(engine_reader(engine), data.questions, name)
     corpus, _, _ = load_beir(dataset_dir, split)
-    with _quiet_engine(index_corpus(corpus, data_dir)) as engine:
+    with _quiet_engine(index_corpus(corpus, data_dir), judge) as engine:
         return beir_readings(engine_reader(engine), dataset_dir, split, name, keep=lambda _: True)
 
 
@@ -379,6 +382,9 @@ class Sets:
     shared: Path
     out: Path
     off_topic: tuple[tuple[str, str], ...] = ()  # general questions (id, text), test only
+    # the answer judge's model directory the engines read with (None: the shipped one); a
+    # candidate's readings are kept beside the shipped judge's, under its version
+    judge: Path | None = None
 
     def data_dir(self, name: str) -> Path:
         return self.out / name
@@ -399,12 +405,13 @@ def read_kinds(
 
 
 def _cached(sets: Sets, name: str, split: str) -> list[Reading]:
-    from ragstream.operators.answer_judge import bundled_answer_judge
+    from ragstream.operators.answer_judge import AnswerJudge, bundled_answer_judge
 
     data_dir = sets.data_dir(INDEX_DIRS[name](split))
     data_dir.mkdir(parents=True, exist_ok=True)
-    cache = data_dir / f"kinds-{name}-{split}.json"
-    key = f"{bundled_answer_judge().version} k={K} pool={POOL} off={len(sets.off_topic)}"
+    version = (AnswerJudge(sets.judge) if sets.judge else bundled_answer_judge()).version
+    cache = data_dir / f"kinds-{name}-{split}{f'-{version}' if sets.judge else ''}.json"
+    key = f"{version} k={K} pool={POOL} off={len(sets.off_topic)}"
     key += _READ_AS.get(name, "")
     if name == CHAT:  # a chat's readings follow the rewrite's settings
         key += " " + xxhash.xxh64(ConversationSettings().model_dump_json().encode()).hexdigest()
@@ -416,17 +423,24 @@ def _cached(sets: Sets, name: str, split: str) -> list[Reading]:
     return readings
 
 
-def _engine(data_dir: Path, corpus: Corpus) -> AbstractContextManager[QueryEngine]:
+def _engine(
+    data_dir: Path, corpus: Corpus, judge: Path | None = None
+) -> AbstractContextManager[QueryEngine]:
     """The index of `corpus` in `data_dir` (synced), opened for reading signals."""
     from ragstream.eval.beir import index_corpus
 
-    return _quiet_engine(index_corpus(corpus, data_dir))
+    return _quiet_engine(index_corpus(corpus, data_dir), judge)
 
 
-def _quiet_engine(settings: Settings) -> AbstractContextManager[QueryEngine]:
+def _quiet_engine(
+    settings: Settings, judge: Path | None = None
+) -> AbstractContextManager[QueryEngine]:
     """The engine over `settings`' index, its retrieval log off (these are not queries
-    anyone asked)."""
-    query = settings.query.model_copy(update={"log_queries": False})
+    anyone asked), reading with the answer judge in `judge` (None: the settings' own)."""
+    update: dict[str, object] = {"log_queries": False}
+    if judge is not None:
+        update["answerable"] = settings.query.answerable.model_copy(update={"judge": str(judge)})
+    query = settings.query.model_copy(update=update)
     return QueryEngine.open(settings.model_copy(update={"query": query}))
 
 
@@ -447,7 +461,7 @@ def _squad(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
         off = [(f"squad-elsewhere-{q.id}", q.text) for q in elsewhere]
     else:
         own, corpus, off = half.questions, half.corpus, list(sets.off_topic)
-    with _engine(data_dir, corpus) as engine:
+    with _engine(data_dir, corpus, sets.judge) as engine:
         read = engine_reader(engine)
         return squad_readings(read, own, "squad") + off_topic_readings(read, off, "squad")
 
@@ -469,7 +483,7 @@ def _scifact(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
         off = [(f"scifact-offtopic-{i}", q) for i, q in enumerate(OFF_TOPIC, 1)]
         off += list(sets.off_topic)
     dataset = sets.shared / "scifact"
-    with _engine(data_dir, load_corpus(dataset)) as engine:
+    with _engine(data_dir, load_corpus(dataset), sets.judge) as engine:
         read = engine_reader(engine)
         claims = beir_readings(read, dataset, split, "scifact", keep=lambda _: True)
         return claims + off_topic_readings(read, off, "scifact")
@@ -478,7 +492,7 @@ def _scifact(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
 def _mtrag(sets: Sets, split: str, data_dir: Path, *, chat: bool = False) -> list[Reading]:
     corpus, tasks = load_mtrag(sets.shared / "mtrag-un", split)
     dataset = CHAT if chat else "mtrag"
-    with _engine(data_dir, corpus) as engine:
+    with _engine(data_dir, corpus, sets.judge) as engine:
         return mtrag_readings(engine_reader(engine), tasks, dataset, chat=chat)
 
 
@@ -517,7 +531,7 @@ def _docs(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
     settings = with_folders(Settings(data_dir=data_dir), folders)
     run_sync(settings, watch=False)
     out = []
-    with _quiet_engine(settings) as engine:
+    with _quiet_engine(settings, sets.judge) as engine:
         read = engine_reader(engine)
         for qid, question, file in answerable_docs:
             # a doc id is `<folder>:<path under it>`

@@ -353,6 +353,12 @@ def _parser() -> argparse.ArgumentParser:
 Fit = tuple[Decision, float, float, dict[str, object]]  # decision, kept, refused, fitted_on
 
 
+def _candidate(args: argparse.Namespace) -> Path | None:
+    """The judge the questions are read with where it is not the shipped one (None: it is)."""
+    judge: Path = args.judge
+    return None if judge.resolve() == BUNDLED_ANSWER_JUDGE.resolve() else judge
+
+
 def _live_embedder(data_dir: Path) -> str:
     live = ingest.status(data_dir=data_dir).embedder
     return live.slug if live else ""
@@ -361,7 +367,7 @@ def _live_embedder(data_dir: Path) -> str:
 def _fit_one_set(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
     """One question set's split: its questions read with and without their gold documents
     (`eval.kinds.read_question_set`), then the same fit."""
-    readings = kinds.read_question_set(args.dataset, args.data_dir, args.split)
+    readings = kinds.read_question_set(args.dataset, args.data_dir, args.split, _candidate(args))
     decision, steps = fit_kinds(readings, scorer.version, args.keep, _live_embedder(args.data_dir))
     return _fitted(readings, decision, steps, scorer, f"{args.split} split")
 
@@ -371,7 +377,8 @@ def _fit_every_kind(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
     (`eval.kinds.read_kinds`), the signals chosen per kind (`train.kinds_fit.select`), the
     floor that keeps `keep` of the answerable questions of every data set answered; the
     questions asked after earlier turns fit the conversation member (`fit_conversation`)."""
-    readings = read_kinds(Sets(args.dataset, args.data_dir), "train", only=FIT_SETS)
+    sets = Sets(args.dataset, args.data_dir, judge=_candidate(args))
+    readings = read_kinds(sets, "train", only=FIT_SETS)
     embedder = _live_embedder(args.data_dir / "squad-train-data")
     alone = [r for r in readings if not kinds.in_conversation(r)]
     decision, steps = fit_kinds(alone, scorer.version, args.keep, embedder)
@@ -427,7 +434,8 @@ def _refit_conversation(args: argparse.Namespace, scorer: AnswerJudge) -> None:
     and figures kept)."""
     path = args.judge / DECISION_FILE
     report = json.loads(path.read_text())
-    readings = read_kinds(Sets(args.dataset, args.data_dir), "train", only=(kinds.CHAT,))
+    sets = Sets(args.dataset, args.data_dir, judge=_candidate(args))
+    readings = read_kinds(sets, "train", only=(kinds.CHAT,))
     embedder = _live_embedder(args.data_dir / kinds.INDEX_DIRS[kinds.CHAT]("train"))
     member, fitted_on = _conversation_member(readings, scorer, args.keep, embedder)
     report["conversation"] = member.to_json()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,37 @@ def test_a_tuned_decision_is_kept_only_when_it_refuses_more_on_held_out_question
     assert (out / "decision.json").is_file() and (out / "model.onnx").is_file()
     assert report.switch_on.endswith(str(out))
     assert not {"judge_best", "judge_top"} & set(report.features)
+
+
+def test_a_candidate_judge_reads_the_questions_and_keeps_its_own_readings(
+    mini: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Sets.judge`: the engines read with the candidate judge's directory, and its readings
+    are kept under its version beside the shipped judge's (neither overwrites the other)."""
+    from ragstream.operators.answer_judge import BUNDLED_ANSWER_JUDGE, bundled_answer_judge
+
+    folder, data_dir = mini
+    candidate = tmp_path / "candidate"
+    shutil.copytree(BUNDLED_ANSWER_JUDGE, candidate)
+    settings = index_corpus(load_squad(folder).corpus, data_dir)
+    with kinds._quiet_engine(settings, candidate) as engine:
+        assert engine.answer_judge is not None and engine.answer_judge.model_dir == candidate
+    with kinds._quiet_engine(settings) as engine:
+        assert engine.answer_judge is not None
+        assert engine.answer_judge.model_dir == BUNDLED_ANSWER_JUDGE
+
+    seen: list[Path | None] = []
+
+    def reader(sets: kinds.Sets, split: str, where: Path) -> list[kinds.Reading]:
+        seen.append(sets.judge)
+        return [kinds.Reading("q", "answerable", "mtrag", "g", {"judge_best": len(seen)})]
+
+    monkeypatch.setitem(kinds._READERS, "mtrag", reader)
+    shipped = kinds.Sets(folder, tmp_path / "out")
+    tried = kinds.Sets(folder, tmp_path / "out", judge=candidate)
+    for sets in (shipped, tried, shipped, tried):  # each read once, then from its own file
+        kinds.read_kinds(sets, "train", only=("mtrag",))
+    assert seen == [None, candidate]
+    version = bundled_answer_judge().version
+    kept = sorted(p.name for p in (tmp_path / "out" / "mtrag-data").glob("kinds-*.json"))
+    assert kept == ["kinds-mtrag-train-" + version + ".json", "kinds-mtrag-train.json"]
