@@ -287,6 +287,10 @@ class ConversationSettings(BaseModel):
     # and the carried terms: the effective question)
     # (chosen on mtrag-un train: "rewrite" ranks follow-ups better there)
     dense: Literal["turn", "rewrite"] = "rewrite"
+    # a rewritten follow-up's extractive answer leads with a sentence that shares a term of
+    # the turn as asked (when the turn has one): the carried topic terms alone do not make a
+    # sentence answer "and what did it cost?" (measured: docs/benchmarks.md, "Conversations")
+    lead_shares_turn: bool = True
 
 
 class QuerySettings(BaseModel):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -341,13 +341,20 @@ def judge(
 
 
 def answering(
-    chunks: Sequence[IndexedChunk], evidence: Sequence[Evidence], floor: float
+    chunks: Sequence[IndexedChunk],
+    evidence: Sequence[Evidence],
+    floor: float,
+    turn: Collection[str] = (),
 ) -> list[str]:
     """The sentences of the evidence read as holding the answer with P >= `floor`, in
     answer order: what the extractive answer is made of. Empty when the one that would lead
     shares none of the question's terms: a sentence about none of what is asked does not
     hold its answer, however the judge reads it (a page footer read against "What is the
     currency of Japan?"); the sentences after the lead support it and need not share any.
+    `turn`: the terms a rewritten follow-up adds to its conversation (`new_terms`); where
+    there are any, the first sentence that shares one leads, and none sharing one means no
+    answer (the topic terms carried from earlier turns are in every sentence about the
+    topic: they do not make one answer "and what did it cost?").
 
     >>> chunk = IndexedChunk.model_construct(text="Ducks swim. Yen is Japan's currency.")
     >>> lead = Evidence(0, 0, 11, answers=0.6, covered=0.0)
@@ -355,11 +362,58 @@ def answering(
     []
     >>> answering([chunk], [Evidence(0, 12, 36, answers=0.5, covered=1.0), lead], 0.01)
     ["Yen is Japan's currency.", 'Ducks swim.']
+    >>> answering([chunk], [Evidence(0, 12, 36, answers=0.5, covered=1.0)], 0.01, ["mayor"])
+    []
+    >>> swim = Evidence(0, 0, 11, answers=0.5, covered=1.0)
+    >>> answering([chunk], [Evidence(0, 12, 36, answers=0.6, covered=1.0), swim], 0.01, ["swim"])
+    ['Ducks swim.', "Yen is Japan's currency."]
     """
     held = [e for e in evidence if e.answers >= floor]
     if not held or held[0].covered <= 0.0:
         return []
-    return [chunks[e.chunk].text[e.start : e.end] for e in held]
+    said = [chunks[e.chunk].text[e.start : e.end] for e in held]
+    if not turn:
+        return said
+    asked = set(turn)
+    lead = next((x for x in said if asked & set(tokenize(x))), None)
+    return [] if lead is None else [lead, *(x for x in said if x is not lead)]
+
+
+def said_as(terms: Collection[str], text: str) -> list[str]:
+    """The words of `text` that analyze to one of `terms`, as written (distinct, in order).
+
+    >>> said_as(["dollar", "cost"], "What did it cost in dollars?")
+    ['cost', 'dollars']
+    """
+    wanted = set(terms)
+    words = (w for w in re.findall(r"\w[\w'-]*", text) if wanted & set(tokenize(w)))
+    return list(dict.fromkeys(words))
+
+
+# words a chat turn uses about itself, not its subject ("so", "I meant", "do you think",
+# "as well"): the analyzer keeps them, and no answer needs to hold them
+CHAT_WORDS = frozenset(
+    tokenize(
+        "its it's has have had having is are was were be been being so well also just really "
+        "maybe perhaps think thought meant mean want wanted need needed like okay ok yes no "
+        "thanks thank sure actually therefore then than very more most other others same some "
+        "any all each every still even only too again already dont don't aren't isn't can't "
+        "won't doesn't didn't im i'm let lets let's know say said see"
+    )
+)
+
+
+def new_terms(turn: str, history: Sequence[str]) -> list[str]:
+    """The terms a follow-up adds to its conversation: `question_terms` of `turn` that no
+    earlier message (`history`: the user's and the assistant's) holds, less `CHAT_WORDS`.
+
+    >>> new_terms("So what did it cost?", ["It erupted in AD 79."])
+    ['cost']
+    >>> new_terms("And did it erupt as well?", ["It erupted in AD 79."])
+    []
+    """
+    said = {t for message in history for t in tokenize(message)} | CHAT_WORDS
+    return [t for t in question_terms(turn) if t not in said]
 
 
 def unmentioned_in(

@@ -89,16 +89,26 @@ def declined_answer(text: str) -> Refusal | None:
     )
 
 
-def no_answer(claims: Sequence[Claim], *, judged: bool, scores: Iterable[float]) -> Refusal | None:
+def no_answer(
+    claims: Sequence[Claim],
+    *,
+    judged: bool,
+    scores: Iterable[float],
+    unmatched: Sequence[str] = (),
+) -> Refusal | None:
     """A refusal when the verified answer has no claim: the generator found no sentence in
     the sources that answers the question. `not_answerable` when the answer judge read the
     sources (`judged`), else `insufficient_evidence`; `scores`: the sources' scores, the
-    best of which is reported."""
+    best of which is reported; `unmatched`: the terms a follow-up adds to its conversation,
+    where no sentence read as answering holds one (said in the detail)."""
     if claims:
         return None
+    detail = "the generator found no sentence in the sources that answers the question"
+    if unmatched:
+        detail += f": none of those read as answering mentions {', '.join(unmatched)}"
     return Refusal(
         reason="not_answerable" if judged else "insufficient_evidence",
-        detail="the generator found no sentence in the sources that answers the question",
+        detail=detail,
         best_score=max(scores, default=None),
         check="generator",
     )

@@ -33,7 +33,15 @@ from ragstream.operators.answer_judge import AnswerJudge
 from ragstream.operators.embed import Embedder
 from ragstream.operators.judge import SupportJudge
 from ragstream.query import refusal, shapes
-from ragstream.query.answerable import Asked, Limits, answering, judge, unmentioned_in
+from ragstream.query.answerable import (
+    Asked,
+    Limits,
+    answering,
+    judge,
+    new_terms,
+    said_as,
+    unmentioned_in,
+)
 from ragstream.query.answerable import ranking_signals as ranking
 from ragstream.query.assemble import Context, assemble
 from ragstream.query.conversation import Bounded, ChatPlan, Rewriter
@@ -75,6 +83,8 @@ class AnswerRun:
     # query vectors the conversation's standalone probe encoded, by (embedder slug, text):
     # the dense leg reuses the one for its own text instead of encoding it again
     probed: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    # the terms a follow-up adds that no sentence read as answering holds (the refusal says so)
+    unmatched: list[str] = field(default_factory=list)
 
 
 class EngineParts(Protocol):
@@ -255,8 +265,22 @@ def _judged(parts: EngineParts, run: AnswerRun) -> tuple[Answerability, int, flo
     signals = {**ranking(run.ranked), **run.leads, **asked_after(_history(run).messages)}
     asked = Asked(run.question, chunks, parts.retriever.lexical.doc_freqs, dense, signals)
     verdict, evidence = judge(asked, Limits.from_settings(q), parts.answer_judge, parts.decision)
-    run.evidence = answering(chunks, evidence, q.answerable.sentence_floor)
+    floor, turn = q.answerable.sentence_floor, _turn_terms(parts, run)
+    run.evidence = answering(chunks, evidence, floor, turn)
+    if turn and not run.evidence and answering(chunks, evidence, floor):
+        # what the turn adds is in no sentence read as answering: its words, as asked
+        run.unmatched = said_as(turn, run.answer.query)
     return verdict, len(evidence), dense
+
+
+def _turn_terms(parts: EngineParts, run: AnswerRun) -> list[str]:
+    """The terms a rewritten follow-up adds to its conversation, which its extractive
+    answer's lead must share (`conversation.lead_shares_turn`); none for a question
+    answered as asked."""
+    q, asked = parts.settings.query, run.answer.query
+    if not q.conversation.lead_shares_turn or run.question == asked:
+        return []
+    return new_terms(asked, [m.content for m in _history(run).messages])
 
 
 def generate(parts: EngineParts, run: AnswerRun) -> Refusal | None:
@@ -346,7 +370,10 @@ def cite(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     answer.citations = shapes.citations(result.claims, answer.sources)
     judged = answer.answerability is not None and parts.answer_judge is not None
     scores = [s.score for s in answer.sources]
-    return refusal.no_answer(result.claims, judged=judged, scores=scores) or (
+    no_claim = refusal.no_answer(
+        result.claims, judged=judged, scores=scores, unmatched=run.unmatched
+    )
+    return no_claim or (
         refusal.low_grounding(
             result.grounding, min_grounding=q.min_grounding, on_low=q.on_low_grounding
         )
