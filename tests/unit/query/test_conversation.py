@@ -20,8 +20,16 @@ from conftest import Stub
 from ragstream import api
 from ragstream.connectors.lexical import tokenize
 from ragstream.core.answers import Answer, ChatMessage, ChatRequest, QueryRequest
+from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import ConversationSettings, Settings, SourceConfig
 from ragstream.operators.embed import Embedder
+from ragstream.query.answerable import (
+    CHAT_WORDS,
+    Evidence,
+    answering,
+    new_terms,
+    question_terms,
+)
 from ragstream.query.conversation import (
     Bounded,
     Rewriter,
@@ -123,6 +131,36 @@ def test_a_follow_up_gains_the_topic_terms_of_earlier_turns() -> None:
     assert plan.sparse.startswith(FOLLOW_UP) and "Vesuvius" in plan.sparse
     standalone = "Which Roman towns did the eruption of Mount Vesuvius bury?"
     assert plan_of(standalone, not_standalone=("deictic",)).sparse == standalone
+
+
+words = st.text(st.sampled_from("abcdefgh sotwel"), min_size=1, max_size=40)
+
+
+@given(words, st.lists(words, max_size=4), st.lists(words, min_size=1, max_size=6))
+@settings(max_examples=80, deadline=None)
+def test_a_follow_ups_answer_leads_with_a_word_the_turn_adds(
+    turn: str, history: list[str], sentences: list[str]
+) -> None:
+    added = new_terms(turn, history)
+    assert set(added) <= set(question_terms(turn)) - CHAT_WORDS
+    assert not set(added) & {t for message in history for t in tokenize(message)}
+    text = " ".join(f"{x}." for x in sentences)
+    spans, start = [], 0
+    for x in sentences:
+        spans.append(Evidence(0, start, start + len(x) + 1, answers=0.9, covered=1.0))
+        start += len(x) + 2
+    chunk = IndexedChunk.model_construct(text=text)
+    plain = answering([chunk], spans, 0.5)
+    led = answering([chunk], spans, 0.5, added)
+    if not added:
+        assert led == plain
+        return
+    holding = [i for i, x in enumerate(plain) if set(added) & set(tokenize(x))]
+    if holding:  # the same sentences, the first that holds an added word first
+        i = holding[0]
+        assert led == [plain[i], *plain[:i], *plain[i + 1 :]]
+    else:  # no sentence holds one: no answer
+        assert led == []
 
 
 def test_each_standalone_test_can_be_switched_off() -> None:
