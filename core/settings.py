@@ -287,9 +287,10 @@ class ConversationSettings(BaseModel):
     # and the carried terms: the effective question)
     # (chosen on mtrag-un train: "rewrite" ranks follow-ups better there)
     dense: Literal["turn", "rewrite"] = "rewrite"
-    # a rewritten follow-up's extractive answer leads with a sentence that shares a term of
-    # the turn as asked (when the turn has one): the carried topic terms alone do not make a
-    # sentence answer "and what did it cost?" (measured: docs/benchmarks.md, "Conversations")
+    # a rewritten follow-up's extractive answer leads with a sentence that holds a word the
+    # turn adds to the conversation (when it adds one), else it is refused: the carried topic
+    # terms alone do not make a sentence answer "and what did it cost?" (measured:
+    # docs/benchmarks.md, "Conversations"); an LLM generator writes its own answer
     lead_shares_turn: bool = True
 
 
