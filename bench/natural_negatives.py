@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ragstream.core.settings import QuerySettings  # noqa: E402
-from ragstream.eval.kinds import CHAT, NATURAL, Sets, read_kinds  # noqa: E402
+from ragstream.eval.kinds import CHAT, NATURAL, Sets, quiet_engine, read_kinds  # noqa: E402
 from ragstream.operators.answer_judge import BUNDLED_ANSWER_JUDGE  # noqa: E402
 from ragstream.query.answerable import Limits, answers_from  # noqa: E402
 from ragstream.query.decision import load_decision  # noqa: E402
@@ -70,7 +70,6 @@ def end_to_end(out: Path, off: tuple[tuple[str, str], ...], judge: Path | None) 
     from ragstream.core.answers import QueryRequest
     from ragstream.core.settings import load_settings
     from ragstream.eval.answer_eval import OFF_TOPIC as SCIFACT_OFF_TOPIC
-    from ragstream.query.engine import QueryEngine
 
     docs_off = [q.strip() for q in (REPO / "tests" / "data" / "offtopic_questions.txt")
                 .read_text().splitlines() if q.strip() and not q.startswith("#")]  # fmt: skip
@@ -79,13 +78,7 @@ def end_to_end(out: Path, off: tuple[tuple[str, str], ...], judge: Path | None) 
     print("\n| index | questions | refused | by check | answered |")
     print("|---|---|---|---|---|")
     for name, own in rows:
-        settings = load_settings(out / name)
-        update: dict[str, object] = {"log_queries": False}
-        if judge is not None:
-            answerable = settings.query.answerable
-            update["answerable"] = answerable.model_copy(update={"judge": str(judge)})
-        quiet = settings.query.model_copy(update=update)
-        with QueryEngine.open(settings.model_copy(update={"query": quiet})) as engine:
+        with quiet_engine(load_settings(out / name), judge) as engine:
             for label, questions in ((f"its {len(own)} off-topic", own), ("general", general)):
                 answers = [engine.answer(QueryRequest(query=q)) for q in questions]
                 checks = Counter(a.refusal.check for a in answers if a.refusal)

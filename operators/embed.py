@@ -86,11 +86,13 @@ class Embedder:
         return self._count(texts) if texts else []
 
     def encode_passages(self, texts: Sequence[str], batch_size: int = 64) -> Matrix:
-        prefixed = [self.version.passage_prefix + t for t in texts]
-        return _normalized(self._encode(prefixed, batch_size)) if texts else _empty(self)
+        return self._prefixed(self.version.passage_prefix, texts, batch_size)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 64) -> Matrix:
-        prefixed = [self.version.query_prefix + t for t in texts]
+        return self._prefixed(self.version.query_prefix, texts, batch_size)
+
+    def _prefixed(self, prefix: str, texts: Sequence[str], batch_size: int) -> Matrix:
+        prefixed = [prefix + t for t in texts]
         return _normalized(self._encode(prefixed, batch_size)) if texts else _empty(self)
 
     def encode_query(self, text: str) -> list[float]:

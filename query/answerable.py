@@ -386,7 +386,7 @@ def said_as(terms: Collection[str], text: str) -> list[str]:
     ['cost', 'dollars']
     """
     wanted = set(terms)
-    words = (w for w in re.findall(r"\w[\w'-]*", text) if wanted & set(tokenize(w)))
+    words = (w for w in _WORDS.findall(text) if wanted & set(tokenize(w)))
     return list(dict.fromkeys(words))
 
 

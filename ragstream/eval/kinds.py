@@ -362,7 +362,7 @@ def read_question_set(
         with _engine(data_dir, data.corpus, judge) as engine:
             return squad_readings(engine_reader(engine), data.questions, name)
     corpus, _, _ = load_beir(dataset_dir, split)
-    with _quiet_engine(index_corpus(corpus, data_dir), judge) as engine:
+    with quiet_engine(index_corpus(corpus, data_dir), judge) as engine:
         return beir_readings(engine_reader(engine), dataset_dir, split, name, keep=lambda _: True)
 
 
@@ -429,10 +429,10 @@ def _engine(
     """The index of `corpus` in `data_dir` (synced), opened for reading signals."""
     from ragstream.eval.beir import index_corpus
 
-    return _quiet_engine(index_corpus(corpus, data_dir), judge)
+    return quiet_engine(index_corpus(corpus, data_dir), judge)
 
 
-def _quiet_engine(
+def quiet_engine(
     settings: Settings, judge: Path | None = None
 ) -> AbstractContextManager[QueryEngine]:
     """The engine over `settings`' index, its retrieval log off (these are not queries
@@ -531,7 +531,7 @@ def _docs(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
     settings = with_folders(Settings(data_dir=data_dir), folders)
     run_sync(settings, watch=False)
     out = []
-    with _quiet_engine(settings, sets.judge) as engine:
+    with quiet_engine(settings, sets.judge) as engine:
         read = engine_reader(engine)
         for qid, question, file in answerable_docs:
             # a doc id is `<folder>:<path under it>`

@@ -228,9 +228,9 @@ def test_a_candidate_judge_reads_the_questions_and_keeps_its_own_readings(
     candidate = tmp_path / "candidate"
     shutil.copytree(BUNDLED_ANSWER_JUDGE, candidate)
     settings = index_corpus(load_squad(folder).corpus, data_dir)
-    with kinds._quiet_engine(settings, candidate) as engine:
+    with kinds.quiet_engine(settings, candidate) as engine:
         assert engine.answer_judge is not None and engine.answer_judge.model_dir == candidate
-    with kinds._quiet_engine(settings) as engine:
+    with kinds.quiet_engine(settings) as engine:
         assert engine.answer_judge is not None
         assert engine.answer_judge.model_dir == BUNDLED_ANSWER_JUDGE
 
