@@ -7,6 +7,8 @@ exported to int8 ONNX under `operators/answer_judge_model/` with an `answer_judg
 that records the version (a hash of the weights), the data and its licence, the
 configuration and the held-out figures. Same data, same seed, same command: the same model
 (up to floating-point nondeterminism across CPUs, which the recorded figures would show).
+`--embedder NAME` adds the `gold_removed` pairs (ranked by that embedder); `--baseline DIR`
+reads another judge on the same held-out pairs, side by side.
 """
 
 from __future__ import annotations
