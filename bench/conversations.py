@@ -11,9 +11,11 @@ turns that need no rewrite: how many the rewrite changed and their recall@5.
 
     .venv/bin/python bench/conversations.py --split test --answers
         [--modes none,offline] [--set topic_idf=0.5 --set dense=rewrite] [--out DIR]
+        [--judge DIR]
 
 `--set NAME=VALUE` overrides a `query.conversation` setting (tune on `--split train` only:
-mtrag-un's split rules). The rows are also written to `OUT/conversations-SPLIT.json`.
+mtrag-un's split rules). `--judge DIR` reads with a candidate answer judge and the decision
+beside it. The rows are also written to `OUT/conversations-SPLIT.json`.
 """
 
 from __future__ import annotations
@@ -58,15 +60,20 @@ def overrides(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def with_mode(settings: Settings, mode: str, extra: dict[str, Any]) -> Settings:
+def with_mode(
+    settings: Settings, mode: str, extra: dict[str, Any], judge: Path | None = None
+) -> Settings:
     """`settings` with `query.conversation.rewrite = mode` and the `--set` overrides, the
-    retrieval log off (these are not queries anyone asked)."""
+    retrieval log off (these are not queries anyone asked), reading with the answer judge
+    (and the decision beside it) in `judge` where one is given."""
     q = settings.query
     conversation = q.conversation.model_validate(
         {**q.conversation.model_dump(), **extra, "rewrite": mode}
     )
-    query = q.model_copy(update={"conversation": conversation, "log_queries": False})
-    return settings.model_copy(update={"query": query})
+    update: dict[str, Any] = {"conversation": conversation, "log_queries": False}
+    if judge is not None:
+        update["answerable"] = q.answerable.model_copy(update={"judge": str(judge)})
+    return settings.model_copy(update={"query": q.model_copy(update=update)})
 
 
 def main() -> None:
@@ -76,6 +83,9 @@ def main() -> None:
     parser.add_argument("--answers", action="store_true", help="also run the whole answer path")
     parser.add_argument("--set", action="append", default=[], help="query.conversation NAME=VALUE")
     parser.add_argument("--limit", type=int, default=None, help="only the first N turns")
+    parser.add_argument(
+        "--judge", type=Path, help="read with this answer judge's directory (default: shipped)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "conversations")
     args = parser.parse_args()
     corpus, turns = load_turns(DATA, args.split)
@@ -85,9 +95,10 @@ def main() -> None:
     extra = overrides(args.set)
     results: dict[str, dict[str, Outcome]] = {}
     started = time.perf_counter()
-    with QueryEngine.open(with_mode(settings, "none", extra)) as base:
+    with QueryEngine.open(with_mode(settings, "none", extra, args.judge)) as base:
         for mode in modes:
-            engine = QueryEngine(with_mode(settings, mode, extra), base.retriever, base.models)
+            moded = with_mode(settings, mode, extra, args.judge)
+            engine = QueryEngine(moded, base.retriever, base.models)
             results[mode] = {t.id: ask(engine, t, answers=args.answers) for t in turns}
             print(f"{mode}: {len(turns)} turns", file=sys.stderr)
     rows = summary(turns, results)
@@ -95,6 +106,7 @@ def main() -> None:
         "split": args.split,
         "turns": len(turns),
         "settings": settings.query.conversation.model_dump() | extra,
+        "judge": str(args.judge or "shipped"),
         "seconds": round(time.perf_counter() - started, 1),
         "rows": rows,
     }
