@@ -380,7 +380,7 @@ def _fit_every_kind(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
     sets = Sets(args.dataset, args.data_dir, judge=_candidate(args))
     readings = read_kinds(sets, "train", only=FIT_SETS)
     embedder = _live_embedder(args.data_dir / "squad-train-data")
-    alone = [r for r in readings if not kinds.in_conversation(r)]
+    alone = asked_alone(readings)
     decision, steps = fit_kinds(alone, scorer.version, args.keep, embedder)
     split = (
         "train splits: squad2-half's held-out train articles (eval.squad.holds_out) and "
@@ -394,6 +394,16 @@ def _fit_every_kind(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
 
 # the data sets `make decision` reads (mtrag-un twice: its last turns alone and in their chat)
 FIT_SETS = ("squad", "scifact", "mtrag", kinds.CHAT)
+
+
+def asked_alone(readings: Sequence[kinds.Reading]) -> list[kinds.Reading]:
+    """The readings the decision for questions asked alone fits on: every data set's but
+    the chat's. A chat reads mtrag-un's last turns again with their history; those with
+    none (a conversation's first turn) are the questions the set read alone already holds,
+    and as cells of their own (a handful each) they would weigh as much as SQuAD's."""
+    return [r for r in readings if r.dataset != kinds.CHAT]
+
+
 # what the conversation member reads: the answer judge reads a follow-up's effective question
 # (carried topic terms) less surely than a question a person wrote whole, and on mtrag-un's
 # test conversations every fit with its reading lost to the best cosine alone

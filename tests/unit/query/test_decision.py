@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from ragstream.core.answers import ChatMessage
 from ragstream.core.errors import ModelUnavailableError
+from ragstream.eval import kinds
 from ragstream.eval.kinds import Reading as Reading_
 from ragstream.operators.answer_judge import (
     ANSWER_JUDGE_FILE,
@@ -30,8 +31,10 @@ from ragstream.query.decision import (
     leg_leads,
     load_decision,
 )
+from ragstream.train import kinds_fit
 from ragstream.train.decision import (
     Reading,
+    asked_alone,
     auc,
     ceiling,
     fit_decision,
@@ -331,3 +334,20 @@ def test_the_shipped_decision_reads_a_conversation_with_its_own_member() -> None
     raw = json.loads((BUNDLED / "decision.json").read_text())
     cells = raw["fitted_on"]["conversation"]["cells"]
     assert {name.split()[1] for name in cells} == {"gold_removed", "conversational"}
+
+
+def test_the_decision_for_questions_alone_never_fits_a_chats_readings_again() -> None:
+    def read(qid: str, kind: str, dataset: str, turns: int) -> kinds.Reading:
+        return kinds.Reading(qid, kind, dataset, qid, {"dense_best": 0.5, HISTORY: turns})
+
+    tasks = [("t1", "answerable", 0), ("t2", "answerable", 2), ("t3", "conversational", 1)]
+    tasks += [("t4", "conversational", 0), ("t5", "gold_removed", 3)]
+    readings = [read(q, k, "mtrag", 0) for q, k, _ in tasks]  # the last turns alone
+    readings += [read(q, k, kinds.CHAT, n) for q, k, n in tasks]  # the same, in their chat
+    readings.append(kinds.Reading("t6", "answerable", kinds.CHAT, "t6", None))  # gate refusal
+    alone = asked_alone(readings)
+    assert {r.dataset for r in alone} == {"mtrag"}
+    assert sorted(r.qid for r in alone) == ["t1", "t2", "t3", "t4", "t5"]
+    member = [r for r in readings if kinds.in_conversation(r)]
+    assert sorted(r.qid for r in member) == ["t2", "t3", "t5"]
+    assert {c[0] for c in kinds_fit.cells(alone)} == {"mtrag"}
