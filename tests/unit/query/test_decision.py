@@ -337,14 +337,14 @@ def test_the_shipped_decision_reads_a_conversation_with_its_own_member() -> None
 
 
 def test_the_decision_for_questions_alone_never_fits_a_chats_readings_again() -> None:
-    def read(qid: str, kind: str, dataset: str, turns: int) -> kinds.Reading:
-        return kinds.Reading(qid, kind, dataset, qid, {"dense_best": 0.5, HISTORY: turns})
+    def read(qid: str, kind: str, dataset: str, turns: int) -> Reading_:
+        return Reading_(qid, kind, dataset, qid, {"dense_best": 0.5, HISTORY: turns})
 
     tasks = [("t1", "answerable", 0), ("t2", "answerable", 2), ("t3", "conversational", 1)]
     tasks += [("t4", "conversational", 0), ("t5", "gold_removed", 3)]
     readings = [read(q, k, "mtrag", 0) for q, k, _ in tasks]  # the last turns alone
     readings += [read(q, k, kinds.CHAT, n) for q, k, n in tasks]  # the same, in their chat
-    readings.append(kinds.Reading("t6", "answerable", kinds.CHAT, "t6", None))  # gate refusal
+    readings.append(Reading_("t6", "answerable", kinds.CHAT, "t6", None))  # gate refusal
     alone = asked_alone(readings)
     assert {r.dataset for r in alone} == {"mtrag"}
     assert sorted(r.qid for r in alone) == ["t1", "t2", "t3", "t4", "t5"]
