@@ -97,9 +97,9 @@ answer-judge: install  ## rebuild the answer judge (operators/answer_judge_model
 # (squad2-half's held-out train articles and squad2-train10, SciFact's train claims, mtrag-un's
 # train conversations), each asked through the engine over its own index under $(DECISION_DIR)
 # (deterministic: a refit from scratch matched the shipped file to 1e-6; the first run indexes
-# them; on a quiet 2-core machine indexing SciFact and the SQuAD train articles and reading
-# every kind took 26 min, reading every kind on made indexes 18 min; each data dir caches its
-# readings).
+# them; on a quiet 2-core machine, indexing SciFact and the SQuAD train articles (mtrag-un's
+# index made) and reading every kind took 26 min, reading every kind on made indexes 18 min;
+# each data dir caches its readings).
 DECISION_DIR ?= bench/out
 SHARED_DATA ?= ../shared/data
 decision: install  ## refit the answerability decision beside the answer judge
