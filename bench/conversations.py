@@ -43,6 +43,7 @@ from ragstream.eval.conversations import (  # noqa: E402
     markdown,
     summary,
 )
+from ragstream.eval.kinds import quiet_settings  # noqa: E402
 from ragstream.query.engine import QueryEngine  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "mtrag-un"
@@ -66,14 +67,12 @@ def with_mode(
     """`settings` with `query.conversation.rewrite = mode` and the `--set` overrides, the
     retrieval log off (these are not queries anyone asked), reading with the answer judge
     (and the decision beside it) in `judge` where one is given."""
-    q = settings.query
+    q = quiet_settings(settings, judge).query
     conversation = q.conversation.model_validate(
         {**q.conversation.model_dump(), **extra, "rewrite": mode}
     )
-    update: dict[str, Any] = {"conversation": conversation, "log_queries": False}
-    if judge is not None:
-        update["answerable"] = q.answerable.model_copy(update={"judge": str(judge)})
-    return settings.model_copy(update={"query": q.model_copy(update=update)})
+    query = q.model_copy(update={"conversation": conversation})
+    return settings.model_copy(update={"query": query})
 
 
 def main() -> None:

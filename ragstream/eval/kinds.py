@@ -435,13 +435,17 @@ def _engine(
 def quiet_engine(
     settings: Settings, judge: Path | None = None
 ) -> AbstractContextManager[QueryEngine]:
-    """The engine over `settings`' index, its retrieval log off (these are not queries
-    anyone asked), reading with the answer judge in `judge` (None: the settings' own)."""
+    """The engine over `quiet_settings`."""
+    return QueryEngine.open(quiet_settings(settings, judge))
+
+
+def quiet_settings(settings: Settings, judge: Path | None = None) -> Settings:
+    """`settings` with the retrieval log off (these are not queries anyone asked), reading
+    with the answer judge in `judge` and the decision beside it (None: the settings' own)."""
     update: dict[str, object] = {"log_queries": False}
     if judge is not None:
         update["answerable"] = settings.query.answerable.model_copy(update={"judge": str(judge)})
-    query = settings.query.model_copy(update=update)
-    return QueryEngine.open(settings.model_copy(update={"query": query}))
+    return settings.model_copy(update={"query": settings.query.model_copy(update=update)})
 
 
 def _squad(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
