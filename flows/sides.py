@@ -26,7 +26,7 @@ from ragstream.connectors.vector_stores import collection_name
 from ragstream.core.models import EmbedderVersion, ReindexRecord
 from ragstream.core.rwlock import IndexLock
 from ragstream.core.settings import Settings
-from ragstream.operators.embed import Embedder, check_version, embedder_spec, load_embedder
+from ragstream.operators.embed import Embedder, check_version, embedder_spec, open_embedder
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,10 @@ class IndexSides:
             for part in (self.record.old, self.record.new):
                 self._open_recorded(part.collection, part.embedder, part.spec)
 
-    def open_side(self, spec: str) -> Side:
-        """Open (creating if missing) the collection of the embedder `spec` loads."""
-        embedder = load_embedder(spec)
+    def open_side(self, spec: str, dimension: int | None = None) -> Side:
+        """Open (creating if missing) the collection of the embedder `spec` loads
+        (`dimension`: the one recorded with it, for a remote model)."""
+        embedder = open_embedder(spec, self.settings, dimension)
         name = collection_name(self.settings.store.index_name, embedder.version)
         if name not in self._sides:
             s = self.settings
@@ -88,9 +89,9 @@ class IndexSides:
     def _open_recorded(self, collection: str, recorded: EmbedderVersion, spec: str) -> Side:
         if collection in self._sides:
             return self._sides[collection]
-        embedder = load_embedder(spec)
+        embedder = open_embedder(spec, self.settings, recorded.dimension)
         check_version(collection, recorded, embedder.version)
-        side = self.open_side(spec)
+        side = self.open_side(spec, recorded.dimension)
         if side.collection != collection:
             raise RuntimeError(f"collection {collection!r} is not named for {recorded.slug}")
         return side

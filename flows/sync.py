@@ -53,6 +53,7 @@ from ragstream.connectors.protocols import STALE_FINGERPRINT
 from ragstream.connectors.source_input import (
     KnownDocs,
     KnownStamps,
+    PendingRetries,
     ScanHandler,
     ScanSummary,
     SourceFeed,
@@ -75,6 +76,7 @@ from ragstream.flows.runtime import (
     open_runtime,
     parser_keys_of,
 )
+from ragstream.operators.remote_embed import EndpointHealth
 
 OutcomeHandler = Callable[[DocOutcome], None]
 
@@ -287,6 +289,7 @@ def build_flow(
     """The dataflow and its input (whose `close` stops the watchers on an abrupt stop).
     Opens nothing: the owner's runtime opens when bytewax builds the owner's partitions."""
     s = owner.settings
+    retries = PendingRetries() if watch else None
     cfg = SourceFeedConfig(
         sources=tuple(sources_of(s)),
         path_filter=path_filter_of(s),
@@ -298,6 +301,7 @@ def build_flow(
         min_docs_for_guard=s.sync.mass_delete_min_docs,
         allow_mass_delete=allow_mass_delete,
         partition=sync_partition(s),
+        retries=retries,
     )
     stamps = (lambda: known_stamps(owner.runtime())) if s.mirrored() else None
     source = SourceFeed(
@@ -308,8 +312,23 @@ def build_flow(
     events = op.input("folders", flow, source)
     by_doc = op.key_on("by_doc", events, parse_key)
     parsed = op.stateful_batch("parse", by_doc, lambda resume: _ParseLogic(reader))
-    op.output("index", parsed, IndexSink(owner, on_outcome))
+    op.output("index", parsed, IndexSink(owner, _retrying(on_outcome, retries)))
     return flow, source
+
+
+def _retrying(on_outcome: OutcomeHandler, retries: PendingRetries | None) -> OutcomeHandler:
+    """`on_outcome`, first handing a pending document back to the watching source."""
+    if retries is None:
+        return on_outcome
+
+    def handle(outcome: DocOutcome) -> None:
+        if outcome.pending:
+            retries.add(outcome.doc_id)
+        else:
+            retries.done(outcome.doc_id)
+        on_outcome(outcome)
+
+    return handle
 
 
 def parse_key(event: FileEvent) -> str:
@@ -387,6 +406,8 @@ def run_sync(
     with ExitStack() as scope:
         owner = _claimed_owner(scope, settings)
         rt = owner.runtime()
+        endpoints = {id(h): h for h in _endpoints(rt)}  # each remote model once
+        tokens_before = sum(h.tokens_sent for h in endpoints.values())
         if watch:  # a long-running process finishes (or repairs) an open reindex's backfill
             rt.backfill = scope.enter_context(
                 BackgroundBackfill(rt.sides, settings.sync.embed_batch_size)
@@ -409,7 +430,14 @@ def run_sync(
         finally:  # a failed pass (e.g. a store outage) keeps its own error: no store call here
             report.seconds = round(time.time() - started, 3)
         report.chunks_live = rt.vectors.count("live")
+        report.embed_tokens = sum(h.tokens_sent for h in endpoints.values()) - tokens_before
     return report
+
+
+def _endpoints(rt: Runtime) -> list[EndpointHealth]:
+    """The remote embedding endpoints of every open side (none for local models)."""
+    sides = (rt.sides.live, *rt.sides.others)
+    return [s.embedder.endpoint for s in sides if s.embedder.endpoint is not None]
 
 
 class _Tally:

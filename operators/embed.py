@@ -30,12 +30,24 @@ import xxhash
 from ragstream.core.cpus import usable_cpus
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import EmbedderVersion
+from ragstream.core.settings import REMOTE_EMBEDDER, Settings
 from ragstream.operators.padding import padded_batches
+from ragstream.operators.remote_embed import (
+    PROBE_TEXTS,
+    EmbeddingClient,
+    EndpointHealth,
+    ProbeGuard,
+    RemoteModel,
+    char_budget_counter,
+    is_remote,
+    remote_version,
+)
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 Matrix = np.ndarray
+EncodeFn = Callable[[list[str], int], Matrix]
 
 
 class EmbedderUnavailable(ModelUnavailableError):
@@ -80,20 +92,27 @@ class Embedder:
     tokenizer_name: str
     _count: Callable[[Sequence[str]], list[int]]
     _encode: Callable[[list[str], int], Matrix]
+    # a model that encodes a query differently from a passage besides its text prefix (an
+    # endpoint's `input_type`); None: `_encode` for both
+    _encode_query: Callable[[list[str], int], Matrix] | None = None
+    endpoint: EndpointHealth | None = None  # a remote model's endpoint, as `status` shows it
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word-piece counts without special tokens or truncation (chunk budgeting)."""
         return self._count(texts) if texts else []
 
     def encode_passages(self, texts: Sequence[str], batch_size: int = 64) -> Matrix:
-        return self._prefixed(self.version.passage_prefix, texts, batch_size)
+        return self._prefixed(self.version.passage_prefix, texts, batch_size, self._encode)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 64) -> Matrix:
-        return self._prefixed(self.version.query_prefix, texts, batch_size)
+        encode = self._encode_query or self._encode
+        return self._prefixed(self.version.query_prefix, texts, batch_size, encode)
 
-    def _prefixed(self, prefix: str, texts: Sequence[str], batch_size: int) -> Matrix:
+    def _prefixed(
+        self, prefix: str, texts: Sequence[str], batch_size: int, encode: EncodeFn
+    ) -> Matrix:
         prefixed = [prefix + t for t in texts]
-        return _normalized(self._encode(prefixed, batch_size)) if texts else _empty(self)
+        return _normalized(encode(prefixed, batch_size)) if texts else _empty(self)
 
     def encode_query(self, text: str) -> list[float]:
         return [float(x) for x in self.encode_queries([text], 1)[0]]
@@ -112,28 +131,36 @@ def with_vector_memo(embedder: Embedder, capacity: int) -> Embedder:
     """
     if capacity <= 0:
         return embedder
-    memo: OrderedDict[str, Matrix] = OrderedDict()
+    memo: OrderedDict[tuple[bool, str], Matrix] = OrderedDict()
     lock = threading.Lock()
-    encode = embedder._encode
 
-    def remembered(texts: list[str], batch_size: int) -> Matrix:
-        if not texts:
-            return encode(texts, batch_size)
-        with lock:
-            found = {t: memo[t] for t in texts if t in memo}
-            for t in found:
-                memo.move_to_end(t)
-        missing = list(dict.fromkeys(t for t in texts if t not in found))
-        if missing:
-            fresh = np.asarray(encode(missing, batch_size), dtype=np.float32)
-            found.update(zip(missing, fresh, strict=True))
+    def remembering(encode: EncodeFn, as_query: bool) -> EncodeFn:
+        def remembered(texts: list[str], batch_size: int) -> Matrix:
+            if not texts:
+                return encode(texts, batch_size)
+            keys = [(as_query, t) for t in texts]
             with lock:
-                memo.update(zip(missing, fresh, strict=True))
-                while len(memo) > capacity:
-                    memo.popitem(last=False)
-        return np.stack([found[t] for t in texts])
+                found = {k: memo[k] for k in keys if k in memo}
+                for k in found:
+                    memo.move_to_end(k)
+            missing = list(dict.fromkeys(k for k in keys if k not in found))
+            if missing:
+                fresh = np.asarray(encode([t for _, t in missing], batch_size), np.float32)
+                found.update(zip(missing, fresh, strict=True))
+                with lock:
+                    memo.update(zip(missing, fresh, strict=True))
+                    while len(memo) > capacity:
+                        memo.popitem(last=False)
+            return np.stack([found[k] for k in keys])
 
-    return replace(embedder, _encode=remembered)
+        return remembered
+
+    query = embedder._encode_query
+    return replace(
+        embedder,
+        _encode=remembering(embedder._encode, False),
+        _encode_query=remembering(query, True) if query is not None else None,
+    )
 
 
 def _empty(embedder: Embedder) -> Matrix:
@@ -212,9 +239,6 @@ class _Shape(NamedTuple):
     dimension: int
     max_seq_length: int
     tokenizer_json: str  # its tokenizer (the chunker counts tokens with it)
-
-
-EncodeFn = Callable[[list[str], int], Matrix]
 
 
 def _opened_once(name: str, open_model: Callable[[], EncodeFn]) -> EncodeFn:
@@ -427,16 +451,79 @@ def _static_encoder(root: Path, tok: Tokenizer, dim: int) -> EncodeFn:
     return encode
 
 
-@lru_cache(maxsize=4)
-def load_embedder(spec: str) -> Embedder:
-    """A preset (`minilm-l6`, `minilm-l3`, `static`), a local path, or a cached ST name.
+def _remote(spec: str, remote: RemoteModel) -> Embedder:
+    """A model served by `embedding_endpoint` (operators/remote_embed.py). Its dimension is
+    the recorded one, or the configured `dimensions`, or read from the endpoint now (one
+    request with the probe texts). Every encode first passes the probe guard."""
+    endpoint = remote.endpoint
+    client = EmbeddingClient(remote.model, endpoint)
+    if endpoint.tokenizer is not None:
+        tokenizer_json = endpoint.tokenizer.read_text(encoding="utf-8")
+        count = _token_counter(_plain_tokenizer(tokenizer_json))
+        rule = f"tokenizer:{tokenizer_fingerprint(tokenizer_json)}"
+    else:
+        count = char_budget_counter(endpoint.chars_per_token)
+        rule = f"chars/{endpoint.chars_per_token:g}"
+
+    def raw(texts: Sequence[str], as_query: bool = False) -> Matrix:
+        return client.embed(list(texts), "query" if as_query else "passage", count(texts))
+
+    dimension = remote.dimension or endpoint.dimensions or int(raw(PROBE_TEXTS).shape[1])
+    version = remote_version(spec, endpoint, dimension)
+    probe = None if remote.probe_dir is None else remote.probe_dir / f"{version.slug}.json"
+    guard = ProbeGuard(client, raw, probe, endpoint)
+
+    def guarded(as_query: bool) -> EncodeFn:
+        def encode(texts: list[str], batch_size: int) -> Matrix:
+            guard.ensure()
+            matrix = raw(texts, as_query)
+            if matrix.shape[1] != dimension:
+                raise EmbedderMismatch(
+                    f"the endpoint answered {matrix.shape[1]}-d vectors for {spec!r}, "
+                    f"recorded as {dimension}-d; reindex, or set embedding_endpoint.dimensions"
+                )
+            return matrix
+
+        return encode
+
+    return Embedder(
+        version,
+        endpoint.max_input_tokens,
+        f"{spec}|{rule}",
+        count,
+        guarded(False),
+        _encode_query=guarded(True),
+        endpoint=client.health,
+    )
+
+
+def open_embedder(spec: str, settings: Settings, dimension: int | None = None) -> Embedder:
+    """`load_embedder` with what a remote model needs from the settings: the endpoint, where
+    its probes are recorded (`<state_dir>/probes/<slug>.json`), and the dimension recorded
+    with its collection (None: a new collection). A local spec needs none of them."""
+    if not is_remote(spec):
+        return load_embedder(spec)
+    model = spec[len(REMOTE_EMBEDDER) :]
+    probes = settings.state_dir / "probes"
+    return load_embedder(spec, RemoteModel(model, settings.embedding_endpoint, dimension, probes))
+
+
+@lru_cache(maxsize=8)
+def load_embedder(spec: str, remote: RemoteModel | None = None) -> Embedder:
+    """A preset (`minilm-l6`, `minilm-l3`, `static`), a local path, a cached ST name, or a
+    remote model (`openai:<model>`, built from `remote`: `open_embedder` passes it).
 
     Built once per process (per worker); raises EmbedderUnavailable with the reason. A
     preset is built from its files alone and opens its model on the first encode (which
     raises EmbedderUnavailable if it cannot); so does a directory whose files say its shape
     (`files_shape`: a `ragstream tune` embedder); any other path or a hub name is loaded now.
+    A remote model whose endpoint does not answer raises `EndpointDownError`.
     """
     try:
+        if is_remote(spec):
+            if remote is None:
+                raise ValueError(f"{spec!r} is served by embedding_endpoint: open_embedder")
+            return _remote(spec, remote)
         if spec == "minilm-l6":
             return _minilm_l6()
         if spec == "minilm-l3":
@@ -445,5 +532,7 @@ def load_embedder(spec: str) -> Embedder:
             return _static()
         root = Path(spec)
         return _sentence_transformer(spec, spec, files_shape(root) if root.is_dir() else None)
+    except ModelUnavailableError:
+        raise
     except Exception as exc:  # any load failure means: this embedder is not usable here
         raise EmbedderUnavailable(f"cannot load embedder {spec!r} offline: {exc}") from exc

@@ -30,7 +30,7 @@ from ragstream.operators.embed import (
     EmbedderMismatch,
     check_version,
     embedder_spec,
-    load_embedder,
+    open_embedder,
 )
 from ragstream.query.fuse import dbsf, rrf
 
@@ -131,7 +131,7 @@ class PointerTracker:
         if isinstance(override, Embedder):
             embedder = override
         else:
-            embedder = load_embedder(override or embedder_spec(recorded))
+            embedder = open_embedder(override or embedder_spec(recorded), s, recorded.dimension)
         check_version(collection, recorded, embedder.version)
         if (
             collection_name(s.store.index_name, recorded) != collection

@@ -6,6 +6,7 @@ past the limit)."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -13,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ragstream.core.errors import NotReadyError, RagstreamError
+from ragstream.core.errors import EndpointDownError, NotReadyError, RagstreamError
 
 MAX_BODY = 1 << 20
 # A refused body up to this size is read and dropped before the 413 goes out, and the
@@ -51,6 +52,8 @@ async def user_error(request: Request, exc: Exception) -> JSONResponse:
     reply = error_body(exc.http_status, str(exc), exc.code)
     if isinstance(exc, NotReadyError):  # opening its index, or draining: come back soon
         reply.headers["retry-after"] = str(RETRY_NOT_READY_S)
+    elif isinstance(exc, EndpointDownError):  # the model endpoint is down: when to try again
+        reply.headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s)))
     return reply
 
 

@@ -37,7 +37,7 @@ from ragstream.service.base import (
     state_list,
 )
 from ragstream.service.ingest import query_log
-from ragstream.service.served import ServedIndex, open_served, view_status
+from ragstream.service.served import ServedIndex, open_served, view_status, with_endpoint
 from ragstream.service.status import status_report
 from ragstream.service.stores import LiveStores, open_live
 
@@ -87,7 +87,10 @@ class LocalIndex:
             return status_report(self.settings, None, None)
         synced = SourcesBook(self.settings.state_dir).load()
         live = (held[0], held[1])
-        return view_status(self.settings, live, held[2], None, self._readers(), synced)
+        report = view_status(self.settings, live, held[2], None, self._readers(), synced)
+        if self._index is None:
+            return report
+        return with_endpoint(report, self._index.engine.retriever.embedder.endpoint)
 
     def verify(
         self,

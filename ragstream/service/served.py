@@ -45,6 +45,7 @@ from ragstream.core.snapshot import SnapshotInfo
 from ragstream.core.telemetry import configure
 from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import IndexSides, open_sides
+from ragstream.operators.remote_embed import EndpointHealth
 from ragstream.query.engine import QueryEngine
 from ragstream.query.retrieve import Retriever, no_index
 from ragstream.query.shapes import search_filter
@@ -137,13 +138,22 @@ class ServedIndex:
         }
 
     def readiness(self) -> dict[str, Any]:
-        """What is open: the live collection and its embedder."""
+        """What is open: the live collection and its embedder; a remote embedder's endpoint
+        and its state ("drifted": not ready, every query would be refused; "down": still
+        ready, queries whose vectors are remembered and every other read still answer)."""
         retriever = self.engine.retriever
-        return {
+        ready: dict[str, Any] = {
             "ready": True,
             "collection": retriever.collection,
             "embedder": retriever.embedder.version.slug,
         }
+        health = retriever.embedder.endpoint
+        if health is not None:
+            endpoint = health.view()
+            ready["embedding_endpoint"] = endpoint.model_dump(mode="json")
+            if endpoint.state == "drifted":
+                ready.update(ready=False, reason=endpoint.detail)
+        return ready
 
     # ---- questions --------------------------------------------------------------------------
     def query(self, question: Question, **options: Any) -> Answer:
@@ -214,7 +224,10 @@ class ServedIndex:
         side, lexical = engine.retriever.side, engine.retriever.lexical
         live = (side.collection, side.vectors)
         view = self._locked(view_status)
-        return view(self.settings, live, lexical, self.tenants, engine.readers, engine.synced)
+        report = view(self.settings, live, lexical, self.tenants, engine.readers, engine.synced)
+        if self.tenants is not None:  # a tenant is not shown the operator's endpoint
+            return report
+        return with_endpoint(report, engine.retriever.embedder.endpoint)
 
     def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
         r, s = self.engine.retriever, audit.audited(self.settings, paths)
@@ -339,6 +352,18 @@ class ServedIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def with_endpoint(report: StatusReport, health: EndpointHealth | None) -> StatusReport:
+    """The operator's status with the remote embedding endpoint as this process sees it
+    (its state, what it cost), and a warning when it is down or drifted."""
+    if health is None:
+        return report
+    endpoint = health.view()
+    warnings = report.warnings
+    if endpoint.state in ("down", "drifted") and endpoint.detail not in warnings:
+        warnings = [*warnings, f"embedding endpoint {endpoint.state}: {endpoint.detail}"]
+    return report.model_copy(update={"embedding_endpoint": endpoint, "warnings": warnings})
 
 
 def view_status(

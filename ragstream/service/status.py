@@ -13,9 +13,10 @@ from ragstream.connectors.state import (
     VerifyBook,
 )
 from ragstream.core.errors import ModelUnavailableError
-from ragstream.core.models import StatusReport
-from ragstream.core.settings import Settings
+from ragstream.core.models import EndpointStatus, StatusReport
+from ragstream.core.settings import REMOTE_EMBEDDER, Settings
 from ragstream.operators.answer_judge import answer_judge_dir
+from ragstream.operators.remote_embed import recorded_drift
 from ragstream.query.decision import embedder_mismatch, load_decision
 from ragstream.query.rerank import NO_RERANKER
 
@@ -43,6 +44,7 @@ def status_report(
         counts["lexical_live"] = lexical.count("live", flt)
     audit = VerifyBook(s.state_dir).load()
     warning = decision_warning(s, embedder.slug if embedder is not None else None)
+    drift = recorded_drift(s.state_dir / "probes", embedder.slug) if embedder else None
     return StatusReport(
         **counts,
         embedder=embedder,
@@ -54,8 +56,16 @@ def status_report(
         reindex=ReindexBook(s.state_dir).load(),
         drift=audit.counts() if audit is not None else None,
         verified_at=audit.at if audit is not None else None,
-        warnings=[warning] if warning else [],
+        embedding_endpoint=_drifted(s, embedder.name, drift) if embedder and drift else None,
+        warnings=[w for w in (warning, drift) if w],
     )
+
+
+def _drifted(settings: Settings, name: str, detail: str) -> EndpointStatus:
+    """The endpoint as a drift recorded by any process left it (this one has not asked it)."""
+    base = settings.embedding_endpoint.base_url or "https://api.openai.com/v1"
+    model = name.removeprefix(REMOTE_EMBEDDER)
+    return EndpointStatus(base_url=base, model=model, state="drifted", detail=detail)
 
 
 def decision_warning(settings: Settings, live: str | None) -> str | None:

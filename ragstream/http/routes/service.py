@@ -27,4 +27,5 @@ def ready(serving: ServingDep) -> JSONResponse:
         return JSONResponse({"ready": False, "reason": "shutting down"}, 503)
     if serving.index is None:
         return JSONResponse({"ready": False, "reason": "index not open yet"}, 503)
-    return JSONResponse(serving.index.readiness())
+    readiness = serving.index.readiness()
+    return JSONResponse(readiness, 200 if readiness["ready"] else 503)
