@@ -260,8 +260,8 @@ class SyncReport(BaseModel):
             read them was rewritten, nothing re-read or re-embedded.
         dead_letters: Files that could not be indexed: path, stage, reason.
         docs_pending: Good files left for the next pass: the embedding endpoint did not
-            answer (`pending` names them, with why). Not dead letters: nothing is wrong with
-            them.
+            answer, or the model behind its name changed (`pending` names them,
+            `pending_reason` says why). Not dead letters: nothing is wrong with them.
         embed_tokens: Tokens sent to a remote embedding endpoint (its `usage`); 0 for a
             local model. `chunks_reused` beside it are the chunks not sent at all.
         guard: Set when the mass-delete guard held deletions back (the CLI exits 3).
@@ -281,6 +281,7 @@ class SyncReport(BaseModel):
     dead_letters: list[DeadLetterView] = Field(default_factory=list)
     docs_pending: int = 0
     pending: list[str] = Field(default_factory=list)
+    pending_reason: str = ""
     embed_tokens: int = 0
     guard: GuardReport | None = None
     secrets_redacted: int = 0
@@ -299,6 +300,7 @@ class SyncReport(BaseModel):
         if outcome.pending:
             self.docs_pending += 1
             self.pending.append(outcome.doc_id)
+            self.pending_reason = outcome.pending
         if outcome.dead_letter is not None:
             d = outcome.dead_letter
             self.dead_letters.append(DeadLetterView(path=d.path, stage=d.stage, reason=d.reason))

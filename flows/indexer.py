@@ -30,7 +30,7 @@ from ragstream.connectors.protocols import LexicalIndex, SourceReadError, Vector
 from ragstream.connectors.sources import source_at
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
 from ragstream.connectors.vector_stores import READER_FIELDS
-from ragstream.core.errors import EndpointDownError
+from ragstream.core.errors import EmbedderDriftError, EndpointDownError
 from ragstream.core.models import (
     Chunk,
     DeadLetter,
@@ -249,8 +249,8 @@ class Indexer:
         needed = _needed([p for p in plans if p.diff is not None])
         try:
             vectors, encoded, rejected = self._embed(live, needed)
-        except EndpointDownError as down:  # good input, no vector now: nothing written
-            return [DocOutcome(doc_id=w.event.doc_id, pending=str(down)) for w in latest]
+        except (EndpointDownError, EmbedderDriftError) as unable:  # good input, no vector now
+            return [DocOutcome(doc_id=w.event.doc_id, pending=str(unable)) for w in latest]
         if rejected:
             _reject(plans, rejected)
         encoded_by = {h: needed[h][0] for h in encoded}

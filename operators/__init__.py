@@ -12,6 +12,7 @@ Ingest: parse, chunk, diff, embed (the content hash itself is `core.ids`).
 - `ocr`: a page image to text lines with boxes and confidences (Tesseract, RapidOCR), offline.
 - `padding`: length-sorted mini-batches for onnxruntime models.
 - `parse`: one file on disk to a document of structural blocks (docling).
+- `remote_embed`: embeddings from an OpenAI-compatible endpoint, with an identity probe.
 - `secrets`: credential shapes redacted before chunking.
 - `situate`: an LLM-written sentence that situates a chunk in its document.
 """

