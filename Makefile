@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM := false
 # the BEIR SciFact dataset the tuning targets read (shared data, never copied here)
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: help install demo test test-fast lint bench clean traces llm test-llm judge answer-judge decision tune tune-embedder docs docs-serve
+.PHONY: help install demo test test-fast lint bench clean traces llm test-llm judge answer-judge decision tune tune-embedder docs docs-serve infinity
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-docs.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -67,8 +67,23 @@ $(ACL_TOOLS):
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq acl; }
 	touch $@
 
+# infinity (infinity-emb), a real third-party embedding and /rerank server the remote-model
+# tests run on loopback (tests/harness/infinity_server.py), in its own venv: its pins
+# (numpy < 2, sentence-transformers < 4, typer, rich, uvicorn) are not ours. torch is the
+# same CPU build as ours; ~3 min and ~1.5 GB.
+INFINITY_VENV := .infinity-venv
+INFINITY_VERSION ?= 0.0.78
+$(INFINITY_VENV)/.installed:
+	test -x $(INFINITY_VENV)/bin/python || $(PY) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/pip install -q --upgrade pip
+	$(INFINITY_VENV)/bin/pip install -q torch==2.13.0
+	$(INFINITY_VENV)/bin/pip install -q "infinity-emb[server,torch]==$(INFINITY_VERSION)"
+	touch $@
+
+infinity: $(INFINITY_VENV)/.installed  ## the venv of the infinity server the remote-model tests run
+
 TEST_WORKERS ?= 2
-test: install lint $(BROWSER) $(OCR) $(ACL_TOOLS)  ## the whole suite: lint, the browser check, every test (CI runs this)
+test: install lint $(BROWSER) $(OCR) $(ACL_TOOLS) $(INFINITY_VENV)/.installed  ## the whole suite: lint, the browser check, every test (CI runs this)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --durations=30
 
@@ -224,8 +239,8 @@ test-llm: install $(LLM_VENV)/.installed  ## the query suite against that local 
 	  || status=$$?; \
 	exit $$status
 
-clean:  ## remove .venv, the demo data dir and .ragstream
-	rm -rf $(VENV) $(DEMO_DIR) .ragstream
+clean:  ## remove .venv, the infinity venv, the demo data dir and .ragstream
+	rm -rf $(VENV) $(DEMO_DIR) .ragstream $(INFINITY_VENV)
 
 help:  ## list every target with what it does
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)$$/  \1\t\2/' | expand -t 18

@@ -298,7 +298,9 @@ class QuerySettings(BaseModel):
     """Query-time choices; none of them touches the index."""
 
     model_config = ConfigDict(extra="forbid")
-    reranker: str | None = None  # any sentence-transformers CrossEncoder name or local path
+    # any sentence-transformers CrossEncoder name or local path, a `ragstream tune` directory,
+    # or "rerank:<model>" served by `rerank_endpoint`
+    reranker: str | None = None
     # fused candidates the reranker re-scores (a cross-encoder's cost grows with each one;
     # the answer is built from the best `k` of them); None: the reranker's own choice (a
     # tuned one records the depth chosen on its held-out queries), else 50
@@ -405,6 +407,31 @@ class EmbeddingEndpointSettings(BaseModel):
     passage_input_type: str | None = None
     probe_min_cosine: float = Field(default=0.99, ge=0.0, le=1.0)
     probe_every_s: float = Field(default=600.0, ge=0.0)
+
+
+REMOTE_RERANKER = "rerank:"  # `query.reranker = "rerank:<model>"`: `rerank_endpoint` serves it
+
+
+class RerankEndpointSettings(BaseModel):
+    """A `/rerank` endpoint that serves `query.reranker = "rerank:<model>"` (query/rerank.py;
+    docs/guide/models.md): Cohere, Jina, Text Embeddings Inference, infinity, vLLM, llama.cpp.
+
+    Attributes:
+        base_url: The endpoint's base URL; the request goes to `<base_url>/rerank`.
+        api_key_env: The *name* of the environment variable that holds the API key.
+        timeout_s: One request's timeout. A reranker that times out or fails never fails
+            the query: the fused order is kept, and the answer and its trace say so.
+        shape: "cohere" sends `{model, query, documents, top_n}` and reads
+            `{results: [{index, relevance_score}]}` (Cohere, Jina, infinity, vLLM, llama.cpp);
+            "tei" sends `{query, texts}` and reads `[{index, score}]` (Text Embeddings
+            Inference).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    base_url: str = "http://127.0.0.1:7997"
+    api_key_env: str = "RERANK_API_KEY"
+    timeout_s: float = Field(default=10.0, gt=0.0)
+    shape: Literal["cohere", "tei"] = "cohere"
 
 
 class StoreSettings(BaseModel):
@@ -597,6 +624,7 @@ class Settings(BaseSettings):
     query: QuerySettings = Field(default_factory=QuerySettings)
     generator: GeneratorSettings = Field(default_factory=GeneratorSettings)
     embedding_endpoint: EmbeddingEndpointSettings = Field(default_factory=EmbeddingEndpointSettings)
+    rerank_endpoint: RerankEndpointSettings = Field(default_factory=RerankEndpointSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     reindex_eval_margin: float = 0.01  # promote's eval gate: nDCG@10 may drop at most this

@@ -36,7 +36,7 @@ class QueryModels:
         """Load the models `settings.query` names. Raises `ModelUnavailableError` for one
         that is configured but cannot be loaded, or a decision fitted with another judge."""
         q = settings.query
-        reranker = load_reranker(q.reranker)
+        reranker = load_reranker(q.reranker, endpoint=settings.rerank_endpoint)
         support_judge = load_judge(q.judge)
         answer_judge = load_answer_judge(q.answerable.judge)
         return cls(

@@ -6,25 +6,30 @@ the span (and `Answer.reranker`) say so with `NO_RERANKER`. A reranker that *is*
 but cannot be loaded offline is a configuration error and raises `RerankerUnavailable` with
 the reason, rather than silently degrading ranking quality.
 
-Two kinds load: a directory `ragstream tune` wrote for this index (`reranker.json` with its
-version, the `max_length` it was trained with and `"tuned": true`, plus an int8
-`model.onnx`), run by `OnnxReranker` without torch; or any sentence-transformers
-`CrossEncoder` found in local files, run by `CrossEncoderReranker`. Every reranker reads
-what the embedder reads: the chunk's contextual header (its heading path, never the title;
-with the situating sentence when `chunk.situate` is on) and its text.
+Three kinds load: a directory `ragstream tune` wrote for this index (`reranker.json` with
+its version, the `max_length` it was trained with and `"tuned": true`, plus an int8
+`model.onnx`), run by `OnnxReranker` without torch; any sentence-transformers
+`CrossEncoder` found in local files, run by `CrossEncoderReranker`; or a model the user
+serves (`rerank:<model>`) behind the `/rerank` shape Cohere, Jina, TEI, infinity, vLLM and
+llama.cpp share, asked by `RemoteReranker`. A remote reranker that times out or fails never
+fails the query: `rerank` keeps the fused order and hands the reason to `on_failure` (the
+answer's `reranker` and the span say so). Every reranker reads what the embedder reads: the
+chunk's contextual header (its heading path, never the title; with the situating sentence
+when `chunk.situate` is on) and its text.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from ragstream.core.errors import ModelUnavailableError
-from ragstream.core.settings import switched_off
+from ragstream.core.settings import REMOTE_RERANKER, RerankEndpointSettings, switched_off
 from ragstream.core.telemetry import span
 from ragstream.operators.chunk import embedding_text
 from ragstream.operators.cross_encoder import OnnxCrossEncoder
@@ -41,6 +46,11 @@ _CHARS_PER_TOKEN = 12
 
 class RerankerUnavailable(ModelUnavailableError):
     """A reranker is configured but cannot be loaded here (not installed, not offline, bad)."""
+
+
+class RerankerFailed(Exception):
+    """A remote reranker did not score this query (timeout, HTTP error, a body without a
+    score per text): the query goes on in fused order."""
 
 
 class Reranker(Protocol):
@@ -126,6 +136,57 @@ class OnnxReranker:
         return [float(x) for x in logits[:, 0]]
 
 
+class RemoteReranker:
+    """A model behind a `/rerank` endpoint (`rerank_endpoint`): one request per query, the
+    scores put back in input order (a text the answer leaves out scores NaN: ordered last)."""
+
+    def __init__(self, model: str, endpoint: RerankEndpointSettings) -> None:
+        import httpx
+
+        self.model, self.endpoint = model, endpoint
+        self.name = f"{REMOTE_RERANKER}{model} ({endpoint.base_url})"
+        self.prior_weight = 0.0
+        self.depth = DEFAULT_RERANK_DEPTH
+        key = os.environ.get(endpoint.api_key_env)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.Client(headers=headers, timeout=endpoint.timeout_s)
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        import httpx
+
+        if not texts:
+            return []
+        if self.endpoint.shape == "tei":
+            body: dict[str, Any] = {"query": query, "texts": list(texts)}
+        else:
+            body = {"model": self.model, "query": query, "documents": list(texts)}
+            body["top_n"] = len(texts)
+        url = self.endpoint.base_url.rstrip("/") + "/rerank"
+        try:
+            reply = self._http.post(url, json=body)
+            reply.raise_for_status()
+            return rerank_scores(reply.json(), len(texts))
+        except (httpx.HTTPError, ValueError) as exc:
+            raise RerankerFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
+def rerank_scores(body: Any, count: int) -> list[float]:
+    """Scores in input order from a `/rerank` answer of either shape: `{results: [{index,
+    relevance_score}]}` or `[{index, score}]`. A text the answer leaves out scores NaN;
+    an index out of range or a body of neither shape is a `ValueError`."""
+    rows = body.get("results") if isinstance(body, dict) else body
+    if not isinstance(rows, list):
+        raise ValueError("a /rerank answer holds a list of results")
+    scores = [math.nan] * count
+    for row in rows:
+        index = row.get("index")
+        value = row.get("relevance_score", row.get("score"))
+        if not isinstance(index, int) or not 0 <= index < count or value is None:
+            raise ValueError(f"a /rerank result without a valid index and score: {row!r}")
+        scores[index] = float(value)
+    return scores
+
+
 def is_tuned(spec: str | None) -> bool:
     """Is `spec` a reranker directory `ragstream tune` wrote (eval names its rows
     `+rerank(tuned)`)?"""
@@ -134,14 +195,22 @@ def is_tuned(spec: str | None) -> bool:
     )
 
 
-def load_reranker(spec: str | None, *, max_length: int = 512) -> Reranker | None:
-    """None when not configured (None, "", "none"); else a loaded cross-encoder.
+def load_reranker(
+    spec: str | None,
+    *,
+    max_length: int = 512,
+    endpoint: RerankEndpointSettings | None = None,
+) -> Reranker | None:
+    """None when not configured (None, "", "none"); else a loaded cross-encoder, or the
+    client of a served one (`rerank:<model>`, asked at `endpoint`).
 
     Raises RerankerUnavailable when configured but not loadable offline, so a typo in a
     path is reported at startup instead of silently serving unreranked results.
     """
     if spec is None or switched_off(spec):
         return None
+    if spec.startswith(REMOTE_RERANKER):
+        return RemoteReranker(spec[len(REMOTE_RERANKER) :], endpoint or RerankEndpointSettings())
     if is_tuned(spec):
         return OnnxReranker(spec.strip())  # its own error names the directory
     try:
@@ -154,21 +223,33 @@ def load_reranker(spec: str | None, *, max_length: int = 512) -> Reranker | None
 
 
 def rerank(
-    query: str, candidates: Sequence[Candidate], reranker: Reranker | None, k: int
+    query: str,
+    candidates: Sequence[Candidate],
+    reranker: Reranker | None,
+    k: int,
+    on_failure: Callable[[str], None] | None = None,
 ) -> list[Reranked]:
     """The k best candidates: by cross-encoder score when a reranker is given (ties keep
-    the fused order), else the fused order itself, cut to k."""
+    the fused order), else the fused order itself, cut to k. A remote reranker that fails
+    (`RerankerFailed`) leaves the fused order too, and `on_failure` gets why."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     name = reranker.name if reranker is not None else "none"
     with span("query.rerank", model=name, candidates=len(candidates), k=k) as sp:
         sp.set_attribute("skipped", reranker is None)
-        if reranker is None:
+        scores: list[float] | None = None
+        if reranker is not None:
+            texts = [embedding_text(c.chunk.context, c.chunk.text) for c in candidates]
+            try:
+                scores = reranker.score(query, texts)
+            except RerankerFailed as failed:
+                sp.set_attribute("failed", str(failed))
+                if on_failure is not None:
+                    on_failure(str(failed))
+        if reranker is None or scores is None:
             out = [Reranked(candidate=c) for c in candidates[:k]]
         else:
-            texts = [embedding_text(c.chunk.context, c.chunk.text) for c in candidates]
-            scores = reranker.score(query, texts)
-            if len(scores) != len(candidates):
+            if len(scores) != len(candidates):  # a local model's bug: not a failed endpoint
                 raise RuntimeError(
                     f"reranker {name!r} returned {len(scores)} scores for {len(candidates)} texts"
                 )
@@ -209,11 +290,14 @@ __all__ = [
     "NO_RERANKER",
     "CrossEncoderReranker",
     "OnnxReranker",
+    "RemoteReranker",
     "Reranked",
     "Reranker",
+    "RerankerFailed",
     "RerankerUnavailable",
     "blend",
     "is_tuned",
     "load_reranker",
     "rerank",
+    "rerank_scores",
 ]

