@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import xxhash
+from opentelemetry import trace
 
 from ragstream.connectors.fs import OFF_STAMP, file_readers
 from ragstream.connectors.lexical import section_contexts
@@ -436,7 +437,16 @@ class Indexer:
             needed = {c.content_hash: (c.doc_id, embedding_text(c.context, c.text)) for c in adds}
             needed = needed if others else {}
             for other in others:
-                _apply(other.vectors, changes, self._embed(other, needed)[0])
+                try:
+                    other_vectors = self._embed(other, needed)[0]
+                except (EndpointDownError, EmbedderDriftError) as unable:
+                    # the new side's remote model cannot embed now: it lags the live side
+                    # (the promote gate refuses until a backfill pass, `reindex run` or
+                    # watch's next one, copies what it misses); the live side is written
+                    skipped = {"collection": other.collection, "why": str(unable)}
+                    trace.get_current_span().add_event("ingest.dual_write_skipped", skipped)
+                    continue
+                _apply(other.vectors, changes, other_vectors)
             if tombstones or orphans:  # last, in every store
                 self.lexical.tombstone(tombstones + orphans, changes.at)
                 self.lexical.commit()

@@ -411,3 +411,23 @@ def test_watch_serves_while_the_endpoint_is_down_and_converges_once_it_is_back(
         status = httpx.get(f"{url}/v1/status", timeout=60).json()
         assert status["embedding_endpoint"]["state"] == "ok"
     assert_same_index(index_state(settings, folder), clean)
+
+
+def test_a_reindex_to_a_served_model_lags_while_it_is_down_and_catches_up(
+    tmp_path: Path, folder: Path, proxy: FaultProxy
+) -> None:
+    settings = settings_for(tmp_path / "data", proxy.url).model_copy(update={"embedder": "static"})
+    api.sync([folder], settings=settings)
+    with Client(settings=settings) as client:
+        assert client.reindex_start(MODEL, wait=True).lag == 0
+    proxy.down = True  # the new side's model cannot embed; the live side's can
+    doc = folder / FILES[0]
+    doc.write_text(doc.read_text() + "\n\nA paragraph the served model has not read yet.\n")
+    report = api.sync([folder], settings=settings)
+    assert report.docs_changed == 1 and report.docs_pending == 0  # the live side is written
+    with Client(settings=settings) as client:
+        assert (client.reindex_status().lag or 0) > 0
+        proxy.down = False
+        assert client.reindex_run().lag == 0  # the backfill copies what the new side missed
+        client.reindex_promote()
+        assert client.status().embedder.name == MODEL  # type: ignore[union-attr]
