@@ -30,7 +30,7 @@ from ragstream.core.errors import EmbedderDriftError, EndpointDownError
 from ragstream.core.settings import Settings
 from ragstream.flows.runtime import open_runtime
 from ragstream.operators.embed import open_embedder
-from ragstream.operators.remote_embed import PROBE_TEXTS
+from ragstream.operators.remote_embed import PROBE_TEXTS, EmbeddingClient
 from tests.harness.embedding_server import (
     ORIGINAL_WEIGHTS,
     OTHER_WEIGHTS,
@@ -394,3 +394,17 @@ def test_a_reindex_to_a_served_model_lags_while_it_is_down_and_catches_up(
         assert client.reindex_run().lag == 0  # the backfill copies what the new side missed
         client.reindex_promote()
         assert client.status().embedder.name == MODEL  # type: ignore[union-attr]
+
+
+def test_a_429_waits_what_its_retry_after_says_and_a_5xx_backs_off(proxy: FaultProxy) -> None:
+    endpoint = settings_for(Path("."), proxy.url, retries=6, backoff_max_s=8.0).embedding_endpoint
+    client = EmbeddingClient("custom-e5-q4", endpoint)
+    waits: list[float] = []
+    client._sleep = waits.append  # the waits, recorded instead of slept
+    proxy.faults, proxy.retry_after = [429, 429, 500, 503], "7"
+    vectors = client.embed(["a pump", "a kestrel"], "passage", [4, 4])
+    client.close()
+    assert vectors.shape == (2, 384) and proxy.seen["forwarded"] == 1
+    assert waits[:2] == [7.0, 7.0]  # as the server asked
+    assert 1.0 <= waits[2] <= 2.0 and 2.0 <= waits[3] <= 4.0  # doubling, jittered
+    assert client.health.view().retried == 4 and client.health.view().state == "ok"

