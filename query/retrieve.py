@@ -31,6 +31,7 @@ from ragstream.operators.embed import (
     check_version,
     embedder_spec,
     open_embedder,
+    with_vector_memo,
 )
 from ragstream.query.fuse import dbsf, rrf
 
@@ -162,12 +163,23 @@ class PointerTracker:
 
 
 class Retriever:
-    """Queries one side (see `SideSource`) and the lexical index under one filter."""
+    """Queries one side (see `SideSource`) and the lexical index under one filter. Query
+    vectors come through the side's embedder behind the vector memo of `memo` entries
+    (`query.vector_memo`, the one the generator and verifier share; 0: none), so a question
+    asked again is not encoded again: with a remote model, not sent again."""
 
     def __init__(
-        self, source: SideSource, lexical: LexicalIndex, owned: PointerTracker | None = None
+        self,
+        source: SideSource,
+        lexical: LexicalIndex,
+        owned: PointerTracker | None = None,
+        memo: int = 0,
     ) -> None:
-        self.source, self.lexical, self._owned = source, lexical, owned
+        self.source, self.lexical, self._owned, self.memo = source, lexical, owned, memo
+
+    def query_encoder(self, side: LiveSide) -> Embedder:
+        """`side`'s embedder behind this retriever's vector memo."""
+        return with_vector_memo(side.embedder, self.memo)
 
     @property
     def side(self) -> LiveSide:
@@ -200,7 +212,7 @@ class Retriever:
         except BaseException:
             tracker.close()
             raise
-        return cls(tracker, lexical, owned=tracker)
+        return cls(tracker, lexical, owned=tracker, memo=settings.query.vector_memo)
 
     def retrieve(
         self,
@@ -243,7 +255,7 @@ class Retriever:
                 vector = (
                     list(dense_vector)
                     if dense_vector is not None
-                    else side.embedder.encode_query(dense_in)
+                    else self.query_encoder(side).encode_query(dense_in)
                 )
             timings["embed"] = _ms(start)
             dense = _leg("dense", n, timings, lambda: side.vectors.search(vector, n, flt))

@@ -168,7 +168,7 @@ def _history(run: AnswerRun) -> Bounded:
 def _offline(parts: EngineParts, run: AnswerRun) -> ChatPlan:
     flt = shapes.search_filter(run.request.filters, run.tenants, run.readers)
     side = parts.side()
-    retriever = Retriever(FixedSide(side), parts.retriever.lexical)
+    retriever = Retriever(FixedSide(side), parts.retriever.lexical, memo=parts.retriever.memo)
 
     def best_bm25(text: str) -> float:
         hits = retriever.lexical_search(text, 1, flt)
@@ -177,7 +177,7 @@ def _offline(parts: EngineParts, run: AnswerRun) -> ChatPlan:
     def best_dense(text: str) -> float:
         key = (side.embedder.version.slug, text)
         if key not in run.probed:
-            run.probed[key] = side.embedder.encode_query(text)
+            run.probed[key] = retriever.query_encoder(side).encode_query(text)
         vector = run.probed[key]
         hits = side.vectors.search(vector, 1, flt)
         return hits[0].score if hits else 0.0
@@ -200,7 +200,7 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     leg's best candidate leads its pool (an answerability signal)."""
     q, request, plan, side = parts.settings.query, run.request, run.legs, parts.side()
     result = retrieve_transformed(
-        Retriever(FixedSide(side), parts.retriever.lexical),
+        Retriever(FixedSide(side), parts.retriever.lexical, memo=parts.retriever.memo),
         run.question,
         parts.transformer,
         n=request.n,

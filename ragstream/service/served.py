@@ -97,7 +97,8 @@ class ServedIndex:
     ) -> ServedIndex:
         """The engine and the reindex commands over one set of open sides, reading under
         the sides' lock; `kick` wakes the backfill of a running flow (`watch --serve`)."""
-        engine = QueryEngine(settings, Retriever(sides, lexical))
+        retriever = Retriever(sides, lexical, memo=settings.query.vector_memo)
+        engine = QueryEngine(settings, retriever)
         return cls(engine, Maintainer(sides, lexical, kick=kick), sides.lock, feed)
 
     def scoped(self, tenants: Tenants, principal: Principal | None = None) -> ServedIndex:

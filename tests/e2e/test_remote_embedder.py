@@ -152,7 +152,10 @@ def test_sync_query_edit_and_what_it_cost(tmp_path: Path, folder: Path, proxy: F
         status = client.status()
         assert status.embedding_endpoint is not None
         assert status.embedding_endpoint.state == "ok" and status.embedding_endpoint.requests
-    asked = [b for b in proxy.bodies if b.get("input_type") == "query"]  # the question
+        sent = len(proxy.bodies)
+        again = client.query("Which chunkers does Docling offer?")
+        assert again.text == answer.text and len(proxy.bodies) == sent  # the memo: none sent
+    asked = [b for b in proxy.bodies if b.get("input_type") == "query"]  # the question, once
     assert [b["input"] for b in asked] == [["Which chunkers does Docling offer?"]]
 
     doc = folder / FILES[0]
