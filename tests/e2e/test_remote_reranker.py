@@ -1,6 +1,7 @@
 """Models served by infinity, a real third-party server on loopback: its `/rerank` as the
-query path's reranker (`rerank:<model>`), and its `/embeddings` serving the very MiniLM-L6
-weights the `minilm-l6` preset ships, which must give the preset's vectors."""
+query path's reranker (`rerank:<model>`); its `/embeddings` serving the very MiniLM-L6
+weights the `minilm-l6` preset ships, which must give the preset's vectors; and a blue/green
+reindex between two served models of different dimensions on the same endpoint."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ragstream.operators.embed import load_embedder, open_embedder
 from ragstream.operators.remote_embed import PROBE_TEXTS
 from tests.harness.embedding_server import free_port
 from tests.harness.helpers import copy_docs
-from tests.harness.infinity_server import InfinityServer, tiny_cross_encoder
+from tests.harness.infinity_server import InfinityServer, projected_minilm, tiny_cross_encoder
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,9 @@ QUESTION = "Which chunkers does Docling offer?"
 
 @pytest.fixture(scope="module")
 def infinity(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InfinityServer]:
-    server = InfinityServer(tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))).start()
+    cross_encoder = tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))
+    projected = projected_minilm(tmp_path_factory.mktemp("minilm-128") / "model")
+    server = InfinityServer(cross_encoder, projected).start()
     yield server
     server.stop()
 
@@ -107,3 +110,26 @@ def test_the_served_preset_weights_give_the_presets_vectors(
     local = load_embedder("minilm-l6").encode_passages(texts)
     cosines = (np.asarray(served) * np.asarray(local)).sum(axis=1)
     assert cosines.min() >= 0.999, cosines
+
+
+def test_a_blue_green_reindex_between_two_served_models_of_other_dimensions(
+    tmp_path: Path, infinity: InfinityServer, shared_docs: Path
+) -> None:
+    folder = copy_docs(shared_docs, FILES, tmp_path / "docs")
+    endpoint = {"base_url": infinity.url}
+    settings = Settings(
+        data_dir=tmp_path / "data", embedder="openai:minilm", embedding_endpoint=endpoint
+    )
+    api.sync([folder], settings=settings)
+    with Client(settings=settings) as client:
+        assert client.reindex_start("openai:minilm-128", wait=True).lag == 0
+        during = client.status().embedder
+        assert during is not None and (during.name, during.dimension) == ("openai:minilm", 384)
+        assert client.query(QUESTION).citations  # the live side still answers
+        client.reindex_promote()
+        after = client.status().embedder
+        assert after is not None and (after.name, after.dimension) == ("openai:minilm-128", 128)
+        assert client.query(QUESTION).citations
+        client.reindex_rollback()
+        back = client.status().embedder
+        assert back is not None and back.dimension == 384

