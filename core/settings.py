@@ -543,6 +543,9 @@ class ServerSettings(BaseModel):
     # threads for the CPU work of queries (embedding, rerank, judges, verification); None:
     # the core count
     cpu_threads: int | None = Field(default=None, ge=1)
+    # open the models a first query needs (the embedder's weights) before readiness turns
+    # true, so the first answer is as fast as the second; off: ready sooner, first query slow
+    warm: bool = True
 
 
 class TelemetrySettings(BaseModel):

@@ -264,7 +264,9 @@ def _opened_once(name: str, open_model: Callable[[], EncodeFn]) -> EncodeFn:
 
 def _st_model(path: str) -> Any:
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # never a load's progress bar in a query's output
     return SentenceTransformer(path, device="cpu", local_files_only=True)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import queue
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,7 +27,12 @@ from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.state import VerifyBook
 from ragstream.connectors.stores import configured_live, open_lexical_index
 from ragstream.core.answers import Answer, ChatRequest, QueryFilters, QueryRequest, Retrieval
-from ragstream.core.errors import InvalidRequestError, NotFoundError, NotReadyError
+from ragstream.core.errors import (
+    InvalidRequestError,
+    ModelUnavailableError,
+    NotFoundError,
+    NotReadyError,
+)
 from ragstream.core.ids import in_sources, source_of
 from ragstream.core.models import (
     DocOutcome,
@@ -42,7 +47,7 @@ from ragstream.core.permissions import Principal
 from ragstream.core.rwlock import StoreLock, Unlocked
 from ragstream.core.settings import Settings, SourceConfig
 from ragstream.core.snapshot import SnapshotInfo
-from ragstream.core.telemetry import configure
+from ragstream.core.telemetry import configure, span
 from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import IndexSides, open_sides
 from ragstream.operators.remote_embed import EndpointHealth
@@ -127,6 +132,14 @@ class ServedIndex:
         return read
 
     # ---- what the process answers about itself ----------------------------------------------
+    def warm(self) -> None:
+        """Open the models a first query needs (the live embedder opens its weights on its
+        first encode), so the first answer is as fast as the second. A remote model is asked
+        once; an endpoint that is down is not waited for (the first query says so)."""
+        # an unavailable model is not waited for: the first query raises it with the reason
+        with span("serve.warm"), suppress(ModelUnavailableError):
+            self.engine.retriever.embedder.encode_queries(["warm up"])
+
     def health(self) -> dict[str, Any]:
         """Liveness with the model names: embedder, reranker, generator."""
         engine = self.engine

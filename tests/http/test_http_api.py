@@ -24,6 +24,7 @@ from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.errors import AuthError, NotReadyError, UnreachableError
 from ragstream.core.settings import GeneratorSettings, ServerSettings, Settings
 from ragstream.http import Serving, serving
+from ragstream.http import server as http_server
 from ragstream.query.engine import QueryEngine
 from ragstream.service.served import ServedIndex, open_engine
 from tests.harness.helpers import copy_docs
@@ -281,3 +282,26 @@ def test_blank_or_oversized_questions_are_a_clear_422(url: str, body: dict[str, 
     status, err = post(f"{url}/v1/query", body)
     assert status == 422 and err["code"] == "invalid_request"
     assert err["details"][0]["loc"][-1] == "query"
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_serve_opens_a_first_querys_models_before_it_says_ready(
+    indexed: Settings, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    """`serve` (and `watch --serve`) opens the embedder's weights before `/v1/ready` turns
+    true, so no first query waits on a cold start; `server.warm = false` skips it."""
+    seen: list[int] = []
+    heard: list[str] = []
+    real_warm = ServedIndex.warm
+
+    def recording(self: ServedIndex) -> None:
+        seen.append(get(f"{heard[0]}/v1/ready")[0])  # asked over HTTP while it warms
+        real_warm(self)
+
+    monkeypatch.setattr(ServedIndex, "warm", recording)
+    settings = indexed.model_copy(update={"server": ServerSettings(warm=warm)})
+    with http_server.serve(settings, port=0, on_serving=heard.append) as address:
+        assert get(f"{address}/v1/ready")[0] == 200
+        assert seen == ([503] if warm else [])  # not ready while the models open
+        with Client(url=address) as c:
+            assert c.query(QUESTIONS[0]).citations
