@@ -286,7 +286,7 @@ def test_blank_or_oversized_questions_are_a_clear_422(url: str, body: dict[str, 
 
 @pytest.mark.parametrize("warm", [True, False])
 def test_serve_opens_a_first_querys_models_before_it_says_ready(
-    indexed: Settings, monkeypatch: pytest.MonkeyPatch, warm: bool
+    tmp_path: Path, shared_docs: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
 ) -> None:
     """`serve` (and `watch --serve`) opens the embedder's weights before `/v1/ready` turns
     true, so no first query waits on a cold start; `server.warm = false` skips it."""
@@ -299,7 +299,9 @@ def test_serve_opens_a_first_querys_models_before_it_says_ready(
         real_warm(self)
 
     monkeypatch.setattr(ServedIndex, "warm", recording)
-    settings = indexed.model_copy(update={"server": ServerSettings(warm=warm)})
+    root = copy_docs(shared_docs, DOCS[:1], tmp_path / "docs", flat=True)
+    settings = Settings(data_dir=tmp_path / "data", server=ServerSettings(warm=warm))
+    api.sync([root], settings=settings)  # its own data dir: the module's engine holds `indexed`
     with http_server.serve(settings, port=0, on_serving=heard.append) as address:
         assert get(f"{address}/v1/ready")[0] == 200
         assert seen == ([503] if warm else [])  # not ready while the models open
