@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,38 +26,21 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.harness.helpers import watch_serving  # noqa: E402
+
 QUESTIONS = ("how are deleted files handled?", "How does a blue/green reindex swap embedders?")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def one_run(warm: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "samples"
+        folder, data = Path(tmp) / "samples", Path(tmp) / "data"
         shutil.copytree(REPO / "samples", folder)
-        port, data = free_port(), str(Path(tmp) / "data")
         env = dict(os.environ, RAGSTREAM_SERVER__WARM=str(warm).lower(), HF_HUB_OFFLINE="1")
-        cli = [sys.executable, "-m", "ragstream.cli"]
-        subprocess.run([*cli, "sync", str(folder), "--data-dir", data], env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        cmd = [*cli, "watch", str(folder), "--serve", "--data-dir", data, "--port", str(port)]
+        cli = [sys.executable, "-m", "ragstream.cli", "sync", str(folder), "--data-dir", str(data)]
+        subprocess.run(cli, env=env, check=True, capture_output=True)
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            while True:
-                try:
-                    if httpx.get(f"{url}/v1/ready", timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None:
-                    raise RuntimeError("watch --serve exited")
-                time.sleep(0.1)
+        with watch_serving(folder, data, env) as (url, _):
             ready_s = time.perf_counter() - started
             walls, embeds = [], []
             for question in QUESTIONS:
@@ -68,9 +50,6 @@ def one_run(warm: bool) -> dict[str, float]:
                 reply.raise_for_status()
                 assert reply.json()["citations"], f"no answer to {question!r}: {reply.text}"
                 embeds.append(reply.json()["timings_ms"].get("retrieve.embed", 0.0))
-        finally:
-            proc.terminate()
-            proc.wait(60)
     return {
         "ready_s": round(ready_s, 2),
         "first_s": round(walls[0], 3),

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from ragstream.connectors.backends import backend_of
 from ragstream.connectors.snapshot_files import write_snapshot
-from ragstream.connectors.state import read_json, write_json_atomic
 from ragstream.connectors.vector_stores import RetryPolicy
 from ragstream.core.errors import StorageFormatError
+from ragstream.core.jsonfile import read_json, write_json_atomic
 from ragstream.core.settings import Settings
 from ragstream.core.snapshot import (
     STORAGE_FORMAT,

@@ -57,7 +57,6 @@ from qdrant_edge import (
 
 from ragstream.connectors.sparse import FULL_SCAN_THRESHOLD as FULL_SCAN
 from ragstream.connectors.sparse import Sparse
-from ragstream.connectors.state import write_json_atomic
 from ragstream.connectors.vector_stores import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
@@ -81,6 +80,7 @@ from ragstream.connectors.vector_stores import (
     owned_collection,
     sparse_mismatch,
 )
+from ragstream.core.jsonfile import write_json_atomic
 from ragstream.core.models import EmbedderVersion
 
 SIDECAR = "collection.json"

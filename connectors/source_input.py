@@ -269,20 +269,16 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
         return {d: {k} if k else {STALE_FINGERPRINT} for d, k in self._known.items()}
 
     def _retry_due(self) -> None:
-        """Pending documents whose wait is over: forgotten, then their sources listed again,
-        so each is read and offered to the writer anew."""
+        """Pending documents whose wait is over: forgotten, then their sources touched to be
+        listed again (`RELIST`), so each is read and offered to the writer anew."""
         retries = self._cfg.retries
         due = retries.take_due() if retries is not None else set()
-        if not due:
-            return
         for did in due:
             if did in self._known:
                 self._known[did] = None
-        for source in self._cfg.sources:
-            for event in self._plan_source(source, self._known_now()):
-                if event.kind != "permissions":
-                    self._remember(event)
-                self._queue.append(event)
+        for i, source in enumerate(self._cfg.sources):
+            if any(d.startswith(f"{source.name}:") for d in due):
+                self._toucher(i)(RELIST, True)
 
     def _restamps(self, source: FolderSource, loc: str, changed: set[str]) -> Iterator[FileEvent]:
         """The "permissions" events of the documents at or under a touched path (a file's

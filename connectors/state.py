@@ -7,15 +7,13 @@ clears the entry, and the catch-up scan retries a dead-lettered file only when i
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
 from ragstream.connectors.protocols import STALE_FINGERPRINT, ParserKeys, parsed_elsewise
+from ragstream.core.jsonfile import read_json, write_json_atomic
 from ragstream.core.models import DeadLetter, Redaction, ReindexRecord, VerifyReport
 from ragstream.core.settings import SourceConfig
 
@@ -28,28 +26,6 @@ ENDPOINT_FILE = "endpoint.json"
 def endpoint_path(state_dir: Path) -> Path:
     """Where a serving process records its URL and pid (removed when it stops)."""
     return state_dir / ENDPOINT_FILE
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Readers see the old file or the new one, never a torn one (temp + fsync + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_json(path: Path, default: Any) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return default
 
 
 class DocBook(Generic[M]):

@@ -7,6 +7,7 @@ Nothing here imports any other ragstream package.
 - `errors`: the errors a user can cause or fix, each with its CLI exit code.
 - `export`: one live chunk as `export` writes it and `import` reads it (the open record).
 - `ids`: doc ids, content hashes and point ids.
+- `jsonfile`: small JSON files written whole (temp file + rename) and read back.
 - `memory`: handing freed heap memory back to the OS after a large ingest batch.
 - `models`: the models on every arrow of the ingest pipeline and the reindex records.
 - `permissions`: a file's POSIX permissions reduced to the principals that may read it, and

@@ -727,6 +727,11 @@ class Settings(BaseSettings):
     def state_dir(self) -> Path:
         return self.data_dir / "state"
 
+    @property
+    def probes_dir(self) -> Path:
+        """Each remote embedder's identity probe, one record per collection."""
+        return self.state_dir / "probes"
+
     def sources_of(self, tenants: tuple[str, ...] | None) -> frozenset[str] | None:
         """The names of the sources these tenants (an API key's) may see; None: every source
         (no keys configured, or an operator call). The one tenant rule every route, the

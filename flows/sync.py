@@ -406,8 +406,8 @@ def run_sync(
     with ExitStack() as scope:
         owner = _claimed_owner(scope, settings)
         rt = owner.runtime()
-        endpoints = {id(h): h for h in _endpoints(rt)}  # each remote model once
-        tokens_before = sum(h.tokens_sent for h in endpoints.values())
+        endpoints = _endpoints(rt)
+        tokens_before = sum(h.tokens_sent for h in endpoints)
         if watch:  # a long-running process finishes (or repairs) an open reindex's backfill
             rt.backfill = scope.enter_context(
                 BackgroundBackfill(rt.sides, settings.sync.embed_batch_size)
@@ -430,14 +430,14 @@ def run_sync(
         finally:  # a failed pass (e.g. a store outage) keeps its own error: no store call here
             report.seconds = round(time.time() - started, 3)
         report.chunks_live = rt.vectors.count("live")
-        report.embed_tokens = sum(h.tokens_sent for h in endpoints.values()) - tokens_before
+        report.embed_tokens = sum(h.tokens_sent for h in endpoints) - tokens_before
     return report
 
 
-def _endpoints(rt: Runtime) -> list[EndpointHealth]:
-    """The remote embedding endpoints of every open side (none for local models)."""
+def _endpoints(rt: Runtime) -> set[EndpointHealth]:
+    """The remote embedding endpoints of every open side, each once (none for local models)."""
     sides = (rt.sides.live, *rt.sides.others)
-    return [s.embedder.endpoint for s in sides if s.embedder.endpoint is not None]
+    return {s.embedder.endpoint for s in sides if s.embedder.endpoint is not None}
 
 
 class _Tally:

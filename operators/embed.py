@@ -30,7 +30,7 @@ import xxhash
 from ragstream.core.cpus import usable_cpus
 from ragstream.core.errors import ModelUnavailableError
 from ragstream.core.models import EmbedderVersion
-from ragstream.core.settings import REMOTE_EMBEDDER, Settings
+from ragstream.core.settings import Settings
 from ragstream.operators.padding import padded_batches
 from ragstream.operators.remote_embed import (
     PROBE_TEXTS,
@@ -40,6 +40,7 @@ from ragstream.operators.remote_embed import (
     RemoteModel,
     char_budget_counter,
     is_remote,
+    remote_model,
     remote_version,
 )
 
@@ -91,10 +92,10 @@ class Embedder:
     max_seq_length: int
     tokenizer_name: str
     _count: Callable[[Sequence[str]], list[int]]
-    _encode: Callable[[list[str], int], Matrix]
+    _encode: EncodeFn
     # a model that encodes a query differently from a passage besides its text prefix (an
     # endpoint's `input_type`); None: `_encode` for both
-    _encode_query: Callable[[list[str], int], Matrix] | None = None
+    _encode_query: EncodeFn | None = None
     endpoint: EndpointHealth | None = None  # a remote model's endpoint, as `status` shows it
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
@@ -470,10 +471,14 @@ def _remote(spec: str, remote: RemoteModel) -> Embedder:
     def raw(texts: Sequence[str], as_query: bool = False) -> Matrix:
         return client.embed(list(texts), "query" if as_query else "passage", count(texts))
 
-    dimension = remote.dimension or endpoint.dimensions or int(raw(PROBE_TEXTS).shape[1])
-    version = remote_version(spec, endpoint, dimension)
+    first: Matrix | None = None
+    dimension = remote.dimension or endpoint.dimensions
+    if not dimension:  # a new collection: the probe's vectors say it, and are the guard's
+        first = raw(PROBE_TEXTS)  # first reading (one request, not two)
+        dimension = int(first.shape[1])
+    version = remote_version(remote.model, endpoint, dimension)
     probe = None if remote.probe_dir is None else remote.probe_dir / f"{version.slug}.json"
-    guard = ProbeGuard(client, raw, probe, endpoint)
+    guard = ProbeGuard(client, raw, probe, endpoint, first)
 
     def guarded(as_query: bool) -> EncodeFn:
         def encode(texts: list[str], batch_size: int) -> Matrix:
@@ -505,9 +510,9 @@ def open_embedder(spec: str, settings: Settings, dimension: int | None = None) -
     with its collection (None: a new collection). A local spec needs none of them."""
     if not is_remote(spec):
         return load_embedder(spec)
-    model = spec[len(REMOTE_EMBEDDER) :]
-    probes = settings.state_dir / "probes"
-    return load_embedder(spec, RemoteModel(model, settings.embedding_endpoint, dimension, probes))
+    endpoint, probes = settings.embedding_endpoint, settings.probes_dir
+    remote = RemoteModel(remote_model(spec), endpoint, dimension, probes)
+    return load_embedder(spec, remote)
 
 
 @lru_cache(maxsize=8)

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,6 +42,7 @@ import numpy as np
 import xxhash
 
 from ragstream.core.errors import EmbedderDriftError, EndpointDownError
+from ragstream.core.jsonfile import read_json, write_json_atomic
 from ragstream.core.models import EmbedderVersion, EndpointStatus
 from ragstream.core.settings import REMOTE_EMBEDDER, EmbeddingEndpointSettings
 
@@ -62,6 +63,7 @@ PROBE_TEXTS = (
 )
 REJECTED_STATUS = (400, 413, 422)  # the endpoint refuses this input: not worth a retry
 RETRY_AFTER_MAX_S = 300.0  # a Retry-After longer than this is read as this
+SETTING_RETRY_S = 30.0  # a 401 / 403 / 404 waits for a person to fix a setting
 
 
 def is_remote(spec: str) -> bool:
@@ -78,51 +80,43 @@ class TextsRejected(Exception):
         self.vectors, self.rejected = vectors, rejected
 
 
-@dataclass(eq=False)  # one per client, compared and hashed by identity
 class EndpointHealth:
-    """What `status` and readiness say of the endpoint: its state and what it cost.
+    """What `status` and readiness say of the endpoint (`view`): its state ("unknown" before
+    the first answer, "ok", "down" after the retries, "drifted" while the probe has moved)
+    and what it cost. One per client, compared and hashed by identity; thread-safe."""
 
-    `state` is "unknown" before the first answer, "ok", "down" (it did not answer after the
-    retries; `retry_after_s` says when to try again) or "drifted" (the probe moved: nothing is
-    encoded until a probe passes again). Thread-safe.
-    """
+    def __init__(self, base_url: str, model: str) -> None:
+        self._lock = threading.Lock()
+        self._status = EndpointStatus(base_url=base_url, model=model, state="unknown")
 
-    base_url: str
-    model: str
-    state: Literal["unknown", "ok", "down", "drifted"] = "unknown"
-    detail: str = ""
-    since: float = 0.0
-    retry_after_s: float = 0.0
-    tokens_sent: int = 0
-    requests: int = 0
-    retried: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    @property
+    def base_url(self) -> str:
+        return self._status.base_url
+
+    @property
+    def tokens_sent(self) -> int:
+        return self._status.tokens_sent
 
     def set(self, state: Literal["ok", "down", "drifted"], detail: str = "") -> None:
         with self._lock:
-            if state != self.state:
-                self.since = time.time()
-            self.state, self.detail = state, detail
+            since = time.time() if state != self._status.state else self._status.since
+            update = {"state": state, "detail": detail, "since": since}
+            self._status = self._status.model_copy(update=update)
 
     def count(self, tokens: int, retried: int) -> None:
+        """One answered request: the tokens it sent (the endpoint's `usage`), its retries."""
         with self._lock:
-            self.tokens_sent += tokens
-            self.requests += 1
-            self.retried += retried
+            s = self._status
+            update = {
+                "tokens_sent": s.tokens_sent + tokens,
+                "requests": s.requests + 1,
+                "retried": s.retried + retried,
+            }
+            self._status = s.model_copy(update=update)
 
     def view(self) -> EndpointStatus:
         """What `status` shows (no key, no header: the base URL and the model only)."""
-        with self._lock:
-            return EndpointStatus(
-                base_url=self.base_url,
-                model=self.model,
-                state=self.state,
-                detail=self.detail,
-                since=self.since,
-                tokens_sent=self.tokens_sent,
-                requests=self.requests,
-                retried=self.retried,
-            )
+        return self._status
 
 
 # ---- pure parts ---------------------------------------------------------------------------
@@ -304,15 +298,14 @@ class EmbeddingClient:
                     raise _Refused(_reason(exc)) from exc
                 if status != 429 and status < 500:  # 401, 403, 404: a setting to fix
                     self.health.set("down", _reason(exc))
-                    raise EndpointDownError(self._down_message(_reason(exc)), 30.0) from exc
+                    message = self._down_message(_reason(exc))
+                    raise EndpointDownError(message, SETTING_RETRY_S) from exc
                 failure, retry_after = _reason(exc), _retry_after(exc)
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                 failure, retry_after = f"{type(exc).__name__}: {exc}", None
             if attempt >= self.endpoint.retries:
                 wait = backoff_delay(attempt, retry_after, self.endpoint.backoff_max_s, 1.0)
                 self.health.set("down", failure)
-                with self.health._lock:
-                    self.health.retry_after_s = wait
                 raise EndpointDownError(self._down_message(failure), max(wait, 1.0))
             self._sleep(
                 backoff_delay(attempt, retry_after, self.endpoint.backoff_max_s, random.random())
@@ -352,12 +345,13 @@ class _Refused(Exception):
 class ProbeGuard:
     """Checks, before an encode, that the model behind the name is still the recorded one.
 
-    The first encode of a process reads the probe; so does the first encode after
-    `probe_every_s`. The probe file (under the data dir, beside the collection) holds the
-    vectors recorded when the collection's first vector was made; a first read with no file
-    writes it. While the probe has drifted every encode raises, `EndpointHealth` says
-    "drifted" with the reason and a mark beside the probe tells `status` in any process; a
-    later probe that passes (the old model pinned back) clears both.
+    The first encode of a process reads the probe (or takes `first`, a reading the caller
+    already made); so does the first encode after `probe_every_s`. The probe record (a JSON
+    file under the data dir, one per collection) holds the vectors read when the collection's
+    first vector was made; a first read with no record writes it. While the probe has
+    drifted every encode raises, `EndpointHealth` says "drifted", and the record's `drift`
+    says why to `status` in any process; a later probe that passes (the old model pinned
+    back) clears both.
     """
 
     def __init__(
@@ -366,11 +360,13 @@ class ProbeGuard:
         encode: Callable[[Sequence[str]], Matrix],
         path: Path | None,
         endpoint: EmbeddingEndpointSettings,
+        first: Matrix | None = None,
     ) -> None:
         self._client, self._encode, self.path, self._endpoint = client, encode, path, endpoint
         self._lock = threading.Lock()
         self._checked_at: float | None = None
         self._drift: str | None = None
+        self._first = first
 
     def due(self) -> bool:
         if self._checked_at is None:
@@ -389,48 +385,37 @@ class ProbeGuard:
             raise EmbedderDriftError(self._drift)
 
     def _check(self) -> None:
-        fresh = self._encode(PROBE_TEXTS)
-        self._checked_at = time.monotonic()
+        fresh = self._first if self._first is not None else self._encode(PROBE_TEXTS)
+        self._first, self._checked_at = None, time.monotonic()
         if self.path is None:
             return
-        if not self.path.exists():
-            _write_probe(self.path, self._client.model, fresh)
+        record = read_json(self.path, None)
+        if record is None:
+            record = {"model": self._client.model, "texts": list(PROBE_TEXTS)}
+            write_json_atomic(self.path, {**record, "vectors": fresh.tolist(), "drift": None})
             return
-        recorded = np.asarray(json.loads(self.path.read_text("utf-8"))["vectors"], np.float32)
+        recorded = np.asarray(record["vectors"], np.float32)
         why = probe_drift(recorded, fresh, self._endpoint.probe_min_cosine)
-        mark = drift_mark(self.path)
-        if why is None:
-            self._drift = None
-            mark.unlink(missing_ok=True)  # the recorded model is back (pinned again)
-        else:
-            self._drift = (
-                f"the model behind {self._client.model!r} at {self._client.health.base_url} "
-                f"is not the one this index was built with: {why}. Nothing more is written "
-                "and queries are refused. Pin the old model on the endpoint and restart, or "
-                "serve the new one under another model name and reindex to it "
-                f"(`ragstream reindex start --embedder {REMOTE_EMBEDDER}<that name>`)"
-            )
+        self._drift = None if why is None else self._drifted(why)
+        if self._drift is not None:
             self._client.health.set("drifted", self._drift)
-            mark.write_text(self._drift, encoding="utf-8")  # what `status` shows, any process
+        if record.get("drift") != self._drift:  # what `status` shows, in any process
+            write_json_atomic(self.path, {**record, "drift": self._drift})
 
-
-def drift_mark(probe: Path) -> Path:
-    """Beside a collection's probe: the last drift found, in words (gone once it passes)."""
-    return probe.with_suffix(".drift")
+    def _drifted(self, why: str) -> str:
+        return (
+            f"the model behind {self._client.model!r} at {self._client.health.base_url} "
+            f"is not the one this index was built with: {why}. Nothing more is written and "
+            "queries are refused. Pin the old model on the endpoint (writes resume at the "
+            "next probe), or serve the new one under another model name and reindex to it "
+            f"(`ragstream reindex start --embedder {REMOTE_EMBEDDER}<that name>`)"
+        )
 
 
 def recorded_drift(probe_dir: Path, slug: str) -> str | None:
     """The drift a process found for the collection of `slug`, or None (reads one file)."""
-    mark = drift_mark(probe_dir / f"{slug}.json")
-    return mark.read_text(encoding="utf-8") if mark.exists() else None
-
-
-def _write_probe(path: Path, model: str, vectors: Matrix) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"model": model, "texts": list(PROBE_TEXTS), "vectors": np.asarray(vectors).tolist()}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(body), encoding="utf-8")
-    tmp.replace(path)
+    record = read_json(probe_dir / f"{slug}.json", None)
+    return record.get("drift") if isinstance(record, dict) else None
 
 
 @dataclass(frozen=True)
@@ -443,12 +428,18 @@ class RemoteModel:
     probe_dir: Path | None = None  # where each collection's probe is recorded
 
 
+def remote_model(spec: str) -> str:
+    """The endpoint's model name in an `openai:<model>` spec."""
+    return spec.removeprefix(REMOTE_EMBEDDER)
+
+
 def remote_version(
-    spec: str, endpoint: EmbeddingEndpointSettings, dimension: int
+    model: str, endpoint: EmbeddingEndpointSettings, dimension: int
 ) -> EmbedderVersion:
-    model = spec[len(REMOTE_EMBEDDER) :]
+    """The version recorded on every point: the spec as name, the request's shape as the
+    fingerprint (no weights to hash), the dimension and the prefixes."""
     return EmbedderVersion(
-        name=spec,
+        name=REMOTE_EMBEDDER + model,
         fingerprint=config_fingerprint(model, endpoint),
         dimension=dimension,
         query_prefix=endpoint.query_prefix,

@@ -159,8 +159,12 @@ class RemoteReranker:
         if self.endpoint.shape == "tei":
             body: dict[str, Any] = {"query": query, "texts": list(texts)}
         else:
-            body = {"model": self.model, "query": query, "documents": list(texts)}
-            body["top_n"] = len(texts)
+            body = {
+                "model": self.model,
+                "query": query,
+                "documents": list(texts),
+                "top_n": len(texts),
+            }
         url = self.endpoint.base_url.rstrip("/") + "/rerank"
         try:
             reply = self._http.post(url, json=body)

@@ -36,11 +36,11 @@ def serve(
     feed: OutcomeFeed | None = None,
 ) -> Iterator[str]:
     """The HTTP API of a data dir (`Settings`: its stores opened here) or of a running
-        flow's stores (a `Runtime`: `watch --serve`, whose outcomes `feed` carries to the Live
-        page); yields the URL once the index is open. `on_serving(url)` runs as soon as it
-        listens (`/v1/ready` says 503 until the index is open and the models a first query needs
-    are loaded, `ServedIndex.warm`). Host and port default to
-        `server.host` and `server.port` (port 0: any free one)."""
+    flow's stores (a `Runtime`: `watch --serve`, whose outcomes `feed` carries to the Live
+    page); yields the URL once the index is open. `on_serving(url)` runs as soon as it
+    listens (`/v1/ready` says 503 until the index is open and, with `server.warm`, the models
+    a first query needs are loaded: `ServedIndex.warm`). Host and port default to
+    `server.host` and `server.port` (port 0: any free one)."""
     settings = settings_of(target)
     state = Serving(settings, syncs=feed is not None)
     bind_port = settings.server.port if port is None else port

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ragstream.connectors.state import endpoint_path, read_json, write_json_atomic
+from ragstream.connectors.state import endpoint_path
 from ragstream.core.errors import DataDirBusyError
+from ragstream.core.jsonfile import read_json, write_json_atomic
 from ragstream.core.permissions import Principal
 from ragstream.core.settings import Settings, load_settings
 from ragstream.service.base import IndexService

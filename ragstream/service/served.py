@@ -135,8 +135,7 @@ class ServedIndex:
     def warm(self) -> None:
         """Open the models a first query needs (the live embedder opens its weights on its
         first encode), so the first answer is as fast as the second. A remote model is asked
-        once; an endpoint that is down is not waited for (the first query says so)."""
-        # an unavailable model is not waited for: the first query raises it with the reason
+        once; a model that cannot be opened is not waited for (the first query says why)."""
         with span("serve.warm"), suppress(ModelUnavailableError):
             self.engine.retriever.embedder.encode_queries(["warm up"])
 

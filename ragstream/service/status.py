@@ -44,7 +44,7 @@ def status_report(
         counts["lexical_live"] = lexical.count("live", flt)
     audit = VerifyBook(s.state_dir).load()
     warning = decision_warning(s, embedder.slug if embedder is not None else None)
-    drift = recorded_drift(s.state_dir / "probes", embedder.slug) if embedder else None
+    drift = recorded_drift(s.probes_dir, embedder.slug) if embedder else None
     return StatusReport(
         **counts,
         embedder=embedder,
