@@ -69,15 +69,15 @@ $(ACL_TOOLS):
 
 # infinity (infinity-emb), a real third-party embedding and /rerank server the remote-model
 # tests run on loopback (tests/harness/infinity_server.py), in its own venv: its pins
-# (numpy < 2, sentence-transformers < 4, typer, rich, uvicorn) are not ours. torch is the
-# same CPU build as ours; ~3 min and ~1.5 GB.
+# (numpy < 2, sentence-transformers < 4, typer, rich, uvicorn) are not ours; every package of
+# it is pinned in requirements-infinity.txt. torch is the same CPU build as ours; ~3 min and
+# ~1.5 GB.
 INFINITY_VENV := .infinity-venv
-INFINITY_VERSION ?= 0.0.78
-$(INFINITY_VENV)/.installed:
+$(INFINITY_VENV)/.installed: requirements-infinity.txt
 	test -x $(INFINITY_VENV)/bin/python || $(PY) -m venv $(INFINITY_VENV)
 	$(INFINITY_VENV)/bin/pip install -q --upgrade pip
 	$(INFINITY_VENV)/bin/pip install -q torch==2.13.0
-	$(INFINITY_VENV)/bin/pip install -q "infinity-emb[server,torch]==$(INFINITY_VERSION)"
+	$(INFINITY_VENV)/bin/pip install -q -r requirements-infinity.txt
 	touch $@
 
 infinity: $(INFINITY_VENV)/.installed  ## the venv of the infinity server the remote-model tests run
