@@ -71,6 +71,7 @@ ROWS: dict[str, dict[str, Any]] = {  # `query.*` settings, as `row_settings` tak
         "answerable.named_floor": 0.0,
     },
     "calibrated decision (default)": {},
+    "calibrated decision, cosines read raw": {"cosine_scale": False},
     "calibrated + coverage/dense": {"answerable.floor": 0.5},
     "calibrated, no name check": {"answerable.named_floor": 0.0},
     "calibrated + every name": {"answerable.named_floor": 1.0},

@@ -307,6 +307,10 @@ class QuerySettings(BaseModel):
     rerank_depth: int | None = Field(default=None, ge=1, le=1000)
     rerank_floor: float = 0.0
     dense_floor: float | None = None  # None: the calibrated default in query/gate.py
+    # read another embedder's cosines on the scale of the one the floors were fitted on
+    # (the decision's embedder): a map measured once per embedder version on the index's
+    # own chunks (operators/cosine_scale.py); False: every cosine read raw
+    cosine_scale: bool = True
     answerable: AnswerableSettings = Field(default_factory=AnswerableSettings)
     # claim verification: the trained support judge (operators/judge.py): "bundled" (the
     # shipped model), a model directory, or "none". The verifier marks a claim unsupported
@@ -726,6 +730,11 @@ class Settings(BaseSettings):
     @property
     def state_dir(self) -> Path:
         return self.data_dir / "state"
+
+    @property
+    def scales_dir(self) -> Path:
+        """Each embedder version's cosine scale (operators/cosine_scale.py)."""
+        return self.state_dir / "scales"
 
     @property
     def probes_dir(self) -> Path:

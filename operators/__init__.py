@@ -4,6 +4,7 @@ Ingest: parse, chunk, diff, embed (the content hash itself is `core.ids`).
 
 - `answer_judge`: the trained answer judge (does this sentence hold the answer?).
 - `chunk`: structure-aware, token-bounded, edit-stable chunking.
+- `cosine_scale`: one embedder's cosines read on another's scale, measured on the index's chunks.
 - `cross_encoder`: an int8 ONNX cross-encoder run with onnxruntime (no torch).
 - `diff`: a document's fresh chunks against what the index holds: keep, move, add, tombstone.
 - `embed`: embedders loaded offline, each with its exact version identity.

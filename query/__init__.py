@@ -15,6 +15,7 @@
 - `refusal`: every rule by which the query path refuses to answer.
 - `rerank`: cross-encoder reranking of the fused candidates to the k best.
 - `retrieve`: hybrid retrieval: dense and BM25 legs under one filter, then fusion.
+- `scales`: the cosine scale each side's embedder is read on, measured and kept.
 - `shapes`: conversions between the engine's values and the query contract's types.
 - `stages`: what each stage of an answer computes, and the refusal rules it applies.
 - `transforms`: query transforms an LLM writes (keywords, HyDE, decomposition).

@@ -38,6 +38,7 @@ from ragstream.query.models import QueryModels
 from ragstream.query.pipelines import Pipeline
 from ragstream.query.rerank import NO_RERANKER
 from ragstream.query.retrieve import LiveSide, Retriever
+from ragstream.query.scales import CosineScales
 from ragstream.query.stages import AnswerRun, Offload
 from ragstream.query.transforms import QueryTransformer, endpoint_generator
 
@@ -57,6 +58,8 @@ class QueryEngine:
         self.support_judge = models.support_judge
         self.answer_judge = models.answer_judge
         self.decision = models.decision
+        # each side's cosines on the scale the floors were fitted on (query/scales.py)
+        self.scales = CosineScales(settings, self.decision)
         q = settings.query
         self.log = (
             RetrievalLog(settings.retrieval_log_path, q.log_max_bytes, q.log_keep)

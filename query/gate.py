@@ -8,16 +8,17 @@ the gate falls back to the best *dense-leg cosine* among the kept candidates.
 
 `DEFAULT_DENSE_FLOOR` is calibrated for all-MiniLM-L6-v2 (normalized cosine) on the shared
 real documents (tests' `shared_docs`): it sits between the best off-topic and the worst
-on-topic question's score. Near-domain but unanswerable questions overlap on-topic ones, so
-no cosine floor separates them; those pass the gate and are left to the verify stage (an
-unsupported answer is refused there). Figures: docs/measurements.md, "Dense sufficiency floor
-(query/gate.py)".
+on-topic question's score. Another embedder's cosine is read on MiniLM-L6's scale first
+(query/scales.py), so the one floor holds for every model. Near-domain but unanswerable
+questions overlap on-topic ones, so no cosine floor separates them; those pass the gate and
+are left to the verify stage (an unsupported answer is refused there). Figures:
+docs/measurements.md, "Dense sufficiency floor (query/gate.py)".
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from ragstream.core.answers import Refusal
@@ -30,11 +31,16 @@ Basis = Literal["rerank", "dense"]
 
 
 def gate(
-    reranked: Sequence[Reranked], *, rerank_floor: float, dense_floor: float = DEFAULT_DENSE_FLOOR
+    reranked: Sequence[Reranked],
+    *,
+    rerank_floor: float,
+    dense_floor: float = DEFAULT_DENSE_FLOOR,
+    read_cosine: Callable[[float], float] = float,
 ) -> Refusal | None:
     """None when the best evidence reaches its floor, else an `insufficient_evidence` Refusal.
 
-    Rerank scores are used when any candidate has one; otherwise the best dense cosine. A
+    Rerank scores are used when any candidate has one; otherwise the best dense cosine, read
+    on the floor's scale by `read_cosine` (query/scales.py; the identity by default). A
     candidate found only by the lexical leg has no dense score and cannot pass on its own.
     """
     basis: Basis = "rerank" if any(r.rerank_score is not None for r in reranked) else "dense"
@@ -45,6 +51,9 @@ def gate(
     finite = [v for v in values if v is not None and math.isfinite(v)]
     best = max(finite) if finite else None
     with span("query.gate", basis=basis, floor=floor, candidates=len(reranked)) as sp:
+        if best is not None and basis == "dense":
+            sp.set_attribute("best_raw", best)
+            best = read_cosine(best)
         if best is not None:
             sp.set_attribute("best_score", best)
         refusal = _refusal(len(reranked), basis, best, floor)

@@ -51,6 +51,7 @@ from ragstream.query.gate import DEFAULT_DENSE_FLOOR
 from ragstream.query.generate import GenerationError, Generator
 from ragstream.query.rerank import Reranked, Reranker, rerank, rerank_depth
 from ragstream.query.retrieve import Candidate, FixedSide, LiveSide, Retriever
+from ragstream.query.scales import CosineScales
 from ragstream.query.transforms import QueryTransformer, retrieve_transformed
 from ragstream.query.verify import verify
 
@@ -103,6 +104,7 @@ class EngineParts(Protocol):
     generator: Generator
     transformer: QueryTransformer | None
     rewriter: Rewriter
+    scales: CosineScales
 
     @property
     def sentence_embedder(self) -> Embedder: ...
@@ -222,7 +224,10 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     run.leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
     dense_floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR
     return refusal.wordless(run.question) or refusal.gate(
-        ranked, rerank_floor=q.rerank_floor, dense_floor=dense_floor
+        ranked,
+        rerank_floor=q.rerank_floor,
+        dense_floor=dense_floor,
+        read_cosine=parts.scales.of(side).read,
     )
 
 
@@ -265,7 +270,9 @@ def _judged(parts: EngineParts, run: AnswerRun) -> tuple[Answerability, int, flo
     sentences the answer judge read, and the best dense cosine; `run.evidence` becomes the
     sentences it read as answering (`answering`)."""
     q, chunks = parts.settings.query, [r.candidate.chunk for r in run.ranked]
-    dense = max((r.candidate.scores.get("dense", 0.0) for r in run.ranked), default=0.0)
+    cosines = [r.candidate.scores["dense"] for r in run.ranked if "dense" in r.candidate.scores]
+    # on the scale the decision's floors were fitted on (query/scales.py)
+    dense = parts.scales.of(parts.side()).read(max(cosines)) if cosines else 0.0
     signals = {**ranking(run.ranked), **run.leads, **asked_after(_history(run).messages)}
     asked = Asked(run.question, chunks, parts.retriever.lexical.doc_freqs, dense, signals)
     verdict, evidence = judge(asked, Limits.from_settings(q), parts.answer_judge, parts.decision)

@@ -135,9 +135,11 @@ class ServedIndex:
     def warm(self) -> None:
         """Open the models a first query needs (the live embedder opens its weights on its
         first encode), so the first answer is as fast as the second. A remote model is asked
-        once; a model that cannot be opened is not waited for (the first query says why)."""
+        once; a model that cannot be opened is not waited for (the first query says why).
+        The live side's cosine scale is measured here when it has none yet (query/scales.py)."""
         with span("serve.warm"), suppress(ModelUnavailableError):
             self.engine.retriever.embedder.encode_queries(["warm up"])
+            self.engine.scales.of(self.engine.retriever.side)
 
     def health(self) -> dict[str, Any]:
         """Liveness with the model names: embedder, reranker, generator."""

@@ -137,7 +137,9 @@ def test_a_decision_for_another_judge_or_bad_file_is_a_clear_error(tmp_path: Pat
     assert load_decision(model) is None  # no file: the floor rule
 
 
-def test_status_warns_when_the_decision_was_fitted_on_another_embedder(tmp_path: Path) -> None:
+def test_status_warns_when_the_decision_reads_another_embedders_cosines_raw(
+    tmp_path: Path,
+) -> None:
     from ragstream.core.settings import Settings
     from ragstream.operators.embed import load_embedder
     from ragstream.service.status import decision_warning
@@ -148,7 +150,11 @@ def test_status_warns_when_the_decision_was_fitted_on_another_embedder(tmp_path:
     assert shipped.embedder == default
     model = tmp_path / "judge"
     shutil.copytree(BUNDLED, model)
-    configured = Settings(data_dir=tmp_path, query={"answerable": {"judge": str(model)}})
+    scaled = Settings(data_dir=tmp_path, query={"answerable": {"judge": str(model)}})
+    assert decision_warning(scaled, "tuned-384-0123abcd") is None  # read on the fit's scale
+    configured = Settings(
+        data_dir=tmp_path, query={"answerable": {"judge": str(model)}, "cosine_scale": False}
+    )
     assert decision_warning(configured, default) is None
     assert decision_warning(configured, None) is None  # no live collection yet
     warning = decision_warning(configured, "tuned-384-0123abcd")
