@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # "permissions": only who may read it changed (a chmod, chown, setfacl, a folder's mode)
 EventKind = Literal["upsert", "delete", "permissions"]
-BlockKind = Literal["heading", "paragraph", "list_item", "table_row", "code", "caption"]
+# "link": a text that is one hyperlink and nothing else (a table-of-contents entry)
+BlockKind = Literal["heading", "paragraph", "list_item", "table_row", "code", "caption", "link"]
 # where a text came from: the file's own text (layer), or OCR of a page image
 TextOrigin = Literal["text", "ocr"]
 # a region of a page as fractions of its width and height from the top-left corner:
@@ -53,6 +54,13 @@ class FileEvent(Frozen):
     doc_id: str
     kind: EventKind
     fingerprint: FileFingerprint | None = None  # None for deletes
+
+
+# (start, end, kind) in a chunk's `text` of a block that is no sentence of prose: a heading
+# or title, a caption, a table row, a lone link (docling's labels, `Block.kind`); code may
+# answer ("which command installs it?"), and docling reads an indented note as code
+NonProse = tuple[int, int, BlockKind]
+NON_PROSE_KINDS: frozenset[str] = frozenset({"heading", "caption", "table_row", "link"})
 
 
 class Block(Frozen):
@@ -100,6 +108,7 @@ class Chunk(Frozen):
     origin: TextOrigin = "text"  # "ocr" when any of its text was read by OCR
     bbox: PageBox | None = None  # OCR text: the box of its lines on `page`
     confidence: float | None = None  # OCR text: mean engine confidence, 0..1
+    non_prose: tuple[NonProse, ...] = ()
 
 
 class EmbedderVersion(Frozen):
@@ -138,6 +147,10 @@ class IndexedChunk(Frozen):
     page: int | None = None
     char_start: int
     char_end: int
+    # the spans of `text` that are no prose (headings, captions, table rows, links); empty
+    # for a chunk indexed before they were recorded (`query.answerable.prose_spans` reads
+    # its heading from `section_path` then)
+    non_prose: tuple[NonProse, ...] = ()
     chunker: str = ""  # ChunkerConfig.key that cut it (empty: indexed before it was recorded)
     parser: str = ""  # its file's parser key (operators.parse.parser_key; empty: not recorded)
     # BM25 only (never in a vector payload): its section neighbours' text, see

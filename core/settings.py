@@ -246,6 +246,17 @@ class AnswerableSettings(BaseModel):
     # answer with P >= this, in answer order (query/answerable.py `evidence_order`); none
     # such in the sources is a `not_answerable` refusal (check "generator")
     sentence_floor: float = Field(default=0.01, ge=0.0, le=1.0)
+    # the answer stops when the answer is said: a sentence follows the lead only when the
+    # answer judge reads it as answering with P >= `follow_ratio` x the lead's, and one from
+    # another document than the lead's only with P >= `alone_floor` on its own (0 / 0: every
+    # sentence over `sentence_floor` follows, up to the generator's three). Chosen on the
+    # train articles of squad2-half (bench/answer_sentences.py)
+    follow_ratio: float = Field(default=0.35, ge=0.0, le=1.01)
+    alone_floor: float = Field(default=0.8, ge=0.0, le=1.01)
+    # only prose answers: the answer judge never reads a heading, title, caption or lone
+    # link (a table-of-contents entry) as an answer sentence (docling's labels), and
+    # a table row only when it holds half the question's terms (`prose_sentences`)
+    prose_only: bool = True
 
 
 class ConversationSettings(BaseModel):
@@ -292,6 +303,10 @@ class ConversationSettings(BaseModel):
     # terms alone do not make a sentence answer "and what did it cost?" (measured:
     # docs/benchmarks.md, "Conversations"); an LLM generator writes its own answer
     lead_shares_turn: bool = True
+    # a follow-up's extractive answer never repeats a sentence an earlier answer of the
+    # conversation gave: it leads with what it asked (unless nothing else holds the answer:
+    # it asks the same again)
+    fresh_lead: bool = True
 
 
 class QuerySettings(BaseModel):

@@ -373,6 +373,7 @@ class Indexer:
             page=chunk.page,
             char_start=chunk.char_start,
             char_end=chunk.char_end,
+            non_prose=chunk.non_prose,
             chunker=chunker_key,
             parser=doc.parser,
             lexical_context=lexical_context,

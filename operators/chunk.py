@@ -38,7 +38,7 @@ from typing import Any
 import xxhash
 
 from ragstream.core.ids import config_key, content_hash, point_id
-from ragstream.core.models import Block, Chunk, ParsedDocument
+from ragstream.core.models import NON_PROSE_KINDS, Block, Chunk, NonProse, ParsedDocument
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 CHUNKER_VERSION = "ragstream-chunker-3"
@@ -243,10 +243,30 @@ def chunk_document(doc: ParsedDocument, cfg: ChunkerConfig, count: TokenCounter)
                 page=pieces[0].block.page,
                 char_start=pieces[0].start,
                 char_end=last.start + len(last.text),
+                non_prose=non_prose_spans(pieces),
                 **_ocr_provenance(pieces),
             )
         )
     return chunks
+
+
+def non_prose_spans(pieces: Sequence[_Piece]) -> tuple[NonProse, ...]:
+    """(start, end, kind) in the joined text (`_join`) of each block that is no prose: a
+    heading or title, a caption, a table row, code. Pieces of one block make one span."""
+    spans: list[NonProse] = []
+    offset = 0
+    for i, piece in enumerate(pieces):
+        if i:
+            offset += 1 if piece.block is pieces[i - 1].block else len(BLOCK_SEPARATOR)
+        kind = piece.block.kind
+        end = offset + len(piece.text)
+        if kind in NON_PROSE_KINDS:
+            if spans and i and piece.block is pieces[i - 1].block:
+                spans[-1] = (spans[-1][0], end, kind)
+            else:
+                spans.append((offset, end, kind))
+        offset = end
+    return tuple(spans)
 
 
 def _ocr_provenance(pieces: Sequence[_Piece]) -> dict[str, Any]:

@@ -365,7 +365,7 @@ def doc_to_blocks(doc: DoclingDocument) -> list[Block]:
         elif isinstance(node, ListItem):
             groups = [c.resolve(doc) for c in node.children]
             inline = [inline_text(g) for g in groups if g.label == GroupLabel.INLINE]
-            emit("list_item", node.text or " ".join(inline))
+            emit("link" if _only_link(node) else "list_item", node.text or " ".join(inline))
         elif isinstance(node, TextItem):
             label = node.label
             if label in (DocItemLabel.TITLE, DocItemLabel.SECTION_HEADER):
@@ -377,8 +377,16 @@ def doc_to_blocks(doc: DoclingDocument) -> list[Block]:
                     headings.append((level, text))
                 emit("heading", text)
             elif label not in (DocItemLabel.PAGE_HEADER, DocItemLabel.PAGE_FOOTER):
-                emit(_KINDS.get(label.value, "paragraph"), node.text)
+                emit(
+                    "link" if _only_link(node) else _KINDS.get(label.value, "paragraph"), node.text
+                )
     return blocks
+
+
+def _only_link(node: NodeItem) -> bool:
+    """A text that is one hyperlink and nothing else: a table-of-contents entry or a
+    "next chapter" link, navigation rather than prose."""
+    return bool(getattr(node, "hyperlink", None)) and bool(getattr(node, "text", ""))
 
 
 def _join_fragments(parts: list[str]) -> str:

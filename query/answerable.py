@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ragstream.connectors.lexical import tokenize
-from ragstream.core.answers import Answerability, ChunkView
-from ragstream.core.models import IndexedChunk
+from ragstream.core.answers import Answerability, ChatMessage, ChunkView
+from ragstream.core.models import IndexedChunk, NonProse
 from ragstream.core.settings import QuerySettings
 from ragstream.core.telemetry import span
 from ragstream.operators.answer_judge import passage
+from ragstream.operators.chunk import BLOCK_SEPARATOR
 from ragstream.query.decision import Decision
 from ragstream.query.rerank import Reranked
 from ragstream.query.verify import sentence_spans
@@ -58,6 +59,7 @@ def question_terms(question: str) -> list[str]:
 # another form too often (held-out SciFact train claims: 1 in 10 gold chunks lacks them),
 # and so is what a parenthesis restates ("VgrG (Tssl)": an alias of the word before it)
 _WORDS = re.compile(r"[^\W_][\w'’-]*")
+_MARKER = re.compile(r"\s*\[S\d+\]")
 
 
 def named_terms(question: str) -> list[str]:
@@ -187,6 +189,9 @@ class AnswerScorer(Protocol):
 # 60 % of them by the judge alone, 72 % this way (docs/answers.md, "The extractive answer")
 RANK_WEIGHT = 0.3
 COVERAGE_WEIGHT = 3.0
+# a table row may answer when it holds this share of the question's IDF-weighted terms: the
+# row names what the question asks about ("what does the Pro plan cost?" → "Pro | 20 EUR")
+TABLE_ROW_COVERAGE = 0.5
 
 
 @dataclass(frozen=True)
@@ -213,12 +218,55 @@ def evidence_order(answers: float, chunk: int, covered: float) -> float:
     return math.log(answers + 1e-4) - RANK_WEIGHT * chunk + COVERAGE_WEIGHT * covered
 
 
+def non_prose(chunk: IndexedChunk) -> tuple[NonProse, ...]:
+    """The spans of the chunk's text that are no prose (headings and titles, captions,
+    table rows, lone links), as docling labelled them at parse time. A chunk indexed before
+    they were recorded has its heading found from its `section_path`: a chunk opens with
+    the heading of its section, if with any.
+
+    >>> old = IndexedChunk.model_construct(
+    ...     text="Why not" + BLOCK_SEPARATOR + "It waits.", section_path=("Why not",), non_prose=()
+    ... )
+    >>> non_prose(old)
+    ((0, 7, 'heading'),)
+    """
+    if chunk.non_prose:
+        return chunk.non_prose
+    heading = chunk.section_path[-1] if chunk.section_path else ""
+    if heading and (chunk.text == heading or chunk.text.startswith(heading + BLOCK_SEPARATOR)):
+        return ((0, len(heading), "heading"),)
+    return ()
+
+
+def prose_sentences(
+    chunk: IndexedChunk, weights: Mapping[str, float] | None = None
+) -> list[tuple[int, int]]:
+    """(start, end) of the chunk's sentences that may answer: none inside a heading, title,
+    caption or lone link (a table-of-contents entry); a table row only when it holds at
+    least `TABLE_ROW_COVERAGE` of the question's IDF-weighted terms (`weights`; None:
+    never), as a row does that holds what the question names."""
+    spans = non_prose(chunk)
+    out = []
+    for a, b in sentence_spans(chunk.text):
+        kinds = {kind for s, e, kind in spans if a < e and s < b}
+        row = kinds == {"table_row"} and weights is not None
+        if not kinds or (
+            row and coverage(weights or {}, set(tokenize(chunk.text[a:b]))) >= TABLE_ROW_COVERAGE
+        ):
+            out.append((a, b))
+    return out
+
+
 def candidate_sentences(
-    weights: Mapping[str, float], chunks: Sequence[IndexedChunk], limit: int
+    weights: Mapping[str, float],
+    chunks: Sequence[IndexedChunk],
+    limit: int,
+    prose_only: bool = True,
 ) -> list[tuple[int, int, int]]:
     """(chunk index, start, end) of the sentences most likely to hold the answer, at most
     `limit`: each chunk's sentences by IDF-weighted coverage of the question's terms, the
-    best sentence of every chunk first (in chunk order), then the rest by coverage.
+    best sentence of every chunk first (in chunk order), then the rest by coverage. With
+    `prose_only`, only sentences of prose (`prose_sentences`): a heading is no answer.
 
     A cross-encoder is too slow to read every sentence of k chunks within the latency
     budget; the sentence that answers a question nearly always shares its rarest terms.
@@ -226,10 +274,11 @@ def candidate_sentences(
     firsts: list[tuple[int, int, int]] = []
     rest: list[tuple[float, int, int, int, int]] = []
     for i, chunk in enumerate(chunks):
+        spans = prose_sentences(chunk, weights) if prose_only else sentence_spans(chunk.text)
         scored = sorted(
             (
                 (-coverage(weights, set(tokenize(chunk.text[a:b]))), n, a, b)
-                for n, (a, b) in enumerate(sentence_spans(chunk.text))
+                for n, (a, b) in enumerate(spans)
                 if b - a >= 12
             ),
         )
@@ -246,10 +295,11 @@ def read_evidence(
     weights: Mapping[str, float],
     scorer: AnswerScorer,
     limit: int,
+    prose_only: bool = True,
 ) -> list[Evidence]:
     """The answer judge's reading of the best candidate sentences (each read with its
     document's title: `operators.answer_judge.passage`), in answer order (`evidence_order`)."""
-    spots = candidate_sentences(weights, chunks, limit)
+    spots = candidate_sentences(weights, chunks, limit, prose_only)
     if not spots:
         return []
     read = scorer.holds(
@@ -278,6 +328,7 @@ class Limits:
     judge_dense: float = 1.01  # the floor rule: or this best dense cosine
     sentences: int = 16  # sentences the answer judge reads (`answerable.judge_sentences`)
     decision_floor: float | None = None  # the calibrated decision's floor (None: fitted)
+    prose_only: bool = True  # headings, captions, code never read (`answerable.prose_only`)
 
     @classmethod
     def from_settings(cls, q: QuerySettings) -> Limits:
@@ -289,6 +340,7 @@ class Limits:
             judge_dense=a.judge_dense,
             sentences=a.judge_sentences,
             decision_floor=a.decision_floor,
+            prose_only=a.prose_only,
         )
 
 
@@ -340,43 +392,124 @@ def judge(
     return verdict, evidence
 
 
+@dataclass(frozen=True)
+class AnswerRule:
+    """Which sentences the answer judge read make the extractive answer (`answering`):
+    `query.answerable.sentence_floor`, `follow_ratio` and `alone_floor`."""
+
+    floor: float = 0.01  # P any answer sentence needs
+    follow: float = 0.0  # P a sentence after the lead needs, as a share of the lead's P
+    alone: float = 0.0  # P a sentence from another document than the lead's needs
+
+    @classmethod
+    def from_settings(cls, q: QuerySettings) -> AnswerRule:
+        a = q.answerable
+        return cls(floor=a.sentence_floor, follow=a.follow_ratio, alone=a.alone_floor)
+
+
 def answering(
     chunks: Sequence[IndexedChunk],
     evidence: Sequence[Evidence],
-    floor: float,
+    rule: AnswerRule,
     turn: Collection[str] = (),
+    given: Collection[str] = (),
 ) -> list[str]:
-    """The sentences of the evidence read as holding the answer with P >= `floor`, in
-    answer order: what the extractive answer is made of. Empty when the one that would lead
-    shares none of the question's terms: a sentence about none of what is asked does not
-    hold its answer, however the judge reads it (a page footer read against "What is the
-    currency of Japan?"); the sentences after the lead support it and need not share any.
-    `turn`: the terms a rewritten follow-up adds to its conversation (`new_terms`); where
-    there are any, the first sentence that shares one leads, and none sharing one means no
-    answer (the topic terms carried from earlier turns are in every sentence about the
-    topic: they do not make one answer "and what did it cost?").
+    """The sentences of the evidence (in answer order) that make the extractive answer,
+    lead first; empty when there is none.
 
-    >>> chunk = IndexedChunk.model_construct(text="Ducks swim. Yen is Japan's currency.")
-    >>> lead = Evidence(0, 0, 11, answers=0.6, covered=0.0)
-    >>> answering([chunk], [lead, Evidence(0, 12, 36, answers=0.5, covered=1.0)], 0.01)
+    The lead is the first sentence read as holding the answer with P >= `rule.floor`, and
+    there is none when that one shares no term of the question (a page footer read against
+    "What is the currency of Japan?"). `turn`: the terms a rewritten follow-up adds to its
+    conversation (`new_terms`); where there are any, the first sentence that shares one
+    leads, and none sharing one means no answer (the carried topic terms are in every
+    sentence about the topic). `given`: the sentences earlier answers of the conversation
+    gave (`said_key`); one of them never follows, and leads only when no other could.
+    A sentence follows the lead only when it adds to the answer (`_follows`); a lead that
+    ends in a colon is followed by the sentence it introduces.
+
+    >>> chunk = IndexedChunk.model_construct(text="Ducks swim. Yen is Japan's currency.",
+    ...     doc_id="d", non_prose=(), section_path=())
+    >>> duck, yen = Evidence(0, 0, 11, 0.6, covered=0.0), Evidence(0, 12, 36, 0.5)
+    >>> answering([chunk], [duck, yen], AnswerRule())
     []
-    >>> answering([chunk], [Evidence(0, 12, 36, answers=0.5, covered=1.0), lead], 0.01)
-    ["Yen is Japan's currency.", 'Ducks swim.']
-    >>> answering([chunk], [Evidence(0, 12, 36, answers=0.5, covered=1.0)], 0.01, ["mayor"])
-    []
-    >>> swim = Evidence(0, 0, 11, answers=0.5, covered=1.0)
-    >>> answering([chunk], [Evidence(0, 12, 36, answers=0.6, covered=1.0), swim], 0.01, ["swim"])
+    >>> rule = AnswerRule()
+    >>> answering([chunk], [yen, duck], rule), answering([chunk], [yen], rule, ["mayor"])
+    (["Yen is Japan's currency.", 'Ducks swim.'], [])
+    >>> answering([chunk], [yen, Evidence(0, 0, 11, answers=0.1)], AnswerRule(follow=0.5))
+    ["Yen is Japan's currency."]
+    >>> answering([chunk], [yen, Evidence(0, 0, 11, 0.5)], AnswerRule(), ["swim"])
     ['Ducks swim.', "Yen is Japan's currency."]
+    >>> answering([chunk], [yen, duck], AnswerRule(), given=[said_key("Yen is Japan's currency")])
+    ['Ducks swim.']
     """
-    held = [e for e in evidence if e.answers >= floor]
+    held = [e for e in evidence if e.answers >= rule.floor]
     if not held or held[0].covered <= 0.0:
         return []
-    said = [chunks[e.chunk].text[e.start : e.end] for e in held]
-    if not turn:
-        return said
-    asked = set(turn)
-    lead = next((x for x in said if asked & set(tokenize(x))), None)
-    return [] if lead is None else [lead, *(x for x in said if x is not lead)]
+    words = {id(e): set(tokenize(_text(chunks, e))) for e in held} if turn else {}
+    may_lead = [e for e in held if not turn or set(turn) & words[id(e)]]
+    if not may_lead:
+        return []
+    fresh = [e for e in held if said_key(_text(chunks, e)) not in given]
+    lead = next((e for e in may_lead if e in fresh), may_lead[0])
+    said = [_text(chunks, e) for e in fresh if e is not lead and _follows(chunks, e, lead, rule)]
+    introduced = _introduced(chunks[lead.chunk], lead)
+    if introduced and introduced not in said:
+        said.insert(0, introduced)
+    return [_text(chunks, lead), *said]
+
+
+def _follows(chunks: Sequence[IndexedChunk], e: Evidence, lead: Evidence, rule: AnswerRule) -> bool:
+    """Whether `e` adds to an answer `lead` leads: read as answering too (`rule.follow` of
+    the lead's P), and on its own when from another document (`rule.alone`)."""
+    same = chunks[e.chunk].doc_id == chunks[lead.chunk].doc_id
+    return e.answers >= rule.follow * lead.answers and (same or e.answers >= rule.alone)
+
+
+def _text(chunks: Sequence[IndexedChunk], e: Evidence) -> str:
+    return chunks[e.chunk].text[e.start : e.end]
+
+
+def _introduced(chunk: IndexedChunk, lead: Evidence) -> str:
+    """The sentence of prose right after `lead` in its chunk when the lead ends in a colon
+    (it introduces what follows), else ""."""
+    if not chunk.text[lead.start : lead.end].rstrip().endswith(":"):
+        return ""
+    after = [(a, b) for a, b in prose_sentences(chunk) if a >= lead.end]
+    return chunk.text[after[0][0] : after[0][1]] if after else ""
+
+
+def said_key(text: str) -> str:
+    """A sentence as compared with what earlier answers said: citation markers, case,
+    spacing and end punctuation left out.
+
+    >>> said_key("Its eruption buried Pompeii [S2].") == said_key("its eruption buried  Pompeii")
+    True
+    """
+    bare = _MARKER.sub("", text)
+    return " ".join(bare.split()).rstrip(".!?:;, ").casefold()
+
+
+def said_before(messages: Sequence[ChatMessage], question: str = "") -> frozenset[str]:
+    """The sentences the assistant turns of `messages` gave (`said_key`); none when
+    `question` repeats an earlier user turn word for word (it asks for the same again).
+
+    >>> sorted(said_before([ChatMessage(role="user", content="Why?"),
+    ...     ChatMessage(role="assistant", content="Rain fell [S1]. It was cold [S2].")]))
+    ['it was cold', 'rain fell']
+    >>> said_before([ChatMessage(role="user", content="Why?"),
+    ...     ChatMessage(role="assistant", content="Rain fell [S1].")], "why")
+    frozenset()
+    """
+    if question and said_key(question) in {
+        said_key(m.content) for m in messages if m.role == "user"
+    }:
+        return frozenset()
+    return frozenset(
+        said_key(m.content[a:b])
+        for m in messages
+        if m.role == "assistant"
+        for a, b in sentence_spans(m.content)
+    )
 
 
 def said_as(terms: Collection[str], text: str) -> list[str]:
@@ -398,7 +531,7 @@ CHAT_WORDS = frozenset(
         "maybe perhaps think thought meant mean want wanted need needed like okay ok yes no "
         "thanks thank sure actually therefore then than very more most other others same some "
         "any all each every still even only too again already dont don't aren't isn't can't "
-        "won't doesn't didn't im i'm let lets let's know say said see"
+        "won't doesn't didn't im i'm let lets let's know say said see else tell"
     )
 )
 
@@ -441,7 +574,9 @@ def _judged(
     score, used_floor = best, limits.floor
     evidence: list[Evidence] = []
     if scorer is not None:
-        evidence = read_evidence(asked.question, asked.chunks, weights, scorer, limits.sentences)
+        evidence = read_evidence(
+            asked.question, asked.chunks, weights, scorer, limits.sentences, limits.prose_only
+        )
         signals.update(_judge_signals(asked, evidence))
         if decision is not None:
             own = decision.reading(signals)

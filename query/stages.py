@@ -34,12 +34,15 @@ from ragstream.operators.embed import Embedder
 from ragstream.operators.judge import SupportJudge
 from ragstream.query import refusal, shapes
 from ragstream.query.answerable import (
+    AnswerRule,
     Asked,
+    Evidence,
     Limits,
     answering,
     judge,
     new_terms,
     said_as,
+    said_before,
     unmentioned_in,
 )
 from ragstream.query.answerable import ranking_signals as ranking
@@ -77,6 +80,7 @@ class AnswerRun:
     ranked: list[Reranked] = field(default_factory=list)
     leads: dict[str, float] = field(default_factory=dict)  # each leg's lead (rank stage)
     evidence: list[str] = field(default_factory=list)  # sentences read as answering
+    read: list[Evidence] = field(default_factory=list)  # every sentence the judge read
     sources: list[SourceChunk] = field(default_factory=list)  # what the generator was shown
     checked: Verified | None = None
     history: Bounded | None = None  # a conversation's history (None: a single question)
@@ -276,9 +280,12 @@ def _judged(parts: EngineParts, run: AnswerRun) -> tuple[Answerability, int, flo
     signals = {**ranking(run.ranked), **run.leads, **asked_after(_history(run).messages)}
     asked = Asked(run.question, chunks, parts.retriever.lexical.doc_freqs, dense, signals)
     verdict, evidence = judge(asked, Limits.from_settings(q), parts.answer_judge, parts.decision)
-    floor, turn = q.answerable.sentence_floor, _turn_terms(parts, run)
-    run.evidence = answering(chunks, evidence, floor, turn)
-    if turn and not run.evidence and answering(chunks, evidence, floor):
+    run.read = evidence
+    rule, turn = AnswerRule.from_settings(q), _turn_terms(parts, run)
+    messages = _history(run).messages
+    given = said_before(messages, run.answer.query) if q.conversation.fresh_lead else frozenset()
+    run.evidence = answering(chunks, evidence, rule, turn, given)
+    if turn and not run.evidence and answering(chunks, evidence, rule):
         # what the turn adds is in no sentence read as answering: its words, as asked
         run.unmatched = said_as(turn, run.answer.query)
     return verdict, len(evidence), dense

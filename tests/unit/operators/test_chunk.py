@@ -173,3 +173,30 @@ def test_header_respects_its_budget_and_header_plus_text_fits() -> None:
             HEADED.max_tokens + HEADED.header_tokens
         )
     assert chunks[1].context.startswith("word0 word1")
+
+
+kinds = st.sampled_from(
+    ["heading", "paragraph", "list_item", "table_row", "code", "caption", "link"]
+)
+
+
+@given(st.lists(st.tuples(kinds, st.integers(1, 90)), min_size=1, max_size=12), st.integers(0, 99))
+@settings(max_examples=60, deadline=None)
+def test_each_chunk_records_where_its_no_prose_blocks_are(
+    blocks: list[tuple[str, int]], seed: int
+) -> None:
+    rng = random.Random(seed)
+    parsed = doc([Block(kind=kind, text=paragraph(rng, words)) for kind, words in blocks])  # type: ignore[arg-type]
+    labelled = {b.text: b.kind for b in parsed.blocks}
+    for chunk in chunk_document(parsed, CFG, count_words):
+        for start, end, kind in chunk.non_prose:
+            assert kind in {"heading", "caption", "table_row", "link"}
+            piece = chunk.text[start:end]  # a whole block, or the part of a split one here
+            assert any(piece in text and labelled[text] == kind for text in labelled), piece
+        prose = [
+            t for t, k in labelled.items() if k not in {"heading", "caption", "table_row", "link"}
+        ]
+        for text in prose:  # a prose block in the chunk lies in no recorded span
+            at = chunk.text.find(text)
+            if at >= 0:
+                assert not any(s < at + len(text) and at < e for s, e, _ in chunk.non_prose)

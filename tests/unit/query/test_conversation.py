@@ -25,6 +25,7 @@ from ragstream.core.settings import ConversationSettings, Settings, SourceConfig
 from ragstream.operators.embed import Embedder
 from ragstream.query.answerable import (
     CHAT_WORDS,
+    AnswerRule,
     Evidence,
     answering,
     new_terms,
@@ -149,9 +150,9 @@ def test_a_follow_ups_answer_leads_with_a_word_the_turn_adds(
     for x in sentences:
         spans.append(Evidence(0, start, start + len(x) + 1, answers=0.9, covered=1.0))
         start += len(x) + 2
-    chunk = IndexedChunk.model_construct(text=text)
-    plain = answering([chunk], spans, 0.5)
-    led = answering([chunk], spans, 0.5, added)
+    chunk = IndexedChunk.model_construct(text=text, doc_id="d", non_prose=(), section_path=())
+    plain = answering([chunk], spans, AnswerRule(floor=0.5))
+    led = answering([chunk], spans, AnswerRule(floor=0.5), added)
     if not added:
         assert led == plain
         return
