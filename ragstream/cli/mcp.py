@@ -28,6 +28,7 @@ def mcp(
     status; resources ragstream://doc/...), read as `--as-user` where sources mirror file
     permissions. Asks the `watch --serve` owning the data dir when one runs, else opens it
     here. Logs go to stderr; stdout carries the protocol."""
+    from ragstream.core.settings import load_settings
     from ragstream.mcp.server import run_stdio
     from ragstream.mcp.stdio import stdio_index
 
@@ -35,4 +36,4 @@ def mcp(
     with stdio_index(
         data_dir, tenant=tenant, url=url, api_key=api_key, principal=principal
     ) as index:
-        run_stdio(index)
+        run_stdio(index, warm=load_settings(data_dir).server.warm)

@@ -14,7 +14,9 @@ result; the server keeps serving.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import quote, unquote
@@ -232,18 +234,32 @@ def _version() -> str:
         return "0+unknown"
 
 
-async def serve_stdio(index: IndexService) -> None:
+async def serve_stdio(index: IndexService, warm: bool = True) -> None:
     async def fixed(ctx: ServerRequestContext[Any, Any]) -> IndexService:
         return index
+
+    opener = getattr(index, "warm", None)  # an embedded index opens its models meanwhile
+    if warm and opener is not None:
+        threading.Thread(
+            target=_quietly, args=(opener,), name="ragstream-warm", daemon=True
+        ).start()
 
     server = build_server(fixed)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
-def run_stdio(index: IndexService) -> None:
-    """Serve `index` over stdin/stdout (what a desktop host launches) until stdin closes."""
-    anyio.run(serve_stdio, index)
+def _quietly(opener: Callable[[], None]) -> None:
+    """Warm up; a model that cannot be opened is the first question's error to report."""
+    with suppress(Exception):
+        opener()
+
+
+def run_stdio(index: IndexService, warm: bool = True) -> None:
+    """Serve `index` over stdin/stdout (what a desktop host launches) until stdin closes;
+    with `warm` (`server.warm`), an embedded index opens its models in the background as
+    the server starts."""
+    anyio.run(serve_stdio, index, warm)
 
 
 __all__ = ["URI_PREFIX", "build_server", "doc_uri", "run_stdio", "tool_list"]

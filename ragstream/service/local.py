@@ -159,6 +159,14 @@ class LocalIndex:
                 self._index = self._scope.enter_context(open_served(self.settings))
             return self._index.scoped(None, self.principal)
 
+    def warm(self) -> None:
+        """Open what a first question needs now (the served index, the embedder's weights,
+        the cosine scale), so it waits on no cold start: the MCP stdio server calls this in
+        the background as it starts; a question asked meanwhile waits on the load under way."""
+        self._served()
+        if self._index is not None:
+            self._index.warm()
+
     def query(self, question: Question, **options: Any) -> Answer:
         return self._served().query(question, **options)
 
