@@ -123,8 +123,18 @@ class EmbedderVersion(Frozen):
 
     @property
     def slug(self) -> str:
-        base = "".join(c if c.isalnum() else "-" for c in self.name.rsplit("/", 1)[-1].lower())
-        return f"{base.strip('-')}-{self.dimension}-{self.fingerprint[:8]}"
+        return f"{name_slug(self.name)}-{self.dimension}-{self.fingerprint[:8]}"
+
+
+def name_slug(name: str) -> str:
+    """The part of a version's slug its model name gives (the slug goes on with the
+    dimension and the fingerprint).
+
+    >>> name_slug("sentence-transformers/all-MiniLM-L6-v2")
+    'all-minilm-l6-v2'
+    """
+    base = "".join(c if c.isalnum() else "-" for c in name.rsplit("/", 1)[-1].lower())
+    return base.strip("-")
 
 
 VectorOrigin = Literal["", "embedded", "reused", "kept"]

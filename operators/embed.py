@@ -65,6 +65,7 @@ _PRESET_NAMES = {
     "tokenlearn-static-model": "static",
 }
 PRESETS = tuple(_PRESET_NAMES.values())  # the embedders that ship in the wheels
+PRESET_MODELS = tuple(_PRESET_NAMES)  # their model names
 
 # The static model reads at most this many tokens of a text (model2vec's default length)
 STATIC_MAX_TOKENS = 512

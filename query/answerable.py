@@ -27,7 +27,7 @@ from ragstream.operators.answer_judge import passage
 from ragstream.operators.chunk import BLOCK_SEPARATOR
 from ragstream.query.decision import Decision
 from ragstream.query.rerank import Reranked
-from ragstream.query.verify import sentence_spans
+from ragstream.query.verify import quotable, sentence_spans
 
 DocFreqs = Callable[[Sequence[str]], tuple[int, dict[str, int]]]
 
@@ -417,8 +417,9 @@ def answering(
     """The sentences of the evidence (in answer order) that make the extractive answer,
     lead first; empty when there is none.
 
-    The lead is the first sentence read as holding the answer with P >= `rule.floor`, and
-    there is none when that one shares no term of the question (a page footer read against
+    The lead is the first sentence read as holding the answer with P >= `rule.floor` that
+    an answer may copy (`quotable`: no command to the assistant), and there is none when
+    that one shares no term of the question (a page footer read against
     "What is the currency of Japan?"). `turn`: the terms a rewritten follow-up adds to its
     conversation (`new_terms`); where there are any, the first sentence that shares one
     leads, and none sharing one means no answer (the carried topic terms are in every
@@ -427,22 +428,22 @@ def answering(
     A sentence follows the lead only when it adds to the answer (`_follows`); a lead that
     ends in a colon is followed by the sentence it introduces.
 
-    >>> chunk = IndexedChunk.model_construct(text="Ducks swim. Yen is Japan's currency.",
+    >>> chunk = IndexedChunk.model_construct(text="Ducks swim in ponds. Yen is Japan's currency.",
     ...     doc_id="d", non_prose=(), section_path=())
-    >>> duck, yen = Evidence(0, 0, 11, 0.6, covered=0.0), Evidence(0, 12, 36, 0.5)
+    >>> duck, yen = Evidence(0, 0, 20, 0.6, covered=0.0), Evidence(0, 21, 45, 0.5)
     >>> answering([chunk], [duck, yen], AnswerRule())
     []
     >>> rule = AnswerRule()
     >>> answering([chunk], [yen, duck], rule), answering([chunk], [yen], rule, ["mayor"])
-    (["Yen is Japan's currency.", 'Ducks swim.'], [])
-    >>> answering([chunk], [yen, Evidence(0, 0, 11, answers=0.1)], AnswerRule(follow=0.5))
+    (["Yen is Japan's currency.", 'Ducks swim in ponds.'], [])
+    >>> answering([chunk], [yen, Evidence(0, 0, 20, answers=0.1)], AnswerRule(follow=0.5))
     ["Yen is Japan's currency."]
-    >>> answering([chunk], [yen, Evidence(0, 0, 11, 0.5)], AnswerRule(), ["swim"])
-    ['Ducks swim.', "Yen is Japan's currency."]
+    >>> answering([chunk], [yen, Evidence(0, 0, 20, 0.5)], AnswerRule(), ["swim"])
+    ['Ducks swim in ponds.', "Yen is Japan's currency."]
     >>> answering([chunk], [yen, duck], AnswerRule(), given=[said_key("Yen is Japan's currency")])
-    ['Ducks swim.']
+    ['Ducks swim in ponds.']
     """
-    held = [e for e in evidence if e.answers >= rule.floor]
+    held = [e for e in evidence if e.answers >= rule.floor and quotable(_text(chunks, e))]
     if not held or held[0].covered <= 0.0:
         return []
     words = {id(e): set(tokenize(_text(chunks, e))) for e in held} if turn else {}

@@ -24,7 +24,7 @@ from ragstream.operators.llm import async_openai_client, openai_client
 from ragstream.query.verify import (
     CITATION,
     content_tokens,
-    looks_like_instruction,
+    quotable,
     sentence_spans,
 )
 
@@ -274,7 +274,7 @@ class ExtractiveGenerator:
         for i, src in enumerate(sources):
             for start, end in sentence_spans(src.text):
                 text = " ".join(src.text[start:end].split())
-                if len(content_tokens(text)) < 3 or text in seen or looks_like_instruction(text):
+                if text in seen or not quotable(text):
                     continue
                 seen.add(text)
                 out.append((i, start, src.cid, text))

@@ -17,10 +17,11 @@ import threading
 from pathlib import Path
 
 from ragstream.core.jsonfile import read_json, write_json_atomic
+from ragstream.core.models import name_slug
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import span
 from ragstream.operators.cosine_scale import SAMPLE_CHUNKS, CosineScale, measure_scale
-from ragstream.operators.embed import PRESETS, Embedder, load_embedder
+from ragstream.operators.embed import PRESET_MODELS, PRESETS, Embedder, load_embedder
 from ragstream.query.decision import Decision
 from ragstream.query.retrieve import LiveSide
 
@@ -42,6 +43,16 @@ def reference_embedder(decision: Decision | None) -> Embedder | None:
         if embedder.version.slug == decision.embedder:
             return embedder
     return None
+
+
+def names_a_preset(slug: str) -> bool:
+    """Whether `slug` is a version of a preset's model, told by its name alone (what
+    `status` can say without opening a model).
+
+    >>> names_a_preset("all-minilm-l6-v2-384-34cb29e3"), names_a_preset("tuned-384-0123abcd")
+    (True, False)
+    """
+    return any(slug.startswith(f"{name_slug(model)}-") for model in PRESET_MODELS)
 
 
 class CosineScales:
@@ -90,4 +101,4 @@ class CosineScales:
         return scale, not scale.identity
 
 
-__all__ = ["DEFAULT_REFERENCE", "CosineScales", "reference_embedder"]
+__all__ = ["DEFAULT_REFERENCE", "CosineScales", "names_a_preset", "reference_embedder"]

@@ -19,7 +19,7 @@ from ragstream.operators.answer_judge import answer_judge_dir
 from ragstream.operators.remote_embed import recorded_drift
 from ragstream.query.decision import embedder_mismatch, load_decision
 from ragstream.query.rerank import NO_RERANKER
-from ragstream.query.scales import reference_embedder
+from ragstream.query.scales import names_a_preset
 
 
 def status_report(
@@ -73,7 +73,7 @@ def decision_warning(settings: Settings, live: str | None) -> str | None:
     """Why the configured answerability decision may not fit this index, or None: fitted on
     another embedder's cosines (a blue/green upgrade or `tune` changed it) that no cosine
     scale reads the live ones on (`query.cosine_scale` off, or a decision fitted on an
-    embedder that is no preset), or unreadable. Reads one small file; opens no weights."""
+    embedder that is no preset), or unreadable. Reads one small file; loads no model."""
     where = answer_judge_dir(settings.query.answerable.judge)
     if where is None or settings.query.answerable.decision != "calibrated":
         return None
@@ -81,6 +81,6 @@ def decision_warning(settings: Settings, live: str | None) -> str | None:
         decision = load_decision(where)
     except ModelUnavailableError as exc:
         return str(exc)
-    if decision is None or (settings.query.cosine_scale and reference_embedder(decision)):
+    if decision is None or (settings.query.cosine_scale and names_a_preset(decision.embedder)):
         return None
     return embedder_mismatch(decision.embedder, live, where)
