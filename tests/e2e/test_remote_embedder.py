@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -26,11 +27,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ragstream import api
 from ragstream.client import Client
 from ragstream.client import status as read_status
+from ragstream.core.answers import QueryRequest
 from ragstream.core.errors import EmbedderDriftError, EndpointDownError
 from ragstream.core.settings import Settings
+from ragstream.flows import reindex as steps
 from ragstream.flows.runtime import open_runtime
 from ragstream.operators.embed import open_embedder
 from ragstream.operators.remote_embed import PROBE_TEXTS, EmbeddingClient
+from ragstream.query.engine import QueryEngine
+from ragstream.query.retrieve import FixedSide, Retriever
 from tests.harness.embedding_server import (
     ORIGINAL_WEIGHTS,
     OTHER_WEIGHTS,
@@ -234,6 +239,35 @@ def test_a_blue_green_reindex_from_a_local_preset_to_the_served_model_and_back(
         assert local.embedder is not None and "MiniLM-L3" in local.embedder.name
         assert local.embedding_endpoint is None  # no remote model serves queries now
         assert client.query("What does a Docling plugin add?").citations
+
+
+def test_both_sides_answer_while_a_backfill_to_the_served_model_runs(
+    tmp_path: Path, folder: Path, server: EmbeddingServer
+) -> None:
+    """Mid-backfill, the live local side answers queries and the half-built served side
+    answers the reindex gate's, each with its own embedder's vectors and cosine scale."""
+    settings = settings_for(tmp_path / "data", server.url, "static")
+    api.sync([folder], settings=settings)
+    question = QueryRequest(query="What does a Docling plugin add?")
+    with open_runtime(settings.with_paths([folder])) as rt:
+        steps.start(rt.sides, MODEL)
+        stop, page = threading.Event(), steps.PAGE
+        steps.PAGE = 8
+        try:  # stopped after its first page
+            steps.backfill(rt.sides, on_progress=lambda _: stop.set(), stop=stop)
+        finally:
+            steps.PAGE = page
+        record = rt.sides.record
+        assert record is not None and record.phase == "backfilling"
+        old, new = rt.sides.live, rt.sides.side(record.new.collection)
+        assert 0 < new.vectors.count("live") < old.vectors.count("live")
+        for side in (old, new):
+            engine = QueryEngine(settings, Retriever(FixedSide(side), rt.lexical))
+            answer = engine.answer(question)
+            assert answer.candidates and answer.embedder == side.embedder.version.slug
+            assert {c.embedder for c in answer.candidates} - {""} == {answer.embedder}
+    scaled = {p.stem for p in settings.scales_dir.glob("*.json")}
+    assert scaled == {old.embedder.version.slug, new.embedder.version.slug}
 
 
 def test_another_model_behind_the_same_name_is_caught_and_nothing_is_written(
