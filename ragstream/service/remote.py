@@ -191,21 +191,46 @@ def _adapted(adapter: TypeAdapter[T]) -> Callable[[httpx.Response], T]:
     return read
 
 
-def retry_after(response: httpx.Response, attempt: int, retries: int) -> float | None:
+def retry_after(
+    response: httpx.Response,
+    attempt: int,
+    retries: int,
+    waited: float = 0.0,
+    patience_s: float = 0.0,
+) -> float | None:
     """Seconds to wait before trying again, or None: the reply is not a 429 / 503 that says
-    when to come back (`Retry-After`), or the tries are spent.
+    when to come back (`Retry-After`), or the tries are spent. A server that says it is
+    still opening its index (`not_ready`) is waited for until `patience_s` (the client's
+    timeout) have passed in all (`waited` so far), however many tries that takes: it is
+    coming.
 
     >>> r = httpx.Response(429, headers={"Retry-After": "2"})
     >>> retry_after(r, 0, 3), retry_after(r, 3, 3), retry_after(httpx.Response(500), 0, 3)
     (2.0, None, None)
+    >>> starting = httpx.Response(503, headers={"Retry-After": "2"}, json={"code": "not_ready"})
+    >>> retry_after(starting, 9, 3, 18.0, 120.0), retry_after(starting, 99, 3, 500.0, 120.0)
+    (2.0, None)
     """
     header = response.headers.get("retry-after")
-    if response.status_code not in (429, 503) or header is None or attempt >= retries:
+    if response.status_code not in (429, 503) or header is None:
+        return None
+    if attempt >= retries and not (_starting(response) and waited < patience_s):
         return None
     try:
         return min(max(float(header), 0.0), MAX_RETRY_WAIT_S)
     except ValueError:  # an HTTP date: come back in a second
         return 1.0
+
+
+def _starting(response: httpx.Response) -> bool:
+    """A 503 from a server still opening its index (`NotReadyError`)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return (
+        response.status_code == 503 and isinstance(body, dict) and body.get("code") == "not_ready"
+    )
 
 
 def unreachable(url: str, exc: Exception) -> UnreachableError:
@@ -282,7 +307,7 @@ class Endpoint:
         retries: int = RETRIES,
         user: str | None = None,
     ):
-        self._url, self._retries = url.rstrip("/"), retries
+        self._url, self._retries, self._patience_s = url.rstrip("/"), retries, timeout_s
         self._options = client_options(self._url, api_key, timeout_s, user)
 
     @property
@@ -296,24 +321,26 @@ class Endpoint:
 
 class RemoteIndex(Endpoint):
     """The index a running server holds, over blocking requests (one per method; a waiting
-    `reindex_start` polls). A 429 or 503 with `Retry-After` is tried again `retries` times,
-    then raised as its typed error; `stream` is not retried."""
+    `reindex_start` polls). A 429 or 503 with `Retry-After` is tried again `retries` times
+    (a server still opening its index: until the client's timeout has passed), then raised
+    as its typed error; `stream` is not retried."""
 
     @cached_property
     def _client(self) -> httpx.Client:
         return httpx.Client(**self._options)
 
     def _do(self, call: Call[T]) -> T:
-        for attempt in range(self._retries + 1):
+        attempt, waited = 0, 0.0
+        while True:
             try:
                 response = self._client.request(call.method, call.path, json=call.body)
             except httpx.TransportError as exc:
                 raise unreachable(self._url, exc) from exc
-            wait = retry_after(response, attempt, self._retries)
+            wait = retry_after(response, attempt, self._retries, waited, self._patience_s)
             if wait is None:
-                break
+                return call.read(response)
             time.sleep(wait)
-        return call.read(response)
+            attempt, waited = attempt + 1, waited + wait
 
     def status(self) -> StatusReport:
         return self._do(status_call())
@@ -420,16 +447,17 @@ class AsyncRemoteIndex(Endpoint):
         return httpx.AsyncClient(**self._options)
 
     async def _do(self, call: Call[T]) -> T:
-        for attempt in range(self._retries + 1):
+        attempt, waited = 0, 0.0
+        while True:
             try:
                 response = await self._client.request(call.method, call.path, json=call.body)
             except httpx.TransportError as exc:
                 raise unreachable(self._url, exc) from exc
-            wait = retry_after(response, attempt, self._retries)
+            wait = retry_after(response, attempt, self._retries, waited, self._patience_s)
             if wait is None:
-                break
+                return call.read(response)
             await asyncio.sleep(wait)
-        return call.read(response)
+            attempt, waited = attempt + 1, waited + wait
 
     async def status(self) -> StatusReport:
         return await self._do(status_call())

@@ -9,6 +9,7 @@ import http.client
 import json
 import re
 import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -228,9 +229,17 @@ def test_ready_is_false_until_the_collection_is_open(engine: QueryEngine) -> Non
         status, body, _ = get(f"{address}/v1/ready")
         assert status == 503 and json.loads(body)["ready"] is False
         assert json.loads(get(f"{address}/v1/health")[1]) == {"ok": True, "ready": False}
-        with Client(url=address) as c, pytest.raises(NotReadyError, match="not open yet"):
+        # a client waits for a starting server until its own timeout, then says why
+        with (
+            Client(url=address, timeout_s=1) as c,
+            pytest.raises(NotReadyError, match="not open yet"),
+        ):
             c.query(QUESTIONS[0])
-        state.index = ServedIndex(engine)
+        opened = threading.Timer(0.5, lambda: setattr(state, "index", ServedIndex(engine)))
+        opened.start()  # the index opens while the next client waits on the 503s
+        with Client(url=address) as c:
+            assert c.query(QUESTIONS[0]).citations
+        opened.join()
         status, body, _ = get(f"{address}/v1/ready")
         assert status == 200 and json.loads(body)["ready"] is True
         assert json.loads(body)["collection"] == engine.retriever.collection
