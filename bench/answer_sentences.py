@@ -54,7 +54,7 @@ from ragstream.eval.squad_eval import first_sentence  # noqa: E402
 from ragstream.query import pipelines  # noqa: E402
 from ragstream.query.answerable import AnswerRule, answering, said_before, said_key  # noqa: E402
 from ragstream.query.engine import QueryEngine  # noqa: E402
-from ragstream.query.verify import sentence_spans  # noqa: E402
+from ragstream.query.verify import parse_citations, sentence_spans  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 DOCS_QUESTIONS = REPO / "tests" / "data" / "docs_questions.tsv"
@@ -110,12 +110,8 @@ HEADER = (
 def cited_docs(answer: Answer) -> list[str]:
     """The document each answer sentence cites (its first marker), in order."""
     by_cid = {c.cid: doc_key(c.doc_id) for c in answer.citations}
-    out = []
-    for a, b in sentence_spans(answer.text):
-        sentence = answer.text[a:b]
-        cid = next((c for c in by_cid if f"[{c}]" in sentence), None)
-        out.append(by_cid.get(cid, "") if cid else "")
-    return out
+    firsts = ([*parse_citations(answer.text[a:b]), ""][0] for a, b in sentence_spans(answer.text))
+    return [by_cid.get(cid, "") for cid in firsts]
 
 
 def engine_for(base: QueryEngine, overrides: dict[str, Any]) -> QueryEngine:

@@ -23,6 +23,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -80,16 +81,18 @@ class CosineScale:
         }
 
     @classmethod
-    def from_json(cls, raw: dict[str, object]) -> CosineScale:
-        knots = raw.get("knots", [])
-        assert isinstance(knots, list)
-        return cls(
-            embedder=str(raw["embedder"]),
-            reference=str(raw["reference"]),
-            knots=tuple((float(a), float(b)) for a, b in knots),
-            pairs=int(raw.get("pairs", 0)),  # type: ignore[call-overload]
-            chunks=int(raw.get("chunks", 0)),  # type: ignore[call-overload]
-        )
+    def from_json(cls, raw: dict[str, Any]) -> CosineScale:
+        """The scale `to_json` wrote; ValueError for anything else."""
+        try:
+            return cls(
+                embedder=str(raw["embedder"]),
+                reference=str(raw["reference"]),
+                knots=tuple((float(a), float(b)) for a, b in raw.get("knots", [])),
+                pairs=int(raw.get("pairs", 0)),
+                chunks=int(raw.get("chunks", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a cosine scale: {exc}") from exc
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,7 @@ _PRESET_NAMES = {
     "sentence-transformers/paraphrase-MiniLM-L3-v2": "minilm-l3",
     "tokenlearn-static-model": "static",
 }
-PRESETS = tuple(_PRESET_NAMES.values())  # the embedders that ship in the wheels
-PRESET_MODELS = tuple(_PRESET_NAMES)  # their model names
+PRESET_MODELS = dict(_PRESET_NAMES)  # model name -> the preset that ships it in the wheels
 
 # The static model reads at most this many tokens of a text (model2vec's default length)
 STATIC_MAX_TOKENS = 512

@@ -6,8 +6,10 @@ resources"). The evidence signal here is *coverage*: the share of the question's
 terms (the lexical analyzer's stemmed, stop-word-free tokens, weighted by their BM25 IDF in
 this index) that one retrieved chunk contains. A term the index has never seen weighs most,
 so a question about something absent from the documents scores low however close its
-embedding lands. Pure functions (`judge` records its verdict on a span); the engine supplies
-the chunks and the IDF statistics.
+embedding lands. It also decides which of the sentences the answer judge read make the
+extractive answer (`answering`): prose only, the lead and what adds to it. Pure functions
+(`judge` records its verdict on a span); the engine supplies the chunks and the IDF
+statistics.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ragstream.operators.answer_judge import passage
 from ragstream.operators.chunk import BLOCK_SEPARATOR
 from ragstream.query.decision import Decision
 from ragstream.query.rerank import Reranked
-from ragstream.query.verify import quotable, sentence_spans
+from ragstream.query.verify import CITATION, quotable, sentence_spans
 
 DocFreqs = Callable[[Sequence[str]], tuple[int, dict[str, int]]]
 
@@ -59,7 +61,6 @@ def question_terms(question: str) -> list[str]:
 # another form too often (held-out SciFact train claims: 1 in 10 gold chunks lacks them),
 # and so is what a parenthesis restates ("VgrG (Tssl)": an alias of the word before it)
 _WORDS = re.compile(r"[^\W_][\w'’-]*")
-_MARKER = re.compile(r"\s*\[S\d+\]")
 
 
 def named_terms(question: str) -> list[str]:
@@ -483,10 +484,10 @@ def said_key(text: str) -> str:
     """A sentence as compared with what earlier answers said: citation markers, case,
     spacing and end punctuation left out.
 
-    >>> said_key("Its eruption buried Pompeii [S2].") == said_key("its eruption buried  Pompeii")
+    >>> said_key("It buried Pompeii [S2, S3].") == said_key("it buried  Pompeii")
     True
     """
-    bare = _MARKER.sub("", text)
+    bare = CITATION.sub("", text)
     return " ".join(bare.split()).rstrip(".!?:;, ").casefold()
 
 

@@ -21,7 +21,7 @@ from ragstream.core.models import name_slug
 from ragstream.core.settings import Settings
 from ragstream.core.telemetry import span
 from ragstream.operators.cosine_scale import SAMPLE_CHUNKS, CosineScale, measure_scale
-from ragstream.operators.embed import PRESET_MODELS, PRESETS, Embedder, load_embedder
+from ragstream.operators.embed import PRESET_MODELS, Embedder, load_embedder
 from ragstream.query.decision import Decision
 from ragstream.query.retrieve import LiveSide
 
@@ -32,27 +32,32 @@ PAGE = 8 * SAMPLE_CHUNKS  # live chunks read to draw the sample from
 GROWTH = 2.0  # measured again once the collection holds this many times the chunks
 
 
-def reference_embedder(decision: Decision | None) -> Embedder | None:
-    """The embedder whose cosines the floors mean: the preset the decision was fitted on
-    (the default preset without a decision); None when the decision names an embedder that
-    is no preset (a user's refit reads its own embedder's cosines, and only those)."""
-    if decision is None or not decision.embedder:
-        return load_embedder(DEFAULT_REFERENCE)
-    for preset in PRESETS:
-        embedder = load_embedder(preset)
-        if embedder.version.slug == decision.embedder:
-            return embedder
-    return None
+def reference_preset(decision: Decision | None) -> str | None:
+    """The preset whose cosines the floors mean, told by its model's name alone (no model
+    opened, so `status` can ask too): the one the decision was fitted on, the default
+    preset without a decision; None when the decision names an embedder that is no preset
+    (a user's refit reads its own embedder's cosines, and only those).
 
-
-def names_a_preset(slug: str) -> bool:
-    """Whether `slug` is a version of a preset's model, told by its name alone (what
-    `status` can say without opening a model).
-
-    >>> names_a_preset("all-minilm-l6-v2-384-34cb29e3"), names_a_preset("tuned-384-0123abcd")
-    (True, False)
+    >>> reference_preset(None)
+    'minilm-l6'
     """
-    return any(slug.startswith(f"{name_slug(model)}-") for model in PRESET_MODELS)
+    if decision is None or not decision.embedder:
+        return DEFAULT_REFERENCE
+    named = (
+        s for m, s in PRESET_MODELS.items() if decision.embedder.startswith(f"{name_slug(m)}-")
+    )
+    return next(named, None)
+
+
+def reference_embedder(decision: Decision | None) -> Embedder | None:
+    """The reference preset (`reference_preset`), when it is the very version the decision
+    was fitted on."""
+    spec = reference_preset(decision)
+    if spec is None:
+        return None
+    embedder = load_embedder(spec)
+    fitted = decision.embedder if decision is not None else ""
+    return embedder if not fitted or embedder.version.slug == fitted else None
 
 
 class CosineScales:
@@ -86,11 +91,10 @@ class CosineScales:
             return CosineScale(slug, reference.version.slug if reference else slug), True
         path = self._dir / f"{slug}.json"
         count = side.vectors.count("live")
-        kept = read_json(path, None)
-        if isinstance(kept, dict):
-            scale = CosineScale.from_json(kept)
-            if scale.reference == reference.version.slug and count < GROWTH * max(scale.chunks, 1):
-                return scale, True
+        kept = _kept(path)  # a file that is no scale is measured again, never fatal
+        current = kept is not None and kept.reference == reference.version.slug
+        if kept is not None and current and count < GROWTH * max(kept.chunks, 1):
+            return kept, True
         with span("query.cosine_scale", embedder=slug, reference=reference.version.slug) as sp:
             sample = next(iter(side.vectors.live_pages(PAGE)), [])
             scale = measure_scale(side.embedder, reference, sample, count)
@@ -101,4 +105,12 @@ class CosineScales:
         return scale, not scale.identity
 
 
-__all__ = ["DEFAULT_REFERENCE", "CosineScales", "names_a_preset", "reference_embedder"]
+def _kept(path: Path) -> CosineScale | None:
+    raw = read_json(path, None)
+    try:
+        return CosineScale.from_json(raw) if isinstance(raw, dict) else None
+    except ValueError:
+        return None
+
+
+__all__ = ["DEFAULT_REFERENCE", "CosineScales", "reference_embedder", "reference_preset"]

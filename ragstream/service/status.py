@@ -19,7 +19,7 @@ from ragstream.operators.answer_judge import answer_judge_dir
 from ragstream.operators.remote_embed import recorded_drift
 from ragstream.query.decision import embedder_mismatch, load_decision
 from ragstream.query.rerank import NO_RERANKER
-from ragstream.query.scales import names_a_preset
+from ragstream.query.scales import reference_preset
 
 
 def status_report(
@@ -81,6 +81,6 @@ def decision_warning(settings: Settings, live: str | None) -> str | None:
         decision = load_decision(where)
     except ModelUnavailableError as exc:
         return str(exc)
-    if decision is None or (settings.query.cosine_scale and names_a_preset(decision.embedder)):
+    if decision is None or (settings.query.cosine_scale and reference_preset(decision)):
         return None
     return embedder_mismatch(decision.embedder, live, where)

@@ -98,6 +98,10 @@ def test_a_kept_scale_is_read_back_and_measured_again_once_the_index_doubled(
         client.query(ANSWERABLE)
     again = json.loads(kept.read_text())
     assert again["chunks"] == count and again["knots"] == scale["knots"]  # the same sample
+    write_json_atomic(kept, {"knots": "torn"})  # no scale: measured again, never fatal
+    with Client(settings=settings) as client:
+        assert client.query(ANSWERABLE).refusal is None
+    assert json.loads(kept.read_text())["knots"] == scale["knots"]
 
 
 def test_the_reference_embedder_reads_its_own_cosines(tmp_path: Path, folder: Path) -> None:
