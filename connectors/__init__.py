@@ -4,6 +4,7 @@
 - `backends`: the Qdrant backend a store kind names (Edge or a server), imported on use.
 - `data_format`: the data dir's storage format record, its check and forward migrations.
 - `export_files`: export records as JSON lines or Parquet, written and read a batch at a time.
+- `fields`: the catalogue of metadata fields: each field's type, fixed by its first reading.
 - `fs`: the folder source: files listed by a walk, read whole, followed by watchdog.
 - `git`: the git source: a repository's tree at a ref, read by blob id, the ref polled.
 - `lexical`: persistent BM25 over chunk text (tantivy, or rank-bm25 as the oracle).

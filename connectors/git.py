@@ -13,6 +13,7 @@ objects and packs, any object by id without a checkout or a working tree.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import stat
 import threading
@@ -177,6 +178,28 @@ class GitSource:
         except KeyError:
             return None
         return fingerprint(sha.decode(), commit)
+
+    def last_commit(self, path: str) -> tuple[datetime.datetime, str] | None:
+        """(author time in UTC, author name without the email) of the last commit at the ref
+        that changed `path` (a path in the tree, as `entries` names it); None when no commit
+        there touched it, or the ref or history cannot be read."""
+        try:
+            commit = self.head()
+            repo, lock = self._repo()
+            with lock:
+                walker = repo.get_walker(
+                    include=[commit.encode()],
+                    paths=[path.encode("utf-8", "surrogateescape")],
+                    max_entries=1,
+                )
+                found = next(iter(walker), None)
+        except Exception:  # an unknown ref, a missing or corrupt object: no answer
+            return None
+        if found is None:
+            return None
+        when = datetime.datetime.fromtimestamp(found.commit.author_time, tz=datetime.UTC)
+        author = found.commit.author.decode("utf-8", "replace")
+        return when, (author.partition("<")[0].strip() or author.strip())
 
     def watch(self, touch: Touch) -> Callable[[], None]:
         """Poll the ref every `poll_s`; a moved ref touches `""` (re-list the tree)."""

@@ -23,6 +23,8 @@ from rank_bm25 import BM25Okapi
 
 from ragstream.connectors.protocols import Hit, SearchFilter
 from ragstream.core.errors import InvalidRequestError
+from ragstream.core.filters import Where, chunk_fields
+from ragstream.core.filters import matches as matches_where
 from ragstream.core.ids import doc_prefixes, prefix_key
 from ragstream.core.models import IndexedChunk
 
@@ -45,7 +47,8 @@ ANALYZER_NAME = "ragstream"
 SECTION_CONTEXT_WORDS = 256
 ANALYZER_KEY = f"simple+remove_long40+lowercase+stop_en+stem_en+own2+section{SECTION_CONTEXT_WORDS}"
 
-Clauses = list[tuple[str, tuple[str, ...]]]
+# (field, any of values), all of them; a user's filter (`core.filters.Where`) rides along whole
+Clauses = list[tuple[str, tuple[str, ...]] | Where]
 
 
 def tokenize(text: str) -> list[str]:
@@ -146,13 +149,20 @@ def filter_clauses(flt: SearchFilter, status: str = "live") -> Clauses:
     ):
         if values is not None:
             clauses.append((field, tuple(values)))
+    if flt.where is not None:
+        clauses.append(flt.where)
     return clauses
 
 
 def matches(chunk: IndexedChunk, clauses: Clauses) -> bool:
     """`filter_clauses` evaluated on one chunk: the rank-bm25 mask, tantivy's query in Python."""
     terms = chunk_terms(chunk)
-    return all(not set(terms[field]).isdisjoint(values) for field, values in clauses)
+    return all(
+        not set(terms[c[0]]).isdisjoint(c[1])
+        if isinstance(c, tuple)
+        else matches_where(c, chunk_fields(chunk))
+        for c in clauses
+    )
 
 
 def _total(result: tantivy.SearchResult) -> int:
@@ -376,13 +386,20 @@ class TantivyIndex(_BatchedIndex):
 
     def _filters(self, clauses: Clauses) -> list[tantivy.Query]:
         """The clauses as term filters; one on a field this schema lacks is refused."""
-        if any(field not in self._KEYWORDS for field, _ in clauses):
+        terms = [c for c in clauses if isinstance(c, tuple)]
+        if len(terms) < len(clauses):
+            raise InvalidRequestError(
+                "a metadata filter needs the BM25 leg inside the vector store "
+                "(store.lexical_backend = 'sparse', the default of a new data dir); this data "
+                "dir's tantivy index cannot filter by metadata (docs/guide/filters.md)"
+            )
+        if any(field not in self._KEYWORDS for field, _ in terms):
             raise InvalidRequestError(
                 "file permissions are mirrored (a source with permissions = 'posix'), which "
                 "needs the BM25 leg inside the vector store (store.lexical_backend = "
                 "'sparse'); this data dir's tantivy index cannot filter by them"
             )
-        return [self._terms(field, values) for field, values in clauses]
+        return [self._terms(field, values) for field, values in terms]
 
     def _search(self, tokens: list[str], limit: int, clauses: Clauses) -> list[Hit]:
         filters = self._filters(clauses)

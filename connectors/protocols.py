@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from ragstream.core.filters import Where
+from ragstream.core.metadata import FieldType
 from ragstream.core.models import EmbedderVersion, FileEvent, FileFingerprint, IndexedChunk
 
 # what a point cut by another chunker config reports as its file fingerprint: matches no file
@@ -47,6 +49,7 @@ class SearchFilter(BaseModel):
     readers: tuple[str, ...] | None = None
     path_prefix: str | None = None  # matched on doc_id prefix (`source:dir/`)
     file_types: tuple[str, ...] | None = None
+    where: Where | None = None  # a user's filter, checked against the catalogue of fields
 
     def status_condition(self, status: str = "live") -> str | None:
         """The status a matching point must have; None when the filter already implies it.
@@ -114,6 +117,12 @@ class VectorStore(Protocol):
         which no file matches, so a settings change re-reads the documents it affects; with
         `parser`, so does a point whose file was parsed under a key no longer among its
         `parser(path)` (an OCR setting changed)."""
+
+    def live_payloads(self, flt: SearchFilter, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
+        """The `keys` of every live point matching the filter (a scroll, in pages)."""
+
+    def index_fields(self, fields: Mapping[str, FieldType]) -> None:
+        """A payload index of the right kind on each metadata field that lacks one."""
 
     def live_pages(self, size: int = ...) -> Iterator[list[IndexedChunk]]:
         """Every live point, a page at a time (a blue/green backfill reads the old side so)."""

@@ -41,6 +41,7 @@ from qdrant_edge import (
     FieldCondition,
     Filter,
     HasIdCondition,
+    IsEmptyCondition,
     MatchAny,
     MatchValue,
     Modifier,
@@ -49,6 +50,7 @@ from qdrant_edge import (
     PointVectors,
     Query,
     QueryRequest,
+    RangeDateTime,
     RangeFloat,
     ScrollRequest,
     SparseVector,
@@ -66,6 +68,7 @@ from ragstream.connectors.vector_stores import (
     Below,
     Condition,
     HasIds,
+    IndexKind,
     Match,
     MatchIn,
     Record,
@@ -80,6 +83,7 @@ from ragstream.connectors.vector_stores import (
     owned_collection,
     sparse_mismatch,
 )
+from ragstream.core.filters import AllOf, AnyOf, Between, Equals, NoneOf, Present
 from ragstream.core.jsonfile import write_json_atomic
 from ragstream.core.models import EmbedderVersion
 
@@ -87,7 +91,7 @@ SIDECAR = "collection.json"
 DROPPING = ".dropping"  # suffix of a shard dir being deleted (hidden: `.<collection>.dropping`)
 
 
-def _condition(cond: Condition) -> FieldCondition | HasIdCondition:
+def _condition(cond: Condition) -> FieldCondition | HasIdCondition | Filter:
     match cond:
         case Match(key, value):
             return FieldCondition(key=key, match=MatchValue(value))
@@ -97,6 +101,21 @@ def _condition(cond: Condition) -> FieldCondition | HasIdCondition:
             return FieldCondition(key=key, range=RangeFloat(lt=value))
         case HasIds(ids):
             return HasIdCondition(point_ids=set(ids))
+        case Equals(key, values):
+            one, many = values[0], list(values)  # one type per field: str or int (core.filters)
+            match = MatchValue(one) if len(values) == 1 else MatchAny(many)  # type: ignore[arg-type]
+            return FieldCondition(key=key, match=match)
+        case Between(key, gt, gte, lt, lte, instant):
+            span = RangeDateTime if instant else RangeFloat
+            return FieldCondition(key=key, range=span(gt=gt, gte=gte, lt=lt, lte=lte))  # type: ignore[arg-type]
+        case Present(key):
+            return Filter(must_not=[IsEmptyCondition(key=key)])
+        case AllOf(items):
+            return Filter(must=[_condition(i) for i in items])
+        case AnyOf(items):
+            return Filter(should=[_condition(i) for i in items])
+        case NoneOf(items):
+            return Filter(must_not=[_condition(i) for i in items])
 
 
 def _filter(conds: list[Condition]) -> Filter | None:
@@ -259,6 +278,18 @@ class EdgeVectorStore(BaseQdrantStore):
 
     def _flush(self) -> None:
         self._shard.flush()
+
+    def _index_schema(self) -> set[str]:
+        return set(self._shard.info().payload_schema)
+
+    def _add_index(self, key: str, kind: IndexKind) -> None:
+        schema = {
+            "keyword": PayloadSchemaType.Keyword,
+            "integer": PayloadSchemaType.Integer,
+            "float": PayloadSchemaType.Float,
+            "datetime": PayloadSchemaType.Datetime,
+        }[kind]
+        self._shard.update(UpdateOperation.create_field_index(key, schema))
 
     def _close(self) -> None:
         self._shard.close()

@@ -56,6 +56,7 @@ from ragstream.connectors.vector_stores import (
     Below,
     Condition,
     HasIds,
+    IndexKind,
     Match,
     MatchIn,
     Record,
@@ -70,6 +71,7 @@ from ragstream.connectors.vector_stores import (
     owned_collection,
     sparse_mismatch,
 )
+from ragstream.core.filters import AllOf, AnyOf, Between, Equals, NoneOf, Present
 from ragstream.core.models import EmbedderVersion
 
 T = TypeVar("T")
@@ -180,7 +182,7 @@ def release_client(base_dir: Path, url: str | None) -> None:
     client.close()
 
 
-def _condition(cond: Condition) -> models.FieldCondition | models.HasIdCondition:
+def _condition(cond: Condition) -> models.Condition:
     match cond:
         case Match(key, value):
             return models.FieldCondition(key=key, match=models.MatchValue(value=value))
@@ -190,6 +192,26 @@ def _condition(cond: Condition) -> models.FieldCondition | models.HasIdCondition
             return models.FieldCondition(key=key, range=models.Range(lt=value))
         case HasIds(ids):
             return models.HasIdCondition(has_id=list(ids))
+        case Equals(key, values):
+            match: models.Match = (
+                models.MatchValue(value=values[0])
+                if len(values) == 1
+                else models.MatchAny(any=list(values))
+            )
+            return models.FieldCondition(key=key, match=match)
+        case Between(key, gt, gte, lt, lte, instant):
+            span = models.DatetimeRange if instant else models.Range
+            return models.FieldCondition(key=key, range=span(gt=gt, gte=gte, lt=lt, lte=lte))
+        case Present(key):
+            empty = models.IsEmptyCondition(is_empty=models.PayloadField(key=key))
+            return models.Filter(must_not=[empty])
+        case AllOf(items):
+            return models.Filter(must=[_condition(i) for i in items])
+        case AnyOf(items):
+            return models.Filter(should=[_condition(i) for i in items])
+        case NoneOf(items):
+            return models.Filter(must_not=[_condition(i) for i in items])
+    raise TypeError(cond)
 
 
 def _filter(conds: list[Condition]) -> models.Filter:
@@ -380,6 +402,28 @@ class QdrantClientVectorStore(BaseQdrantStore):
 
     def _flush(self) -> None:
         """Writes are acknowledged with wait=True; nothing is buffered client-side."""
+
+    def _index_schema(self) -> set[str]:
+        info = self._call("get_collection", self.client.get_collection, self.collection)
+        return set(info.payload_schema or {})
+
+    def _add_index(self, key: str, kind: IndexKind) -> None:
+        schema = {
+            "keyword": models.PayloadSchemaType.KEYWORD,
+            "integer": models.PayloadSchemaType.INTEGER,
+            "float": models.PayloadSchemaType.FLOAT,
+            "datetime": models.PayloadSchemaType.DATETIME,
+        }[kind]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            self._call(
+                "create_payload_index",
+                self.client.create_payload_index,
+                self.collection,
+                key,
+                field_schema=schema,
+                wait=True,
+            )
 
     def _close(self) -> None:
         key = (_location(*self._where), self.collection)

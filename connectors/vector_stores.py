@@ -16,9 +16,9 @@ tell the query side which model to load without loading any model (docs/architec
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from ragstream.connectors.lexical import tokenize
 from ragstream.connectors.protocols import (
@@ -30,13 +30,16 @@ from ragstream.connectors.protocols import (
 )
 from ragstream.connectors.sparse import Sparse, bm25_vector, query_vector
 from ragstream.core.errors import DataDirBusyError
+from ragstream.core.filters import Where
 from ragstream.core.ids import doc_prefixes, prefix_key
+from ragstream.core.metadata import FieldType
 from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
 from ragstream.core.settings import Settings, StoreSettings
 
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
 KEYWORD_FIELDS = (
     "doc_id",
+    "source",
     "status",
     "content_hash",
     "tenant",
@@ -65,6 +68,9 @@ DOC_FIELDS: tuple[str, ...] = (
     "readers",
     "readers_fp",
     "readers_reason",
+    "meta",
+    "meta_origin",
+    "meta_notes",
 )
 READER_FIELDS = ("readers", "readers_fp", "readers_reason")  # a re-stamp's payload
 DF_CAP = 1000  # `term_doc_freqs` counts a term's points up to this many
@@ -145,7 +151,24 @@ class HasIds:
     ids: tuple[str, ...]
 
 
-Condition = Match | MatchIn | Below | HasIds
+IndexKind = Literal["keyword", "integer", "float", "datetime"]
+# the payload index of each metadata field type (a bool is the keyword "true" / "false")
+INDEX_KIND: dict[FieldType, IndexKind] = {
+    "keyword": "keyword",
+    "keywords": "keyword",
+    "bool": "keyword",
+    "integer": "integer",
+    "float": "float",
+    "datetime": "datetime",
+}
+
+
+def payload_key_of_meta(name: str) -> str:
+    return f"meta.{name}"
+
+
+# a `Where` (core.filters: a user's filter, checked) is a condition too, translated whole
+Condition = Match | MatchIn | Below | HasIds | Where
 LIVE = Match("status", "live")
 
 
@@ -171,6 +194,8 @@ def search_conditions(flt: SearchFilter, status: str = "live") -> list[Condition
             conds.append(MatchIn(key, tuple(values)))
     if flt.path_prefix is not None:
         conds.append(Match("doc_prefixes", prefix_key(flt.path_prefix)))
+    if flt.where is not None:
+        conds.append(flt.where)
     return conds
 
 
@@ -206,6 +231,7 @@ class BaseQdrantStore(ABC):
         # the BM25 leg lives in these points as the sparse vector `bm25` (connectors.sparse)
         self.sparse = sparse
         self._closed = False
+        self._indexed: set[str] | None = None  # payload keys with an index (read once)
 
     # primitives -------------------------------------------------------------------------
     @abstractmethod
@@ -260,6 +286,25 @@ class BaseQdrantStore(ABC):
     @abstractmethod
     def _close(self) -> None: ...
 
+    @abstractmethod
+    def _index_schema(self) -> set[str]:
+        """The payload keys this collection has an index on."""
+
+    @abstractmethod
+    def _add_index(self, key: str, kind: IndexKind) -> None:
+        """Create a payload index of `kind` on `key` (idempotent)."""
+
+    def index_fields(self, fields: Mapping[str, FieldType]) -> None:
+        """A payload index of the right kind on each metadata field (`meta.<name>`) that has
+        none yet: keyword (keywords and bools too), integer, float or datetime."""
+        if self._indexed is None:
+            self._indexed = self._index_schema()
+        for name, field_type in fields.items():
+            key = payload_key_of_meta(name)
+            if key not in self._indexed:
+                self._add_index(key, INDEX_KIND[field_type])
+                self._indexed.add(key)
+
     # protocol ---------------------------------------------------------------------------
     def upsert(self, chunks: Sequence[IndexedChunk], vectors: Sequence[Sequence[float]]) -> None:
         """Idempotent write by point id; every point is stamped with this store's embedder."""
@@ -308,6 +353,13 @@ class BaseQdrantStore(ABC):
         if conds is None:
             return set()
         return {str(r.payload["doc_id"]) for r in self._scroll_all(conds, ["doc_id"], False)}
+
+    def live_payloads(self, flt: SearchFilter, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
+        """The `keys` of every live point matching the filter, a page at a time."""
+        conds = search_conditions(flt)
+        if conds is not None:
+            for record in self._scroll_all(conds, list(keys), False):
+                yield record.payload
 
     def live_doc_readers(self) -> dict[str, set[str]]:
         """doc_id -> the readers fingerprints over its live points (the catch-up scan's

@@ -6,9 +6,11 @@ Nothing here imports any other ragstream package.
 - `cpus`: the CPUs this process may run on (what thread pools and model sessions size by).
 - `errors`: the errors a user can cause or fix, each with its CLI exit code.
 - `export`: one live chunk as `export` writes it and `import` reads it (the open record).
+- `filters`: the one filter language of every face: its forms, its check, its meaning.
 - `ids`: doc ids, content hashes and point ids.
 - `jsonfile`: small JSON files written whole (temp file + rename) and read back.
 - `memory`: handing freed heap memory back to the OS after a large ingest batch.
+- `metadata`: a document's own metadata as typed fields, and which reading wins.
 - `models`: the models on every arrow of the ingest pipeline and the reindex records.
 - `permissions`: a file's POSIX permissions reduced to the principals that may read it, and
   who a request reads as.

@@ -6,10 +6,11 @@ exactly the same types (an embedded and an HTTP client return identical objects)
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from ragstream.core.filters import Condition, Logic, filter_from_json, parse_where
 from ragstream.core.models import FileFingerprint, IndexedChunk, PageBox, TextOrigin
 
 Fusion = Literal["rrf", "dbsf"]
@@ -29,6 +30,17 @@ class QueryFilters(BaseModel):
     doc_ids: list[str] | None = Field(default=None, max_length=1000)
 
 
+def _filter_tree(value: object) -> object:
+    """A filter's text form (`--where`) or JSON form (its accepted spellings: `=` for `==`,
+    lowercase `and`) read into its tree."""
+    if isinstance(value, str):
+        return parse_where(value)
+    return filter_from_json(value) if isinstance(value, dict) else value
+
+
+MetadataFilter = Annotated[Logic | Condition | None, BeforeValidator(_filter_tree)]
+
+
 class QueryRequest(BaseModel):
     """A question and how to answer it: the body of `POST /v1/query` and `/v1/retrieve`, and
     the keyword options of `Client.query` / `Client.retrieve`.
@@ -40,6 +52,11 @@ class QueryRequest(BaseModel):
         fusion: `rrf` (reciprocal rank fusion) or `dbsf` (distribution-based score fusion).
         rrf_k: RRF's constant: how much a top rank outweighs a deep one.
         filters: Path prefix, file types and doc ids, applied inside both stores.
+        filter: A metadata filter (docs/guide/filters.md), ANDed with `filters`: its JSON
+            form (`{"field": "tags", "operator": "==", "value": "finance"}`, joined by
+            `{"operator": "AND", "conditions": [...]}`) or its text form
+            (`"tags = finance and date >= 2024-01-01"`); a field no document carries, an
+            operator its type does not take or an unreadable value is a 422.
         generate: False: retrieve and rerank only, no answer (evaluation, debugging).
         stream: HTTP only: answer as Server-Sent Events (text deltas, then the `Answer`).
     """
@@ -52,6 +69,7 @@ class QueryRequest(BaseModel):
     fusion: Fusion = "rrf"
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
     filters: QueryFilters = Field(default_factory=QueryFilters)
+    filter: MetadataFilter = None  # a metadata filter, its JSON or text form
     generate: bool = True  # False: retrieve + rerank only (evaluation, debugging)
     # HTTP only: answer as Server-Sent Events (text deltas, then the verified Answer)
     stream: bool = False
@@ -87,7 +105,7 @@ class ChatRequest(BaseModel):
     Attributes:
         messages: The conversation, oldest first (1 to 1,000 messages, each at most 32,000
             characters); the last one is the user's question (at most 4,000 characters).
-        k, n, fusion, rrf_k, filters, generate, stream: as in `QueryRequest`.
+        k, n, fusion, rrf_k, filters, filter, generate, stream: as in `QueryRequest`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -98,6 +116,7 @@ class ChatRequest(BaseModel):
     fusion: Fusion = "rrf"
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
     filters: QueryFilters = Field(default_factory=QueryFilters)
+    filter: MetadataFilter = None
     generate: bool = True
     stream: bool = False
 

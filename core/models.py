@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragstream.core.metadata import FieldType, MetaOrigin, RawValue, StoredValue
+
 # "permissions": only who may read it changed (a chmod, chown, setfacl, a folder's mode)
 EventKind = Literal["upsert", "delete", "permissions"]
 # "link": a text that is one hyperlink and nothing else (a table-of-contents entry)
@@ -89,6 +91,11 @@ class ParsedDocument(Frozen):
     pages: int | None = None  # paged formats (PDF, TIFF, images): how many pages it has
     ocr_pages: tuple[int, ...] = ()  # the pages whose text came from OCR
     parser: str = ""  # the parser key: what its reading depended on besides the bytes
+    # its own metadata as read (front matter, the file's properties, the source, the
+    # filesystem), each field from the strongest place that names it (`core.metadata`)
+    metadata: dict[str, RawValue] = Field(default_factory=dict)
+    metadata_origin: dict[str, MetaOrigin] = Field(default_factory=dict)
+    metadata_notes: tuple[str, ...] = ()  # what could not be read (a front matter that is no YAML)
 
 
 class Chunk(Frozen):
@@ -189,6 +196,11 @@ class IndexedChunk(Frozen):
     ocr_confidence: float | None = None  # OCR text: the engine's mean confidence, 0..1
     pages: int | None = None  # the file's page count (paged formats and images)
     ocr_pages: int = 0  # how many of the file's pages were read by OCR
+    # its document's metadata fields in their stored form (`core.metadata`), where each came
+    # from, and what could not be read as its field's type (kept as text)
+    meta: dict[str, StoredValue] = Field(default_factory=dict)
+    meta_origin: dict[str, MetaOrigin] = Field(default_factory=dict)
+    meta_notes: tuple[str, ...] = ()
 
     @property
     def fingerprint(self) -> FileFingerprint:
@@ -279,8 +291,9 @@ class SyncReport(BaseModel):
         chunks_reused: Chunks whose vector was copied from a stored chunk with the same text.
         chunks_moved: Chunks whose position changed only.
         chunks_tombstoned: Chunks soft-deleted in this pass.
-        chunks_restamped: Chunks whose file's permissions changed: their stamp of who may
-            read them was rewritten, nothing re-read or re-embedded.
+        chunks_restamped: Chunks whose payload alone was rewritten, nothing re-embedded: their
+            file's permissions changed (their stamp of who may read them), or its metadata
+            (front matter edited, the file touched) or title.
         dead_letters: Files that could not be indexed: path, stage, reason.
         docs_pending: Good files left for the next pass: the embedding endpoint did not
             answer, or the model behind its name changed (`pending` names them,
@@ -580,6 +593,25 @@ FILE_STATES: tuple[FileState, ...] = (
     "missing",
     "orphan",
 )
+
+
+class FieldInfo(Frozen):
+    """One metadata field of the catalogue (`ragstream fields`, `GET /v1/fields`): its type,
+    how many of the caller's documents carry it, and its commonest values.
+
+    Attributes:
+        name: What a filter names it (`tags`; `meta.tags` names it too).
+        type: keyword, keywords, integer, float, datetime or bool (fixed by its first reading).
+        docs: The documents that carry it, among those the caller may read.
+        examples: Up to five of its values, commonest first.
+        origins: Where it was read (front_matter, properties, source, file), by document count.
+    """
+
+    name: str
+    type: FieldType
+    docs: int
+    examples: tuple[str, ...] = ()
+    origins: dict[str, int] = Field(default_factory=dict)
 
 
 class FileRecord(Frozen):

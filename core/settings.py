@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
@@ -25,6 +26,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_settings import (
@@ -191,6 +193,9 @@ class ParseSettings(BaseModel):
         ocr_max_page_pixels: A page (an image, a TIFF frame, a rendered PDF page) with more
             pixels is a dead letter, checked before a pixel is decoded (decompression bombs).
         ocr_max_pages: A file with more pages to OCR is a dead letter, before any is read.
+        metadata_timezone: The zone a metadata date-time without one is read in (an IANA name:
+            "UTC", "Europe/Berlin"); a bare date is that day's midnight there
+            (docs/guide/filters.md).
 
     How low-confidence OCR text counts as evidence is `query.ocr_min_confidence`.
     """
@@ -202,6 +207,16 @@ class ParseSettings(BaseModel):
     ocr_dpi: int = Field(default=200, ge=72, le=600)
     ocr_max_page_pixels: int = Field(default=40_000_000, ge=1)
     ocr_max_pages: int = Field(default=200, ge=1)
+    metadata_timezone: str = "UTC"
+
+    @field_validator("metadata_timezone")
+    @classmethod
+    def _known_zone(cls, zone: str) -> str:
+        try:
+            ZoneInfo(zone)
+        except (ValueError, ZoneInfoNotFoundError):
+            raise ValueError(f"unknown time zone {zone!r} (an IANA name, e.g. UTC)") from None
+        return zone
 
 
 class AnswerableSettings(BaseModel):

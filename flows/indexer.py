@@ -25,13 +25,16 @@ import numpy as np
 import xxhash
 from opentelemetry import trace
 
+from ragstream.connectors.fields import NO_META, Admitted, FieldCatalog
 from ragstream.connectors.fs import OFF_STAMP, file_readers
+from ragstream.connectors.git import GitSource, parse_locator
 from ragstream.connectors.lexical import section_contexts
-from ragstream.connectors.protocols import LexicalIndex, SourceReadError, VectorStore
+from ragstream.connectors.protocols import LexicalIndex, Source, SourceReadError, VectorStore
 from ragstream.connectors.sources import source_at
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
 from ragstream.connectors.vector_stores import READER_FIELDS
 from ragstream.core.errors import EmbedderDriftError, EndpointDownError
+from ragstream.core.metadata import RawValue
 from ragstream.core.models import (
     Chunk,
     DeadLetter,
@@ -78,6 +81,7 @@ class _DocPlan:
     lexical_live: set[str] = field(default_factory=set)  # the doc's live ids in BM25
     chunker_key: str = ""  # the ChunkerConfig.key its chunks were cut with
     stamp: Readers = OFF_STAMP  # who may read the document now
+    meta: Admitted = NO_META  # its metadata as the catalogue reads it (`connectors.fields`)
 
 
 class Sides(Protocol):
@@ -122,8 +126,9 @@ class DocReader:
         too_large = f"file too large: {{}} bytes > limit {self.max_file_bytes}"
         if fp.size > self.max_file_bytes:
             return ParsedWork(event, dead=self._letter(event, "read", too_large.format(fp.size)))
+        source = source_at(event.path, event.root)
         try:
-            data = source_at(event.path, event.root).read(event)
+            data = source.read(event)
         except SourceReadError as err:
             return ParsedWork(event, dead=self._letter(event, "read", err.reason))
         if len(data) > self.max_file_bytes:  # a git blob's size is known once it is read
@@ -140,6 +145,7 @@ class DocReader:
                 self.parse_timeout_s,
                 ocr=self.ocr,
                 ocr_cache=self.ocr_cache,
+                source_fields=source_fields(source, event.path),
             )
         except ParseError as err:
             return ParsedWork(event, dead=self._letter(event, err.stage, err.reason))
@@ -161,6 +167,15 @@ class DocReader:
                 parser=parser_key(event.path, self.ocr),
             )
         )
+
+
+def source_fields(source: Source, locator: str) -> dict[str, RawValue]:
+    """What the source says of a document: a git source, its last commit's time and author
+    for the path (`commit_time`, `commit_author`); a folder, nothing beyond the file."""
+    if not isinstance(source, GitSource):
+        return {}
+    last = source.last_commit(parse_locator(locator)[2])
+    return {} if last is None else {"commit_time": last[0], "commit_author": last[1]}
 
 
 def _reject(plans: Sequence[_DocPlan], rejected: dict[str, str]) -> None:
@@ -200,6 +215,7 @@ class Indexer:
     ocr: OcrOptions = field(default_factory=OcrOptions)
     ocr_cache: OcrCache | None = None
     mirrored: frozenset[str] = frozenset()  # sources whose file permissions are mirrored
+    fields: FieldCatalog | None = None  # the metadata fields' types (None: none recorded)
 
     # ---- step 1: read + parse -------------------------------------------------------
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
@@ -220,6 +236,8 @@ class Indexer:
         docs = [p for p in plans if p.work.doc is not None]
         for plan in docs:
             plan.stamp = self._stamp(plan.work.event, db)
+            if self.fields is not None and plan.work.doc is not None:
+                plan.meta = self.fields.admit(plan.work.doc)
         chunker = self.chunker(live.embedder)
         with span("ingest.chunk", docs=len(docs)) as sp:
             for plan in docs:
@@ -256,6 +274,10 @@ class Indexer:
             _reject(plans, rejected)
         encoded_by = {h: needed[h][0] for h in encoded}
         restamped, changed = self._restamps(live, restamps, db)
+        if self.fields is not None and docs:  # each field's payload index before its values
+            types = self.fields.types()
+            for side in (live, *self.sides.others):
+                side.vectors.index_fields(types)
         with self.gate:  # queries wait for the writes only, never for the embedding
             outcomes = self._write(live, plans, vectors, encoded_by)
             self._restamp(live, changed)
@@ -357,6 +379,7 @@ class Indexer:
         lexical_context: str,
         at: float,
         stamp: Readers = OFF_STAMP,
+        meta: Admitted = NO_META,
     ) -> IndexedChunk:
         return IndexedChunk(
             point_id=chunk.point_id,
@@ -392,6 +415,9 @@ class Indexer:
             ocr_confidence=chunk.confidence,
             pages=doc.pages,
             ocr_pages=len(doc.ocr_pages),
+            meta=meta.meta,
+            meta_origin=meta.origin,
+            meta_notes=meta.notes,
         )
 
     def _write(
@@ -485,16 +511,9 @@ class Indexer:
         fresh = {
             c.point_id for c in diff.add if encoded_by.pop(c.content_hash, None) == event.doc_id
         }
-        outcome = _doc_outcome(plan, doc, diff, len(fresh), at)
-        # a retitled doc (e.g. its first heading edited) refreshes its kept chunks too: the
-        # title is on every point and in the BM25 text; so does a doc re-read under another
-        # parser key (an OCR setting changed): its kept points take the new key (else the
-        # catch-up scan finds them stale again) and the new reading's box and confidence
-        # and a doc whose permissions changed with its content re-stamps its kept chunks
-        refresh_kept = any(
-            c.title != doc.title or c.parser != doc.parser or c.readers_fp != plan.stamp.fingerprint
-            for c in plan.stored
-        )
+        refresh_kept = any(_kept_is_stale(c, doc, plan) for c in plan.stored)
+        restamped = len(diff.keep) if refresh_kept else 0
+        outcome = _doc_outcome(plan, doc, diff, len(fresh), at, restamped)
         refresh = [*diff.move, *(diff.keep if refresh_kept else ())]
         new_ctx = dict(
             zip((c.point_id for c in plan.chunks), section_contexts(plan.chunks), strict=True)
@@ -502,7 +521,9 @@ class Indexer:
         bm25 = _bm25_stale(plan, diff, new_ctx, {c.point_id for c in refresh})
 
         def record(c: Chunk, origin: VectorOrigin = "kept") -> IndexedChunk:
-            chunk = self._record(c, doc, plan.chunker_key, new_ctx[c.point_id], at, plan.stamp)
+            chunk = self._record(
+                c, doc, plan.chunker_key, new_ctx[c.point_id], at, plan.stamp, plan.meta
+            )
             return chunk.model_copy(update={"vector_origin": origin})
 
         return (
@@ -513,13 +534,30 @@ class Indexer:
         )
 
 
+def _kept_is_stale(held: IndexedChunk, doc: ParsedDocument, plan: _DocPlan) -> bool:
+    """Whether a doc's kept chunks need their payload refreshed though their text is the
+    same: a retitled doc (its first heading edited: the title is on every point and in the
+    BM25 text), a doc re-read under another parser key (an OCR setting changed: else the
+    catch-up scan finds them stale again), a doc whose permissions changed with its content,
+    and a doc whose metadata changed (front matter edited, the file touched)."""
+    return (
+        held.title != doc.title
+        or held.parser != doc.parser
+        or held.readers_fp != plan.stamp.fingerprint
+        or (held.meta, held.meta_origin, held.meta_notes)
+        != (plan.meta.meta, plan.meta.origin, plan.meta.notes)
+    )
+
+
 def _doc_outcome(
-    plan: _DocPlan, doc: ParsedDocument, diff: DocDiff, embedded: int, at: float
+    plan: _DocPlan, doc: ParsedDocument, diff: DocDiff, embedded: int, at: float, restamped: int
 ) -> DocOutcome:
-    """What indexing one parsed document did, `embedded` of its adds encoded here."""
+    """What indexing one parsed document did, `embedded` of its adds encoded here and
+    `restamped` of its kept chunks given a new payload (title, metadata, stamp) alone."""
     return DocOutcome(
         doc_id=plan.work.event.doc_id,
-        changed=not diff.unchanged,
+        changed=not diff.unchanged or restamped > 0,
+        chunks_restamped=restamped,
         chunks_live=len(plan.chunks),
         chunks_embedded=embedded,
         chunks_reused=len(diff.add) - embedded,

@@ -49,6 +49,7 @@ from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.run import cli_main
 
+from ragstream.connectors.fields import FieldCatalog
 from ragstream.connectors.protocols import STALE_FINGERPRINT
 from ragstream.connectors.source_input import (
     KnownDocs,
@@ -183,6 +184,7 @@ def make_indexer(rt: Runtime) -> Indexer:
         ocr=ocr_options(s),
         ocr_cache=ocr_cache(s),
         mirrored=s.mirrored(),
+        fields=FieldCatalog(s.state_dir, s.parse.metadata_timezone),
     )
 
 

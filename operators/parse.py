@@ -19,19 +19,29 @@ import re
 import statistics
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from io import BytesIO
 from itertools import pairwise
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import xxhash
 
 from ragstream.core.cpus import usable_cpus
+from ragstream.core.metadata import MetaOrigin, RawValue, merge_readings
 from ragstream.core.models import Block, BlockKind, FileFingerprint, PageBox, ParsedDocument
 from ragstream.core.telemetry import span
+from ragstream.operators.metadata import (
+    RawFields,
+    file_properties,
+    html_properties,
+    office_properties,
+    pdf_properties,
+    split_front_matter,
+)
 from ragstream.operators.ocr import (
     IMAGE_TYPES,
     OCR_FORMAT,
@@ -65,7 +75,11 @@ _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi",
 _SOFT_HYPHENS = ("\x02", "\xad")  # PDF fonts emit either at a hyphenation point
 _KINDS: dict[str, BlockKind] = {"code": "code", "caption": "caption", "list_item": "list_item"}
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
-PLAIN_PARSER = "plain"  # the parser key of every format that OCR never reads
+# every key ends with the version of the metadata reading (operators/metadata.py): a data dir
+# indexed before its documents' metadata was read re-reads each file once, re-embedding nothing
+# whose text is the same (a Markdown file loses its front matter from its text then)
+METADATA_KEY = "+meta1"
+PLAIN_PARSER = "plain" + METADATA_KEY  # the parser key of every format that OCR never reads
 
 
 class ParseError(Exception):
@@ -110,12 +124,12 @@ def parser_key(path: str | Path, options: OcrOptions, ocr_read: bool = True) -> 
     o = options
     engine = f"{o.engine}:{o.languages}"
     if suffix in IMAGE_TYPES:
-        return "image:off" if o.mode == "off" else f"image:{engine}"
+        return ("image:off" if o.mode == "off" else f"image:{engine}") + METADATA_KEY
     if FILE_TYPES.get(suffix) != "pdf":
         return PLAIN_PARSER
     if o.mode == "off" or (o.mode == "auto" and not ocr_read):
-        return f"pdf:{o.mode}"  # under auto, which pages OCR reads depends on no engine
-    return f"pdf:{o.mode}:{engine}:{o.dpi}dpi"
+        return f"pdf:{o.mode}{METADATA_KEY}"  # under auto, which pages OCR reads: no engine
+    return f"pdf:{o.mode}:{engine}:{o.dpi}dpi{METADATA_KEY}"
 
 
 def parser_keys(path: str | Path, options: OcrOptions) -> frozenset[str]:
@@ -147,6 +161,7 @@ def parse_bytes(
     timeout_s: float | None = None,
     ocr: OcrOptions | None = None,
     ocr_cache: OcrCache | None = None,
+    source_fields: RawFields | None = None,
 ) -> ParsedDocument:
     """Parse one document's bytes, whose name ends `locator` (a path, or a git locator: its
     suffix says the format); raise `ParseError` for anything that cannot be indexed.
@@ -161,13 +176,11 @@ def parse_bytes(
     pages: int | None = None
     ocr_pages: tuple[int, ...] = ()
     with span("ingest.parse.file", doc_id=doc_id, file_type=file_type) as current:
-        if file_type is None or (file_type in IMAGE_TYPES.values() and options.mode == "off"):
-            raise ParseError("parse", f"unsupported file type {path.suffix or '(none)'!r}")
-        if not data:
-            raise ParseError("read", "empty file")
+        file_type = _readable(file_type, path, options, data)
         current.set_attribute("bytes", len(data))
-        started = time.monotonic()
         digest = fingerprint.digest or xxhash.xxh3_128_hexdigest(data)
+        data, meta = read_metadata(file_type, data, locator, fingerprint, source_fields)
+        started = time.monotonic()
         ocr_run = _OcrRun(options, ocr_cache, digest, started, timeout_s)
         if file_type == "txt":
             blocks = text_to_blocks(decode_text(data))
@@ -184,18 +197,84 @@ def parse_bytes(
                 "parse", f"no text content{_empty_hint(file_type, options, ocr_pages)}"
             )
         current.set_attribute("blocks", len(blocks))
-    heading = next((b.text for b in blocks if b.kind == "heading"), None)
     return ParsedDocument(
         doc_id=doc_id,
         source=source,
         path=locator,
         file_type=file_type,
-        title=title or heading or path.stem,
+        title=meta.title or title or _first_heading(blocks) or path.stem,
         fingerprint=fingerprint,
         blocks=tuple(blocks),
         pages=pages,
         ocr_pages=ocr_pages,
         parser=parser_key(locator, options, ocr_read=bool(ocr_pages)),
+        metadata=meta.values,
+        metadata_origin=meta.origins,
+        metadata_notes=meta.notes,
+    )
+
+
+def _readable(file_type: str | None, path: PurePosixPath, options: OcrOptions, data: bytes) -> str:
+    """The file type of a file this parser can read, else `ParseError` saying why not."""
+    if file_type is None or (file_type in IMAGE_TYPES.values() and options.mode == "off"):
+        raise ParseError("parse", f"unsupported file type {path.suffix or '(none)'!r}")
+    if not data:
+        raise ParseError("read", "empty file")
+    return file_type
+
+
+def _first_heading(blocks: Sequence[Block]) -> str | None:
+    return next((b.text for b in blocks if b.kind == "heading"), None)
+
+
+class DocMetadata(NamedTuple):
+    """A document's metadata as read: each field's value and where it came from, what could
+    not be read, and the title its author gave in front matter ("" for none)."""
+
+    values: dict[str, RawValue]
+    origins: dict[str, MetaOrigin]
+    notes: tuple[str, ...]
+    title: str
+
+
+def read_metadata(
+    file_type: str,
+    data: bytes,
+    locator: str,
+    fingerprint: FileFingerprint,
+    source_fields: RawFields | None = None,
+) -> tuple[bytes, DocMetadata]:
+    """The bytes left to parse (a Markdown file without its front matter, which is metadata,
+    never text) and the document's own metadata (`operators.metadata`), each field from the
+    strongest place that names it."""
+    on_disk = file_properties(fingerprint.size, fingerprint.mtime_ns, locator)
+    if fingerprint.commit:  # a git version's mtime slot holds a blob key: its time is the commit's
+        on_disk.pop("mtime", None)
+    readings: dict[MetaOrigin, RawFields] = {
+        "file": on_disk,
+        "source": source_fields or {},
+    }
+    notes: tuple[str, ...] = ()
+    if file_type == "md":
+        text = decode_text(data)
+        front = split_front_matter(text)
+        readings["front_matter"] = front.fields
+        notes = (front.error,) if front.error else ()
+        if front.body != text:
+            data = front.body.encode("utf-8")
+    elif file_type in ("docx", "pptx"):
+        readings["properties"] = office_properties(data)
+    elif file_type == "pdf":
+        readings["properties"] = pdf_properties(data)
+    elif file_type == "html":
+        readings["properties"] = html_properties(decode_text(data))
+    merged = merge_readings(readings)
+    title = readings.get("front_matter", {}).get("title")
+    return data, DocMetadata(
+        values={name: value for name, (value, _) in merged.items()},
+        origins={name: origin for name, (_, origin) in merged.items()},
+        notes=notes,
+        title=title.strip() if isinstance(title, str) else "",
     )
 
 

@@ -23,9 +23,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ragstream.connectors.fields import FieldCatalog
 from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.connectors.state import SourcesBook
 from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Refusal, Retrieval
+from ragstream.core.filters import Where, check
 from ragstream.core.models import IndexedChunk
 from ragstream.core.permissions import Principal
 from ragstream.core.settings import Settings
@@ -77,6 +79,16 @@ class QueryEngine:
         # no principal: `everyone`'s files only (`reading_as` gives a principal's view)
         self.synced = SourcesBook(settings.state_dir).load()  # as the data dir was synced
         self.readers = settings.readers_of(None, self.synced)
+        self.fields = FieldCatalog(settings.state_dir, settings.parse.metadata_timezone)
+
+    def where(self, request: QueryRequest) -> Where | None:
+        """The request's metadata filter checked against the catalogue of fields, or
+        `InvalidRequestError` naming what is wrong (a 422, exit 2): never a filter that
+        silently matches nothing or everything."""
+        if request.filter is None:
+            return None
+        zone = self.settings.parse.metadata_timezone
+        return check(request.filter, self.fields.types(), zone=zone)
 
     def reading_as(self, principal: Principal | None) -> QueryEngine:
         """This engine (the same models and stores) answering as `principal` reads: every
@@ -284,7 +296,7 @@ class QueryEngine:
             name, generator = self.reranker_name, self.generator.name
             answer = shapes.blank_answer(question, name, generator, trace_id)
             run = AnswerRun(request, question, answer, root, tenants, on_text, given)
-            run.history, run.readers = history, self.readers
+            run.history, run.readers, run.where = history, self.readers, self.where(request)
             yield run
 
     @contextmanager

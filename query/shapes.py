@@ -22,6 +22,7 @@ from ragstream.core.answers import (
     RetrievedChunk,
     SourceChunk,
 )
+from ragstream.core.filters import Where
 from ragstream.query.rerank import Reranked
 
 
@@ -50,10 +51,12 @@ def search_filter(
     filters: QueryFilters,
     tenants: tuple[str, ...] | None,
     readers: tuple[str, ...] | None = None,
+    where: Where | None = None,
 ) -> SearchFilter:
-    """The caller's filters, tenants and readers (`Settings.readers_of` its principal) as
-    both stores apply them."""
+    """The caller's filters, metadata filter (checked), tenants and readers
+    (`Settings.readers_of` its principal) as both stores apply them."""
     return SearchFilter(
+        where=where,
         doc_ids=tuple(filters.doc_ids) if filters.doc_ids is not None else None,
         tenants=tenants,
         readers=readers,

@@ -27,6 +27,7 @@ from ragstream.core.answers import (
     SourceChunk,
 )
 from ragstream.core.answers import Verification as Verified
+from ragstream.core.filters import Where
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 from ragstream.operators.answer_judge import AnswerJudge
@@ -75,6 +76,7 @@ class AnswerRun:
     given: Sequence[IndexedChunk] = ()  # the chunks to answer from (`GIVEN`), best first
     # what the caller's principal may match in a chunk's `readers` (None: no filter)
     readers: tuple[str, ...] | None = None
+    where: Where | None = None  # the request's metadata filter, checked (`core.filters`)
     ran: list[str] = field(default_factory=list)  # the names of the stages run so far
     timings: dict[str, float] = field(default_factory=dict)
     ranked: list[Reranked] = field(default_factory=list)
@@ -172,7 +174,7 @@ def _history(run: AnswerRun) -> Bounded:
 
 
 def _offline(parts: EngineParts, run: AnswerRun) -> ChatPlan:
-    flt = shapes.search_filter(run.request.filters, run.tenants, run.readers)
+    flt = shapes.search_filter(run.request.filters, run.tenants, run.readers, run.where)
     side = parts.side()
     retriever = Retriever(FixedSide(side), parts.retriever.lexical, memo=parts.retriever.memo)
 
@@ -210,7 +212,7 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
         run.question,
         parts.transformer,
         n=request.n,
-        flt=shapes.search_filter(request.filters, run.tenants, run.readers),
+        flt=shapes.search_filter(request.filters, run.tenants, run.readers, run.where),
         fusion=request.fusion,
         k=request.rrf_k,
         dense_text=plan.dense if plan is not None else None,

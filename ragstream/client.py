@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from ragstream.core.answers import Answer, ChatMessage, Retrieval
-from ragstream.core.models import FileDetail, FileRecord, ReindexStatus, StatusReport, VerifyReport
+from ragstream.core.models import (
+    FieldInfo,
+    FileDetail,
+    FileRecord,
+    ReindexStatus,
+    StatusReport,
+    VerifyReport,
+)
 from ragstream.core.permissions import Principal, principal_of
 from ragstream.core.settings import Settings
 from ragstream.core.snapshot import SnapshotInfo
@@ -168,6 +175,12 @@ class Client:
         """One file's record and live chunks in order (`ragstream file DOC_ID`); over HTTP,
         another tenant's file is `NotFoundError` like a file that does not exist."""
         return self._index.file(doc_id)
+
+    def fields(self) -> list[FieldInfo]:
+        """The metadata fields the documents carry (`ragstream fields`), by name: each
+        field's type, how many documents carry it, example values and where it was read.
+        What a `filter` may name; over HTTP, the key's tenant's documents only."""
+        return self._index.fields()
 
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         """The newest `limit` retrieval-log entries, oldest first (an admin key over HTTP)."""
@@ -312,6 +325,10 @@ class AsyncClient:
     async def file(self, doc_id: str) -> FileDetail:
         """`Client.file`, awaited: one file's record and live chunks."""
         return await self._index.file(doc_id)
+
+    async def fields(self) -> list[FieldInfo]:
+        """`Client.fields`, awaited: the metadata fields of the key's tenant's documents."""
+        return await self._index.fields()
 
     async def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         """`Client.log`, awaited (an admin key)."""

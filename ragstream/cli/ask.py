@@ -18,6 +18,7 @@ from ragstream.cli.options import (
     Filters,
     K,
     Url,
+    Where,
     principal_option,
     stop_on_sigterm,
 )
@@ -93,21 +94,24 @@ def query(
         typer.Option("--no-generate", help="ranked candidates only (path, chunk id, text, ranks)"),
     ] = False,
     filters: Filters = None,
+    where: Where = None,
     url: Url = None,
     api_key: ApiKey = None,
     as_user: AsUser = None,
 ) -> None:
     """Answer a question from the index, with verified citations (or a refusal)."""
+    from ragstream.core.filters import parse_where
     from ragstream.service.connect import connect
 
     flt = parse_filters(filters or [])
+    metadata = parse_where(where) if where is not None else None  # a bad filter: exit 2 now
     principal = principal_option(as_user)
     with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         if no_generate:
-            found = index.retrieve(question, k=k, filters=flt)
+            found = index.retrieve(question, k=k, filters=flt, filter=metadata)
             emit_json(found) if as_json else print_retrieval(found)
             return
-        answer = index.query(question, k=k, filters=flt)
+        answer = index.query(question, k=k, filters=flt, filter=metadata)
     emit_json(answer) if as_json else print_answer(answer)
 
 
@@ -120,6 +124,7 @@ def ask(
     as_json: AsJson = False,
     k: K = 8,
     filters: Filters = None,
+    where: Where = None,
     url: Url = None,
     api_key: ApiKey = None,
     as_user: AsUser = None,
@@ -137,16 +142,20 @@ def ask(
             as_json,
             k,
             filters=filters,
+            where=where,
             url=url,
             api_key=api_key,
             as_user=as_user,
         )
         return
+    from ragstream.core.filters import parse_where
+
     flt = parse_filters(filters or [])
+    metadata = parse_where(where) if where is not None else None
     principal = principal_option(as_user)
     with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         try:
-            converse(index, questions(question), as_json, k=k, filters=flt)
+            converse(index, questions(question), as_json, k=k, filters=flt, filter=metadata)
         except KeyboardInterrupt:  # Ctrl-C while an answer is on its way: end, as Ctrl-D
             err.print()
 

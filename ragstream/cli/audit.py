@@ -1,9 +1,10 @@
-"""Proving the index equals its folders: `verify`, `files`, `file`.
+"""Proving the index equals its folders: `verify`, `files`, `file`; and what its documents
+carry: `fields`, the catalogue of metadata fields a `--where` filter may name.
 
 Each reads the folders last synced into the data dir unless PATHs are given. While a `serve`
-or `watch --serve` holds the data dir they ask it (`GET /v1/verify`, `GET /v1/files`);
-`--repair` and PATHs need the data dir itself (a repair runs a sync pass), so they ask the
-holder to stop.
+or `watch --serve` holds the data dir they ask it (`GET /v1/verify`, `GET /v1/files`,
+`GET /v1/fields`); `--repair` and PATHs need the data dir itself (a repair runs a sync
+pass), so they ask the holder to stop.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ragstream.cli.options import (
     Url,
     principal_option,
 )
-from ragstream.cli.render import emit_json, print_file, print_files, print_verify
+from ragstream.cli.render import emit_json, print_fields, print_file, print_files, print_verify
 from ragstream.core.errors import EXIT_DRIFT
 from ragstream.core.models import FILE_STATES
 
@@ -78,6 +79,23 @@ def files(
     with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         records = index.files(state=state, paths=paths or ())
     emit_json(records) if as_json else print_files(records)
+
+
+def fields(
+    data_dir: DataDir = None,
+    as_json: AsJson = False,
+    url: Url = None,
+    api_key: ApiKey = None,
+    as_user: AsUser = None,
+) -> None:
+    """The metadata fields the documents carry (what `--where` may name): each field's
+    type, how many documents carry it, example values and where it was read."""
+    from ragstream.service.connect import connect
+
+    principal = principal_option(as_user)
+    with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
+        catalogue = index.fields()
+    emit_json(catalogue) if as_json else print_fields(catalogue)
 
 
 def file(

@@ -63,6 +63,15 @@ Filters = Annotated[
         help="KEY=VALUE, repeatable: path=SOURCE:DIR/ (doc id prefix), type=md, doc=DOC_ID",
     ),
 ]
+Where = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        help="a metadata filter: 'tags = finance and date >= 2024-01-01 and not draft' "
+        "(=, !=, in (...), not in (...), < <= > >=, exists, and, or, not, parentheses, "
+        "relative dates such as -30d); `ragstream fields` lists the fields",
+    ),
+]
 K = Annotated[int, typer.Option("--k", help="chunks after rerank")]
 AsUser = Annotated[
     str | None,

@@ -25,6 +25,7 @@ from rich.table import Table
 from ragstream.core.models import (
     FILE_STATES,
     DocOutcome,
+    FieldInfo,
     FileDetail,
     FileRecord,
     ReindexProgress,
@@ -246,6 +247,15 @@ def print_file(detail: FileDetail) -> None:
             escape(" ".join(c.text.split())[:60]),
         )
     out.print(table)
+
+
+def print_fields(catalogue: list[FieldInfo]) -> None:
+    table = Table("name", "type", "docs", "examples", "origins")
+    for f in catalogue:
+        origins = ", ".join(f"{o or '-'} {n}" for o, n in sorted(f.origins.items()))
+        table.add_row(escape(f.name), f.type, str(f.docs), escape(", ".join(f.examples)), origins)
+    out.print(table)
+    out.print(f"{len(catalogue)} fields" if catalogue else "no metadata fields")
 
 
 # ---- reindex -----------------------------------------------------------------------------

@@ -88,7 +88,7 @@ $("#ask-form").addEventListener("submit", async (event) => {
     const response = await fetch("/v1/chat", {
       method: "POST",
       headers: headers(true),
-      body: JSON.stringify({ messages, stream: true }),
+      body: JSON.stringify({ messages, stream: true, ...filterOf() }),
     });
     if (!response.ok) {
       const err = await response.json().catch(() => ({ error: response.statusText }));
@@ -110,6 +110,54 @@ $("#ask-form").addEventListener("submit", async (event) => {
   } finally {
     answerBox.dataset.state = "done";
   }
+});
+
+// Filter by metadata: the catalogue (GET /v1/fields) fills the field list; a field, an
+// operator that suits its type and a value add one comparison to the filter's text form,
+// which every question sends as `filter` (docs/guide/filters.md).
+const OPS = {
+  keyword: ["=", "!=", "exists"], keywords: ["=", "!=", "exists"], bool: ["=", "!=", "exists"],
+  integer: ["=", "!=", ">=", "<=", ">", "<", "exists"], float: [">=", "<=", ">", "<", "=", "exists"],
+  datetime: [">=", "<=", ">", "<", "=", "exists"],
+};
+let catalogue = [];
+
+function filterOf() {
+  const text = $("#filter").value.trim();
+  return text ? { filter: text } : {};
+}
+
+function quoted(value) {
+  return /^[^\s()<>=!,"']+$/.test(value) ? value : JSON.stringify(value);
+}
+
+function pickField() {
+  const field = catalogue.find((f) => f.name === $("#filter-field").value);
+  $("#filter-op").replaceChildren(...(field ? OPS[field.type] : []).map((op) => el("option", { text: op })));
+  $("#filter-examples").replaceChildren(...(field ? field.examples : []).map((v) => el("option", { value: v })));
+  $("#filter-value").placeholder = field && field.type === "datetime" ? "2024-01-01 or -30d" : "value";
+}
+
+async function loadFields() {
+  const response = await fetch("/v1/fields", { headers: headers(false) });
+  if (!response.ok) return;
+  catalogue = await response.json();
+  $("#filter-field").replaceChildren(...catalogue.map((f) =>
+    el("option", { value: f.name, text: `${f.name} (${f.type}, ${f.docs} docs)` })));
+  $("#filter-fields").textContent = catalogue.length ? "" : "no document carries metadata fields yet";
+  pickField();
+}
+
+$("#filter-builder").addEventListener("toggle", () => { if ($("#filter-builder").open) loadFields(); });
+$("#filter-field").addEventListener("change", pickField);
+$("#filter-add").addEventListener("click", () => {
+  const name = $("#filter-field").value, op = $("#filter-op").value;
+  const value = $("#filter-value").value.trim();
+  if (!name || (op !== "exists" && !value)) return;
+  const term = op === "exists" ? `${name} exists` : `${name} ${op} ${quoted(value)}`;
+  const now = $("#filter").value.trim();
+  $("#filter").value = now ? `${now} and ${term}` : term;
+  $("#filter-value").value = "";
 });
 
 $("#new-conversation").addEventListener("click", () => {

@@ -6,6 +6,8 @@
     GET  /v1/status              StatusReport (a tenant key sees its own sources' records)
     GET  /v1/files               the per-file ledger, [FileRecord] (tenant-scoped; ?state=)
     GET  /v1/files/{doc_id}      FileDetail: one file's record and chunks (tenant-scoped)
+    GET  /v1/fields              the metadata fields documents carry, [FieldInfo]: type,
+                                 count, examples, origins (tenant-scoped)
     GET  /v1/eval                the saved `ragstream eval` reports, newest first (admin)
     GET  /v1/verify              VerifyReport: the disk ↔ vectors ↔ BM25 audit (admin; ?sample=)
     GET  /v1/log                 the retrieval log, oldest first (admin; ?limit=)

@@ -1,5 +1,5 @@
 """The index for agents: a Model Context Protocol server on the official SDK, whose tools
-(search, ask, read, files, file, status) and resources are calls on one `IndexService`
+(search, ask, read, files, file, fields, status) and resources are calls on one `IndexService`
 (embedded, a running server over HTTP, or the served index as an API key's tenants see it).
 `ragstream mcp` serves it over stdio; the HTTP app mounts it at `/mcp` (`ragstream.http.mcp`).
 

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragstream.core.answers import MAX_QUESTION_CHARS, QueryFilters
-from ragstream.core.models import FILE_STATES, FileFingerprint, FileRecord
+from ragstream.core.answers import MAX_QUESTION_CHARS, MetadataFilter, QueryFilters
+from ragstream.core.models import FILE_STATES, FieldInfo, FileFingerprint, FileRecord
 
 MAX_K = 50  # chunks a search returns at most (QueryRequest's own bound)
 MAX_READ_CHARS = 20_000  # characters one `read` returns at most
@@ -20,6 +20,13 @@ FileStateName = Literal[
     "indexed", "owner-only", "redacted", "dead", "excluded", "stale", "missing", "orphan"
 ]
 assert set(FileStateName.__args__) == set(FILE_STATES)  # type: ignore[attr-defined]
+
+
+FILTER_HELP = (
+    "a metadata filter (see the `fields` tool for what documents carry): text such as "
+    "`tags = finance and date >= 2024-01-01 and not draft`, or JSON "
+    '{"field": "tags", "operator": "==", "value": "finance"}'
+)
 
 
 class Args(BaseModel):
@@ -36,12 +43,17 @@ class SearchArgs(Args):
         description="store-side filters: path_prefix (a doc id prefix, `source:dir/`), "
         "file_types (e.g. ['md']), doc_ids",
     )
+    filter: MetadataFilter = Field(
+        default=None,
+        description=FILTER_HELP,
+    )
 
 
 class AskArgs(Args):
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     k: int = Field(default=8, ge=1, le=MAX_K, description="chunks the answer may cite")
     filters: QueryFilters = Field(default_factory=QueryFilters)
+    filter: MetadataFilter = Field(default=None, description=FILTER_HELP)
 
 
 class ReadArgs(Args):
@@ -126,6 +138,13 @@ class ReadResult(BaseModel):
 
 class FilesResult(BaseModel):
     files: list[FileRecord]
+
+
+class FieldsResult(BaseModel):
+    fields: list[FieldInfo] = Field(
+        description="the metadata fields the caller's documents carry, by name: what a "
+        "`filter` may name, each with its type, document count, examples and origins"
+    )
 
 
 class ChunkSpan(BaseModel):

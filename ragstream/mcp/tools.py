@@ -27,6 +27,7 @@ from ragstream.mcp.schemas import (
     AskResult,
     ChunkSpan,
     CitationView,
+    FieldsResult,
     FileArgs,
     FileResult,
     FilesArgs,
@@ -75,7 +76,7 @@ def refusal_view(refusal: Refusal | None) -> RefusalView | None:
 
 
 def search(index: IndexService, args: SearchArgs) -> Rendered:
-    found = index.retrieve(args.query, k=args.k, filters=args.filters)
+    found = index.retrieve(args.query, k=args.k, filters=args.filters, filter=args.filter)
     hits = [
         Hit.model_validate(
             r.model_dump(exclude={"rank", "score"}) | {"rank": r.rank, "score": r.score}
@@ -108,7 +109,9 @@ def ask_result(answer: Answer) -> AskResult:
 
 
 def ask(index: IndexService, args: AskArgs) -> Rendered:
-    result = ask_result(index.query(args.question, k=args.k, filters=args.filters))
+    result = ask_result(
+        index.query(args.question, k=args.k, filters=args.filters, filter=args.filter)
+    )
     if result.refusal is not None:
         r = result.refusal
         return result, f"Refused ({r.reason}, check {r.check or '-'}): {r.detail}"
@@ -179,6 +182,14 @@ def files(index: IndexService, args: FilesArgs) -> Rendered:
     return FilesResult(files=records), "\n".join(lines) or "no files"
 
 
+def fields(index: IndexService, args: NoArgs) -> Rendered:
+    catalogue = index.fields()
+    lines = [
+        f"{f.name} ({f.type}, {f.docs} docs): {', '.join(f.examples) or '-'}" for f in catalogue
+    ]
+    return FieldsResult(fields=catalogue), "\n".join(lines) or "no metadata fields"
+
+
 def file(index: IndexService, args: FileArgs) -> Rendered:
     detail = detail_of(index, args.path)
     chunks = [ChunkSpan.model_validate(c.model_dump()) for c in detail.chunks]
@@ -241,6 +252,13 @@ TOOLS: dict[str, ToolSpec] = {
         FileResult,
         "Show one file's ledger row and its live chunks' spans and sections.",
         file,
+    ),
+    "fields": ToolSpec(
+        NoArgs,
+        FieldsResult,
+        "List the metadata fields the documents carry (what a search's or ask's `filter` may "
+        "name): each field's type, how many documents carry it, example values.",
+        fields,
     ),
     "status": ToolSpec(
         NoArgs,

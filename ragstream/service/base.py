@@ -14,6 +14,7 @@ from ragstream.core.answers import Answer, ChatMessage, ChatRequest, QueryReques
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import (
     DocOutcome,
+    FieldInfo,
     FileDetail,
     FileRecord,
     ReindexProgress,
@@ -119,6 +120,8 @@ class IndexService(Protocol):
     ) -> list[FileRecord]: ...
 
     def file(self, doc_id: str) -> FileDetail: ...
+
+    def fields(self) -> list[FieldInfo]: ...
 
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]: ...
 

@@ -11,10 +11,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.fields import FieldCatalog, field_catalogue
+from ragstream.connectors.protocols import LexicalIndex, SearchFilter, VectorStore
 from ragstream.connectors.state import SourcesBook
-from ragstream.core.answers import Answer, Retrieval
+from ragstream.core.answers import Answer, QueryFilters, Retrieval
 from ragstream.core.models import (
+    FieldInfo,
     FileDetail,
     FileRecord,
     ReindexStatus,
@@ -26,6 +28,7 @@ from ragstream.core.rwlock import Unlocked
 from ragstream.core.settings import Settings
 from ragstream.core.snapshot import SnapshotInfo
 from ragstream.query.retrieve import no_index
+from ragstream.query.shapes import search_filter
 from ragstream.service import audit, snapshots
 from ragstream.service.base import (
     Messages,
@@ -125,6 +128,16 @@ class LocalIndex:
         vectors, lexical = self._stores()
         s, readers = audit.audited(self.settings), self._readers()
         return audit.file_detail(s, vectors, lexical, doc_id, None, readers)
+
+    def fields(self) -> list[FieldInfo]:
+        """The catalogue of metadata fields (`state/fields.json`) with each field's count,
+        examples and origins among the documents this index's principal may read."""
+        vectors, _ = self._stores()
+        readers = self._readers()
+        flt = search_filter(QueryFilters(), None, readers) if readers is not None else None
+        s = self.settings
+        types = FieldCatalog(s.state_dir, s.parse.metadata_timezone).types()
+        return field_catalogue(vectors, types, flt or SearchFilter())
 
     def _readers(self) -> tuple[str, ...] | None:
         """What this index's principal may read in the ledger (`Settings.readers_of`); with

@@ -30,6 +30,7 @@ from ragstream.core.errors import (
     error_class,
 )
 from ragstream.core.models import (
+    FieldInfo,
     FileDetail,
     FileRecord,
     PromoteOptions,
@@ -54,6 +55,7 @@ from ragstream.service.base import (
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 FILES = TypeAdapter(list[FileRecord])
+FIELDS = TypeAdapter(list[FieldInfo])
 SNAPSHOTS = TypeAdapter(list[SnapshotInfo])
 POLL_S = 1.0  # how often a waiting `reindex_start` asks the server how the backfill goes
 RETRIES = 3  # a 429 or 503 that says when to come back is tried again this many times
@@ -121,6 +123,10 @@ def files_call(state: States) -> Call[list[FileRecord]]:
 
 def file_call(doc_id: str) -> Call[FileDetail]:
     return Call("GET", "/v1/files/" + quote(doc_id, safe=""), None, _model(FileDetail))
+
+
+def fields_call() -> Call[list[FieldInfo]]:
+    return Call("GET", "/v1/fields", None, _adapted(FIELDS))
 
 
 def log_call(limit: int | None) -> Call[list[dict[str, Any]]]:
@@ -391,6 +397,9 @@ class RemoteIndex(Endpoint):
     def file(self, doc_id: str) -> FileDetail:
         return self._do(file_call(doc_id))
 
+    def fields(self) -> list[FieldInfo]:
+        return self._do(fields_call())
+
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         return self._do(log_call(limit))
 
@@ -509,6 +518,9 @@ class AsyncRemoteIndex(Endpoint):
 
     async def file(self, doc_id: str) -> FileDetail:
         return await self._do(file_call(doc_id))
+
+    async def fields(self) -> list[FieldInfo]:
+        return await self._do(fields_call())
 
     async def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         return await self._do(log_call(limit))

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragstream.connectors.protocols import LexicalIndex, VectorStore
+from ragstream.connectors.fields import field_catalogue
+from ragstream.connectors.protocols import LexicalIndex, SearchFilter, VectorStore
 from ragstream.connectors.state import VerifyBook
 from ragstream.connectors.stores import configured_live, open_lexical_index
 from ragstream.core.answers import Answer, ChatRequest, QueryFilters, QueryRequest, Retrieval
@@ -36,6 +37,7 @@ from ragstream.core.errors import (
 from ragstream.core.ids import in_sources, source_of
 from ragstream.core.models import (
     DocOutcome,
+    FieldInfo,
     FileDetail,
     FileRecord,
     PromoteOptions,
@@ -254,6 +256,16 @@ class ServedIndex:
         r, s = self.engine.retriever, audit.audited(self.settings)
         detail = self._locked(audit.file_detail)
         return detail(s, r.vectors, r.lexical, doc_id, self.tenants, self.engine.readers)
+
+    def fields(self) -> list[FieldInfo]:
+        """The catalogue of metadata fields as this view's tenants and principal see it:
+        each field's type, how many of their documents carry it, examples, origins."""
+        engine = self.engine
+        scoped = self.tenants is not None or engine.readers is not None
+        flt = search_filter(QueryFilters(), self.tenants, engine.readers) if scoped else None
+        catalogue = self._locked(field_catalogue)
+        side = engine.retriever.side
+        return catalogue(side.vectors, engine.fields.types(), flt or SearchFilter())
 
     def verify(
         self,

@@ -6,6 +6,8 @@ Ask: the answer streams in, its claims are marked by support, a citation opens i
 with the supporting span highlighted and the file version, the "why" panel lists the
 candidates with both legs' ranks, the stage timings and the trace id. Files: the ledger shows
 a corrupt file as a dead letter with its reason, and the state filter narrows the table.
+The metadata filter builder lists the catalogue's fields, builds the filter's text form, and
+every question is answered under it (a typo is an error naming the nearest field).
 Screenshots go to a temp dir, or to the README's images with SCREENSHOT_DIR=docs/img.
 """
 
@@ -53,8 +55,13 @@ def console(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Iter
         flat=True,
     )
     (root / "tea.md").write_text(
+        "---\ntags: [tea, drinks]\n---\n"
         "# Tea\n\nGreen tea is steeped at 80 degrees Celsius for two minutes.\n\n"
         "## Black tea\n\nBlack tea takes boiling water and four minutes.\n"
+    )
+    (root / "coffee.md").write_text(
+        "---\ntags: [coffee, drinks]\n---\n# Coffee\n\n"
+        "Espresso is brewed at 93 degrees Celsius for thirty seconds.\n"
     )
     (root / "broken.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2048))  # not a PDF inside
     data = base / "data"
@@ -350,3 +357,37 @@ def test_quality_shows_the_last_eval_as_a_table_and_plots(
         boxes = browser.find_elements(By.CSS_SELECTOR, "#quality-latency g.stage")
         assert [b.get_attribute("data-stage") for b in boxes] == stages
         assert browser.save_screenshot(str(_shots(tmp_path) / "console-quality.png"))
+
+
+def test_ask_builds_a_metadata_filter_from_the_catalogue(
+    console: Console,
+    browser: webdriver.Chrome,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    wait = WebDriverWait(browser, 120)
+    with Client(url=console.url) as client:  # the coffee note is indexed too
+        deadline = time.monotonic() + 120
+        while "notes:coffee.md" not in {r.doc_id for r in client.files() if r.state == "indexed"}:
+            assert time.monotonic() < deadline, "coffee.md was not indexed"
+            time.sleep(0.5)
+    browser.get(f"{console.url}/")
+    wait.until(ready.presence_of_element_located((By.ID, "question")))
+    browser.find_element(By.CSS_SELECTOR, "#filter-builder summary").click()
+    wait.until(lambda b: "tags (keywords, 2 docs)" in b.find_element(By.ID, "filter-field").text)
+    Select(browser.find_element(By.ID, "filter-field")).select_by_value("tags")
+    Select(browser.find_element(By.ID, "filter-op")).select_by_visible_text("=")
+    browser.find_element(By.ID, "filter-value").send_keys("coffee")
+    browser.find_element(By.ID, "filter-add").click()
+    assert browser.find_element(By.ID, "filter").get_attribute("value") == "tags = coffee"
+    _ask(browser, wait, "How hot is the water for espresso?")
+    answer = browser.find_element(By.ID, "answer").text
+    assert "93" in answer, browser.find_element(By.ID, "ask-status").text
+    rows = browser.find_elements(By.CSS_SELECTOR, "#candidates tbody tr")
+    assert rows and all("coffee.md" in r.text for r in rows)  # tea.md is filtered out in-store
+    assert browser.save_screenshot(str(_shots(tmp_path) / "console-filter.png"))
+    box = browser.find_element(By.ID, "filter")
+    box.clear()
+    box.send_keys("tgas = coffee")
+    browser.find_element(By.ID, "question").send_keys("How hot is the water for espresso?")
+    browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
+    wait.until(lambda b: "nearest: tags" in b.find_element(By.ID, "ask-status").text)

@@ -91,6 +91,7 @@ def test_openapi_lists_every_route(url: str) -> None:
         "/v1/retrieve": {"post"},
         "/v1/files": {"get"},
         "/v1/files/{doc_id}": {"get"},
+        "/v1/fields": {"get"},
         "/v1/eval": {"get"},
         "/v1/verify": {"get"},
         "/v1/log": {"get"},

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from ragstream.core.answers import Answer, ChatRequest, QueryRequest, Retrieval
 from ragstream.core.models import (
     DocOutcome,
+    FieldInfo,
     FileDetail,
     FileRecord,
     ReindexStatus,
@@ -135,6 +136,10 @@ class RecordingIndex:
         self._record("file", doc_id)
         return FileDetail(record=RECORD, chunks=[])
 
+    def fields(self) -> list[FieldInfo]:
+        self._record("fields")
+        return [FieldInfo(name="tags", type="keywords", docs=1, examples=("finance",))]
+
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         self._record("log", limit)
         return [{"query": "q"}]
@@ -224,6 +229,7 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, dict[str, str], Call]] = [
     ("GET", "/v1/status", None, TENANT, ("status", ("acme",), ())),
     ("GET", "/v1/files?state=dead", None, TENANT, ("files", ("acme",), (("dead",),))),
     ("GET", "/v1/files/acme:a.md", None, TENANT, ("file", ("acme",), ("acme:a.md",))),
+    ("GET", "/v1/fields", None, TENANT, ("fields", ("acme",), ())),
     ("GET", "/v1/verify?sample=3", None, ADMIN, ("verify", None, (3,))),
     ("GET", "/v1/log?limit=2", None, ADMIN, ("log", None, (2,))),
     ("GET", "/v1/events", None, TENANT, ("follow", ("acme",), ())),

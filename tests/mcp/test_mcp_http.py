@@ -90,7 +90,7 @@ def test_each_tenant_sees_only_its_own_documents(url: str) -> None:
 async def _tools_and_answers(url: str) -> None:
     async with http_session(url, "key-acme") as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert set(tools) == {"search", "ask", "read", "files", "file", "status"}
+        assert set(tools) == {"search", "ask", "read", "files", "file", "fields", "status"}
         assert tools["search"].input_schema["properties"]["k"]["maximum"] == 50
         assert all(t.description and t.output_schema for t in tools.values())
         result = await s.call_tool("ask", {"question": "How long is green tea steeped?"})

@@ -111,7 +111,8 @@ def test_the_light_paths_load_no_heavy_dependency(code: str) -> None:
 REMOTE_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "status": ((), {}), "query": (("q",), {}), "stream": (("q",), {}),
     "retrieve": (("q",), {}), "verify": ((), {"sample": 2}), "files": ((), {"state": "indexed"}),
-    "file": (("docs:a.md",), {}), "log": ((), {"limit": 3}), "reindex_status": ((), {}),
+    "file": (("docs:a.md",), {}), "fields": ((), {}), "log": ((), {"limit": 3}),
+    "reindex_status": ((), {}),
     "reindex_start": (("e",), {"wait": True}), "reindex_run": ((), {}),
     "reindex_promote": ((), {"eval_dataset": "d", "eval_margin": 0.1}),
     "reindex_rollback": ((), {}), "reindex_cleanup": ((), {"confirm": True}),

@@ -2,7 +2,8 @@
 
 service  GET /v1/health, /v1/ready
 query    POST /v1/query, POST /v1/chat (an Answer, or Server-Sent Events), POST /v1/retrieve
-index    GET /v1/status, /v1/files, /v1/files/{doc_id}, /v1/verify, /v1/log, /v1/events
+index    GET /v1/status, /v1/files, /v1/files/{doc_id}, /v1/fields, /v1/verify, /v1/log,
+         /v1/events
 quality  GET /v1/eval
 reindex  POST /v1/admin/reindex/{command}
 snapshots  POST /v1/snapshots, GET /v1/snapshots, GET /v1/snapshots/{id} (admin)

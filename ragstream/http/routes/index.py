@@ -1,6 +1,7 @@
 """The index itself: `GET /v1/status`, the ledger (`/v1/files`, `/v1/files/{doc_id}`), the
-audit (`/v1/verify`, admin), the retrieval log (`/v1/log`, admin) and the live sync feed
-(`/v1/events`, from `watch --serve`). A tenant key sees its own sources' records only."""
+catalogue of metadata fields (`/v1/fields`), the audit (`/v1/verify`, admin), the retrieval
+log (`/v1/log`, admin) and the live sync feed (`/v1/events`, from `watch --serve`). A tenant
+key sees its own sources' records only."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from ragstream.core.errors import NotFoundError
-from ragstream.core.models import FileDetail, FileRecord, StatusReport, VerifyReport
+from ragstream.core.models import FieldInfo, FileDetail, FileRecord, StatusReport, VerifyReport
 from ragstream.http.deps import ADMIN, ServingDep, TenantsDep
 from ragstream.http.sse import KEEPALIVE_S, event_stream, outcome_events
 
@@ -40,6 +41,14 @@ async def files(
     """The per-file ledger: state, chunks, embedder, version, indexed-at, reason (a
     tenant key: its own sources' files only). `?state=dead&state=stale` narrows it."""
     return await serving.offload(partial(serving.ready_index(caller).files, state=state))
+
+
+@router.get("/v1/fields")
+async def fields(caller: TenantsDep, serving: ServingDep) -> list[FieldInfo]:
+    """The metadata fields the caller's documents carry: each field's type, how many
+    documents carry it, example values and where it was read (a tenant key: its own
+    sources only)."""
+    return await serving.offload(serving.ready_index(caller).fields)
 
 
 @router.get("/v1/files/{doc_id:path}")

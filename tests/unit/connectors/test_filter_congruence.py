@@ -10,6 +10,11 @@ search with a limit above the corpus size must return exactly the live points th
 each backend's `count` of live and of tombstoned points under the filter (what a tenant's or
 a principal's `status` counts) is the number of points the oracle accepts.
 The oracle itself is checked against an independent restatement of the documented rules.
+
+Every doc also carries metadata fields of each type (some missing, a tag list, a bool, dates
+with and without a time, a value kept as text against its field's type), and the drawn filters
+carry a random metadata filter (`core.filters`: any tree of comparisons under AND / OR / NOT,
+checked against the catalogue) that each store must apply exactly as `core.filters.matches`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from ragstream.connectors.lexical import filter_clauses, matches
 from ragstream.connectors.protocols import Hit, SearchFilter
 from ragstream.connectors.stores import open_lexical_index, open_vector_store
 from ragstream.core.errors import InvalidRequestError
-from ragstream.core.ids import prefix_key
+from ragstream.core.filters import Condition, Logic, Where, check
+from ragstream.core.filters import matches as where_matches
+from ragstream.core.ids import doc_prefixes, prefix_key
+from ragstream.core.metadata import FieldType
 from ragstream.core.models import IndexedChunk
 from tests.unit.connectors.test_lexical import chunk as make_chunk
 from tests.unit.connectors.test_vector_stores import EMB, pid
@@ -58,6 +66,39 @@ READER_STAMPS = [
     ("group:ops", "group:eng", "source:src2"),
     ("user:alice", "source:other"),
 ]
+# each doc's metadata, by its position in DOCS (cycled): every type, missing fields, a list,
+# bools, instants with and without a time, a value its field's type could not read (text)
+METAS: list[dict[str, object]] = [
+    {
+        "tags": ["finance", "q3"],
+        "year": 2024,
+        "score": 0.5,
+        "draft": "true",
+        "date": "2024-01-05T00:00:00Z",
+        "author": "Ada",
+    },
+    {
+        "tags": ["ops"],
+        "year": 2023,
+        "score": 1.25,
+        "draft": "false",
+        "date": "2023-12-31T23:59:59Z",
+        "author": "Grace",
+    },
+    {},
+    {"tags": ["finance"], "year": 1999, "date": "2024-01-05T12:30:00Z", "author": "Ada"},
+    {"tags": [], "score": -3.0, "draft": "true", "date": "not a date", "year": "soon"},
+    {"author": "Grace Hopper", "date": "2022-06-01T08:00:00Z", "year": 2024, "score": 0.5},
+    {"tags": ["q3", "ops", "finance"], "draft": "false"},
+]
+META_TYPES: dict[str, FieldType] = {
+    "tags": "keywords",
+    "year": "integer",
+    "score": "float",
+    "draft": "bool",
+    "date": "datetime",
+    "author": "keyword",
+}
 READERS = sorted({r for stamp in READER_STAMPS for r in stamp})
 UNKNOWN_READERS = ["user:Alice", "group:", "source:sr", "everyone "]
 DOC_IDS = [d for d, *_ in DOCS]
@@ -86,6 +127,7 @@ def build_corpus() -> tuple[list[IndexedChunk], list[str], list[list[float]]]:
                     readers=READER_STAMPS[d % len(READER_STAMPS)],
                     file_type=ftype,
                     content_hash=f"h-{doc_id}-{i}",
+                    meta=METAS[d % len(METAS)],
                 )
             )
             if i in tombstoned:
@@ -129,6 +171,18 @@ def by_spec(flt: SearchFilter) -> set[str]:
         and (flt.readers is None or bool(set(c.readers) & set(flt.readers)))
         and (flt.file_types is None or c.file_type in flt.file_types)
         and (flt.path_prefix is None or in_folder(c.doc_id, flt.path_prefix))
+        and (flt.where is None or where_matches(flt.where, chunk_payload_view(c)))
+    }
+
+
+def chunk_payload_view(c: IndexedChunk) -> dict[str, object]:
+    """The payload keys a metadata filter reads, restated from the stored payload's layout."""
+    return {
+        "doc_id": c.doc_id,
+        "source": c.doc_id.partition(":")[0],
+        "file_type": c.file_type,
+        "doc_prefixes": doc_prefixes(c.doc_id),
+        "meta": dict(c.meta),
     }
 
 
@@ -149,6 +203,54 @@ def cut(doc_id: str) -> st.SearchStrategy[str]:
 
 
 PREFIXES = st.none() | st.sampled_from(DOC_IDS + UNKNOWN_DOCS).flatmap(cut)
+VALUES: dict[str, list[object]] = {  # what a comparison with each field may draw
+    "tags": ["finance", "ops", "q3", "none"],
+    "year": [1999, 2023, 2024, "2024", 0],
+    "score": [0.5, 1.25, -3, 0, "0.5"],
+    "draft": [True, False, "true", "false"],
+    "date": [
+        "2024-01-05",
+        "2024-01-05T12:30:00Z",
+        "2023-12-31T23:59:59+00:00",
+        "2022-06-01",
+        "-30d",
+        "+1d",
+    ],
+    "author": ["Ada", "Grace", "Grace Hopper", "ada"],
+    "doc_id": [*DOC_IDS[:4], "nope:x"],
+    "file_type": [*FILE_TYPES, "MD"],
+    "source": ["src", "src2", "other", "x"],
+}
+ORDERED = {"year", "score", "date"}
+
+
+@st.composite
+def comparison(draw: st.DrawFn) -> Condition:
+    name = draw(st.sampled_from(sorted(VALUES)))
+    ops = ["==", "!=", "exists"]
+    ops += ["<", "<=", ">", ">="] if name in ORDERED else []
+    ops += ["in", "not in"] if name not in ("score", "date", "draft") else []
+    op = draw(st.sampled_from(ops))
+    if op == "exists":
+        return Condition(field=name, operator="exists", value=draw(st.booleans()))
+    if op in ("in", "not in"):
+        values = draw(st.lists(st.sampled_from(VALUES[name]), min_size=1, max_size=3))
+        return Condition(field=name, operator=op, value=values)
+    return Condition(field=name, operator=op, value=draw(st.sampled_from(VALUES[name])))
+
+
+TREES = st.recursive(
+    comparison(),
+    lambda inner: st.builds(
+        Logic,
+        operator=st.sampled_from(["AND", "OR", "NOT"]),
+        conditions=st.lists(inner, min_size=1, max_size=3),
+    ),
+    max_leaves=6,
+)
+WHERES: st.SearchStrategy[Where | None] = st.none() | TREES.map(
+    lambda tree: check(tree, META_TYPES)
+)
 FILTERS = st.builds(
     SearchFilter,
     doc_ids=allow_list(DOC_IDS, UNKNOWN_DOCS),
@@ -156,7 +258,16 @@ FILTERS = st.builds(
     readers=allow_list(READERS, UNKNOWN_READERS),
     path_prefix=PREFIXES,
     file_types=allow_list(FILE_TYPES, UNKNOWN_TYPES),
+    where=WHERES,
 )
+
+
+def where(text: str) -> Where:
+    from ragstream.core.filters import parse_where
+
+    return check(parse_where(text), META_TYPES)
+
+
 EXAMPLES = [  # the edge cases every run checks, whatever hypothesis draws
     SearchFilter(),
     SearchFilter(tenants=("",)),
@@ -174,6 +285,15 @@ EXAMPLES = [  # the edge cases every run checks, whatever hypothesis draws
     SearchFilter(readers=()),
     SearchFilter(readers=("everyone", "source:src2")),
     SearchFilter(readers=("user:alice", "group:eng"), tenants=("t1",)),
+    SearchFilter(where=where("tags = finance and not draft")),
+    SearchFilter(where=where("date = 2024-01-05")),  # the whole day, either time
+    SearchFilter(where=where("year >= 2024")),  # "soon" (text) never matches a range
+    SearchFilter(where=where("year != 2024")),  # a doc without `year` matches
+    SearchFilter(where=where("tags exists")),  # an empty list is not there
+    SearchFilter(where=where("not tags exists")),
+    SearchFilter(where=where("score = 0.5 or author in (Grace, 'Grace Hopper')")),
+    SearchFilter(where=where("date < 2024-01-01 and date exists")),
+    SearchFilter(where=where("folder = src:a/"), tenants=("t1",)),
 ]
 
 
@@ -215,6 +335,7 @@ def backend(
     if name in VECTOR_BACKENDS:
         kind, url = VECTOR_BACKENDS[name]
         store = open_vector_store(kind, base, "idx", EMB, url=url)
+        store.index_fields(META_TYPES)
         store.upsert(CHUNKS, VECTORS)
         store.tombstone(DEAD, deleted_at=1.0)
         yield Backend(lambda flt: store.search(QUERY_VECTOR, LIMIT, flt), store.count)
@@ -222,6 +343,7 @@ def backend(
     elif name in SPARSE_BACKENDS:
         kind, url = SPARSE_BACKENDS[name]
         store = open_vector_store(kind, base, "idx", EMB, url=url, sparse=True)
+        store.index_fields(META_TYPES)
         store.upsert(CHUNKS, VECTORS)
         store.tombstone(DEAD, deleted_at=1.0)
         yield Backend(lambda flt: store.search_text(WORD, LIMIT, flt), store.count)
@@ -234,14 +356,15 @@ def backend(
         index.commit()
 
         def lexical(flt: SearchFilter) -> list[Hit] | None:
-            if name == "tantivy" and flt.readers is not None:  # its schema has no readers
+            # its schema has neither readers nor metadata
+            if name == "tantivy" and (flt.readers is not None or flt.where is not None):
                 with pytest.raises(InvalidRequestError, match="sparse"):
                     index.search(WORD, LIMIT, flt)
                 return None
             return index.search(WORD, LIMIT, flt)
 
         def count(status: str, flt: SearchFilter) -> int | None:
-            if name == "tantivy" and flt.readers is not None:
+            if name == "tantivy" and (flt.readers is not None or flt.where is not None):
                 with pytest.raises(InvalidRequestError, match="sparse"):
                     index.count(status, flt)
                 return None
@@ -299,5 +422,5 @@ def test_the_oracle_follows_the_documented_rules(flt: SearchFilter) -> None:
 
 def test_the_random_filters_cover_every_filter_field() -> None:
     """A field added to `SearchFilter` must be drawn by `FILTERS` (and known to `by_spec`)."""
-    fields = {"doc_ids", "tenants", "readers", "path_prefix", "file_types"}
+    fields = {"doc_ids", "tenants", "readers", "path_prefix", "file_types", "where"}
     assert set(SearchFilter.model_fields) == fields

@@ -18,7 +18,14 @@ from PIL import Image, ImageDraw
 from ragstream.connectors.ocr_cache import OcrPageCache
 from ragstream.core.models import FileFingerprint, ParsedDocument
 from ragstream.operators.ocr import OcrOptions, ocr_runs
-from ragstream.operators.parse import PLAIN_PARSER, ParseError, parse_file, parser_key, parser_keys
+from ragstream.operators.parse import (
+    METADATA_KEY,
+    PLAIN_PARSER,
+    ParseError,
+    parse_file,
+    parser_key,
+    parser_keys,
+)
 from tests.harness.scans import REPORT, bomb_png, locked_pdf, render_page, save_pdf, save_png
 
 TEXT_PDF = "pdf/docling__2305.03393v1-pg9.pdf"  # one page with a real text layer
@@ -110,13 +117,15 @@ def test_mixed_pdf_is_ocr_d_on_its_image_page_only(
     doc = parse(tmp_path / "mixed.pdf")
     assert ocr_runs() - before == 1
     assert doc.pages == 2 and doc.ocr_pages == (2,)
-    assert doc.parser == "pdf:auto:tesseract:eng:200dpi"
+    assert doc.parser == "pdf:auto:tesseract:eng:200dpi" + METADATA_KEY
     assert {b.origin for b in doc.blocks if b.page == 1} == {"text"}
     assert {b.origin for b in doc.blocks if b.page == 2} == {"ocr"}
     assert "due in September" in " ".join(b.text for b in doc.blocks if b.page == 2)
     text_only = parse(shared_docs / TEXT_PDF)  # the text page reads as it does alone
     assert [b.text for b in doc.blocks if b.page == 1] == [b.text for b in text_only.blocks]
-    assert text_only.parser == "pdf:auto"  # no page read by OCR: no engine in its key
+    assert (
+        text_only.parser == "pdf:auto" + METADATA_KEY
+    )  # no page read by OCR: no engine in its key
     # force re-reads the text page too
     before = ocr_runs()
     forced = parse(tmp_path / "mixed.pdf", OcrOptions(mode="force"))
@@ -137,16 +146,21 @@ def test_parser_key_names_what_a_reading_depends_on() -> None:
     every = (auto, rapid, off, force, deu, dpi300)
     plain = {parser_key(p, o) for p in ("a.md", "b.docx", "c.html", "d.txt", "e") for o in every}
     assert plain == {PLAIN_PARSER}
-    assert parser_key("a.PNG", auto) == "image:tesseract:eng"
+    assert parser_key("a.PNG", auto) == "image:tesseract:eng" + METADATA_KEY
     assert len({parser_key("a.jpg", o) for o in (auto, rapid, deu, off)}) == 4
     assert parser_key("a.png", force) == parser_key("a.png", dpi300) == parser_key("a.png", auto)
-    assert parser_key("s.pdf", auto) == "pdf:auto:tesseract:eng:200dpi"
-    assert parser_key("s.pdf", auto, ocr_read=False) == "pdf:auto"
-    assert parser_key("s.pdf", force, ocr_read=False) == "pdf:force:tesseract:eng:200dpi"
-    assert parser_key("s.pdf", off) == "pdf:off"
+    assert parser_key("s.pdf", auto) == "pdf:auto:tesseract:eng:200dpi" + METADATA_KEY
+    assert parser_key("s.pdf", auto, ocr_read=False) == "pdf:auto" + METADATA_KEY
+    assert (
+        parser_key("s.pdf", force, ocr_read=False)
+        == "pdf:force:tesseract:eng:200dpi" + METADATA_KEY
+    )
+    assert parser_key("s.pdf", off) == "pdf:off" + METADATA_KEY
     # a PDF of which auto read no page by OCR reads the same under any engine; a scan does not
-    assert all("pdf:auto" in parser_keys("t.pdf", o) for o in (auto, rapid, deu, dpi300))
-    assert "pdf:auto" not in parser_keys("t.pdf", force)
+    assert all(
+        "pdf:auto" + METADATA_KEY in parser_keys("t.pdf", o) for o in (auto, rapid, deu, dpi300)
+    )
+    assert "pdf:auto" + METADATA_KEY not in parser_keys("t.pdf", force)
     for other in (rapid, deu, dpi300, force, off):
         assert parser_key("s.pdf", auto) not in parser_keys("s.pdf", other)
 
