@@ -55,8 +55,9 @@ from ragstream.connectors.vector_stores import (
     MatchIn,
     chunk_payload,
 )
-from ragstream.core.models import EmbedderVersion, IndexedChunk
+from ragstream.core.models import EmbedderVersion
 from ragstream.core.permissions import EVERYONE, source_token
+from tests.harness.helpers import synthetic_chunk
 from tests.harness.users import real_users, retrieved_as, shared_root, watching
 
 QUESTION = "quartz reading of the station log"
@@ -162,17 +163,9 @@ def filter_cost(chunks: int, sets: int, queries: int, seed: int, vocab: int) -> 
         stamp = stamps[i % len(stamps)]
         text = " ".join(rng.choices(words, weights, k=12))
         points.append(
-            IndexedChunk(
-                point_id=f"00000000-0000-4000-8000-{i:012d}",
-                doc_id=f"docs:f{i // 4}.md",
-                source="docs",
-                path=f"/d/f{i // 4}.md",
-                file_type="md",
-                ordinal=i % 4,
-                content_hash=f"h{i}",
-                text=text,
-                char_start=0,
-                char_end=len(text),
+            synthetic_chunk(
+                i,
+                text,
                 readers=(*stamp, source_token("docs")),
                 readers_fp=f"{i % len(stamps):016x}",
             )

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragstream.connectors.protocols import SearchFilter, VectorStore
 from ragstream.core.jsonfile import read_json, write_json_atomic
@@ -26,8 +26,9 @@ from ragstream.core.metadata import (
     as_text,
     infer_type,
     stored_as,
+    stored_type,
 )
-from ragstream.core.models import FieldInfo, ParsedDocument, StoredValue
+from ragstream.core.models import FieldInfo, IndexedChunk, ParsedDocument, StoredValue
 
 FIELDS_FILE = "fields.json"
 
@@ -38,6 +39,9 @@ class FieldRecord(BaseModel):
     type: FieldType
     first_doc: str = ""
     first_origin: MetaOrigin | None = None
+    # the sources whose documents carry it: a tenant's filter knows the fields of its own
+    # sources only (a field of another tenant's is no field to it, not even a near name)
+    sources: list[str] = Field(default_factory=list)
 
 
 class Admitted(BaseModel):
@@ -71,8 +75,13 @@ class FieldCatalog:
             self._seen = stamp
         return dict(self._records)
 
-    def types(self) -> dict[str, FieldType]:
-        return {name: rec.type for name, rec in self.records().items()}
+    def types(self, sources: Collection[str] | None = None) -> dict[str, FieldType]:
+        """Each field's type; with `sources`, the fields their documents carry only."""
+        return {
+            name: rec.type
+            for name, rec in self.records().items()
+            if sources is None or not set(rec.sources).isdisjoint(sources)
+        }
 
     def admit(self, doc: ParsedDocument) -> Admitted:
         """The document's metadata read as each field's type (a new field's first value fixes
@@ -89,7 +98,8 @@ class FieldCatalog:
                     first_doc=doc.doc_id,
                     first_origin=doc.metadata_origin.get(name),
                 )
-                records[name] = record
+            if doc.source not in record.sources:
+                records[name] = record.model_copy(update={"sources": [*record.sources, doc.source]})
                 added = True
             stored = _stored(value, record.type, self.zone)
             if stored is None:
@@ -98,8 +108,32 @@ class FieldCatalog:
             else:
                 meta[name] = stored
         if added:
-            write_json_atomic(self.path, {k: v.model_dump(mode="json") for k, v in records.items()})
+            self._save(records)
         return Admitted(meta=meta, origin=dict(doc.metadata_origin), notes=tuple(notes))
+
+    def learn(self, chunks: Iterable[IndexedChunk]) -> None:
+        """Record the fields of chunks written without a reading (an import): a field not
+        known yet takes the type its stored value reads as (`stored_type`)."""
+        records = self.records()
+        added = False
+        for chunk in chunks:
+            for name, value in chunk.meta.items():
+                record = records.get(name)
+                if record is None:
+                    origin = chunk.meta_origin.get(name)
+                    record = FieldRecord(
+                        type=stored_type(value), first_doc=chunk.doc_id, first_origin=origin
+                    )
+                if chunk.source not in record.sources:
+                    records[name] = record.model_copy(
+                        update={"sources": [*record.sources, chunk.source]}
+                    )
+                    added = True
+        if added:
+            self._save(records)
+
+    def _save(self, records: Mapping[str, FieldRecord]) -> None:
+        write_json_atomic(self.path, {k: v.model_dump(mode="json") for k, v in records.items()})
 
 
 def _stored(value: RawValue, field_type: FieldType, zone: str) -> StoredValue | None:

@@ -38,7 +38,12 @@ def _filter_tree(value: object) -> object:
     return filter_from_json(value) if isinstance(value, dict) else value
 
 
-MetadataFilter = Annotated[Logic | Condition | None, BeforeValidator(_filter_tree)]
+# a filter's text form is accepted too (and said so in the JSON schema: an MCP host checks
+# a tool's arguments against it), read into its tree before validation
+MetadataFilter = Annotated[
+    Logic | Condition | None,
+    BeforeValidator(_filter_tree, json_schema_input_type=Logic | Condition | str | None),
+]
 
 
 class QueryRequest(BaseModel):

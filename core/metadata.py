@@ -69,6 +69,23 @@ def infer_type(value: RawValue) -> FieldType:
     return "keyword"
 
 
+_INSTANT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+
+
+def stored_type(value: StoredValue) -> FieldType:
+    """The type a value in stored form was most likely stored as (an import rebuilds the
+    catalogue so): a UTC instant is a datetime, `"true"` / `"false"` a bool.
+
+    >>> stored_type("2024-01-05T00:00:00Z"), stored_type("false"), stored_type("Ada")
+    ('datetime', 'bool', 'keyword')
+    """
+    if isinstance(value, str):
+        if _INSTANT.match(value):
+            return "datetime"
+        return "bool" if value in ("true", "false") else "keyword"
+    return infer_type(value)
+
+
 def parse_instant(text: str, zone: str = "UTC") -> dt.datetime | None:
     """An ISO 8601 date or date-time (a trailing `Z` allowed) as an aware datetime; a bare
     date is its midnight and a zoneless time is read in `zone`; None when unreadable."""

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ragstream.connectors.fields import FieldCatalog
 from ragstream.connectors.protocols import VectorStore
 from ragstream.connectors.state import ReindexBook
 from ragstream.connectors.stores import configured_live, open_configured, set_live_collection
@@ -83,6 +84,9 @@ class IndexSides:
         if name not in self._sides:
             s = self.settings
             store = open_configured(s, embedder.version)
+            # every metadata field known so far gets its payload index on this side too
+            # (a reindex's new side fills by copy; the indexer adds a new field's on write)
+            store.index_fields(FieldCatalog(s.state_dir).types())
             self._sides[name] = Side(name, embedder, store, spec)
         return self._sides[name]
 

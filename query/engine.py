@@ -81,14 +81,15 @@ class QueryEngine:
         self.readers = settings.readers_of(None, self.synced)
         self.fields = FieldCatalog(settings.state_dir, settings.parse.metadata_timezone)
 
-    def where(self, request: QueryRequest) -> Where | None:
-        """The request's metadata filter checked against the catalogue of fields, or
-        `InvalidRequestError` naming what is wrong (a 422, exit 2): never a filter that
-        silently matches nothing or everything."""
+    def where(self, request: QueryRequest, tenants: tuple[str, ...] | None = None) -> Where | None:
+        """The request's metadata filter checked against the catalogue of fields (those of
+        the `tenants`' own sources), or `InvalidRequestError` naming what is wrong (a 422,
+        exit 2): never a filter that silently matches nothing or everything."""
         if request.filter is None:
             return None
         zone = self.settings.parse.metadata_timezone
-        return check(request.filter, self.fields.types(), zone=zone)
+        sources = self.settings.sources_of(tenants)
+        return check(request.filter, self.fields.types(sources), zone=zone)
 
     def reading_as(self, principal: Principal | None) -> QueryEngine:
         """This engine (the same models and stores) answering as `principal` reads: every
@@ -296,7 +297,8 @@ class QueryEngine:
             name, generator = self.reranker_name, self.generator.name
             answer = shapes.blank_answer(question, name, generator, trace_id)
             run = AnswerRun(request, question, answer, root, tenants, on_text, given)
-            run.history, run.readers, run.where = history, self.readers, self.where(request)
+            run.history, run.readers = history, self.readers
+            run.where = self.where(request, tenants)
             yield run
 
     @contextmanager

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ragstream.connectors.data_format import holds_an_index
 from ragstream.connectors.export_files import file_format, read_records, write_records
+from ragstream.connectors.fields import FieldCatalog
 from ragstream.connectors.protocols import LexicalIndex, VectorStore
 from ragstream.connectors.sparse import bm25_vector
 from ragstream.connectors.stores import configured_live, open_configured, open_lexical_index
@@ -115,13 +116,14 @@ def _write(settings: Settings, file: Path) -> ExportReport:
         opened = open_lexical_index(kind, settings.lexical_dir, lambda: vectors)
         with closing(opened) as lexical:
             ids: set[str] = set()
+            fields = FieldCatalog(settings.state_dir)  # the imported fields' types
             batch = [first]
             for record in records:
                 batch.append(record)
                 if len(batch) >= BATCH:
-                    _upsert(batch, embedder, vectors, lexical, ids)
+                    _upsert(batch, embedder, vectors, lexical, ids, fields)
                     batch = []
-            _upsert(batch, embedder, vectors, lexical, ids)
+            _upsert(batch, embedder, vectors, lexical, ids, fields)
             vectors.flush()
             lexical.commit()
             held = vectors.count("live")
@@ -144,6 +146,7 @@ def _upsert(
     vectors: VectorStore,
     lexical: LexicalIndex,
     ids: set[str],
+    fields: FieldCatalog,
 ) -> None:
     chunks = []
     for record in batch:
@@ -161,6 +164,8 @@ def _upsert(
         chunks.append(chunk)
         ids.add(record.chunk_id)
     if chunks:
+        fields.learn(chunks)
+        vectors.index_fields(fields.types())
         vectors.upsert(chunks, [r.dense for r in batch])
         lexical.upsert(chunks)
 

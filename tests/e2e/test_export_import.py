@@ -14,6 +14,7 @@ import pytest
 
 from ragstream import Client, api
 from ragstream.connectors.export_files import read_records
+from ragstream.connectors.fields import FieldCatalog
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.settings import Settings, StoreSettings
 from ragstream.service import audit, exports
@@ -51,6 +52,12 @@ def _answers(settings: Settings) -> list[tuple[list[str], list[str]]]:
     return out
 
 
+def _filtered(settings: Settings) -> list[str]:
+    with Client(settings=settings) as c:
+        found = c.retrieve(QUESTIONS[1], k=8, filter="extension = pdf and mtime exists")
+    return [r.point_id for r in found.results]
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_an_import_answers_the_same_and_a_sync_embeds_nothing(
     synced: tuple[Path, Settings], tmp_path: Path, fmt: str
@@ -69,6 +76,9 @@ def test_an_import_answers_the_same_and_a_sync_embeds_nothing(
     before = _answers(settings)
     assert all(hits for hits, _ in before) and any(cited for _, cited in before)
     assert _answers(new) == before
+    # the metadata fields come with their types, so a filter reads the same on both
+    assert FieldCatalog(new.state_dir).types() == FieldCatalog(settings.state_dir).types()
+    assert _filtered(new) == _filtered(settings) != []
     assert audit.verify([folder], settings=new).ok
     again = api.sync([folder], settings=new)
     assert again.chunks_embedded == 0 and again.docs_changed == 0

@@ -7,7 +7,8 @@ trusted `X-Ragstream-User` header), the HTTP `Client` and `AsyncClient`, the MCP
 tool over `/mcp` and over stdio (`ragstream mcp --as-user`) is exactly the set of files
 `runuser -u USER -- cat FILE` can read. A
 chmod, chown, setfacl or a folder's mode change then re-stamps the chunks on the next sync
-with nothing re-read or re-embedded.
+with nothing re-read or re-embedded. Over two tenants' sources, for each (tenant, user) key, a
+metadata filter only narrows: never a chunk the key could not retrieve without it.
 """
 
 from __future__ import annotations
@@ -518,3 +519,138 @@ def test_unreadable_permissions_leave_a_file_to_its_owner_and_the_ledger_says_wh
                 assert bool(got.results) == sees, user
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# Metadata filters on top of tenants and permissions: two tenants' sources of real files
+# (owners, modes, ACLs as above), each note with front matter, each key a (tenant, user) pair
+TENANTS = ("acme", "globex")
+TENANT_FILES = 16
+TAGS = ("red", "blue")
+# filters every file passes (`extension`, `size`, `mtime` come with every synced file)
+MATCH_ALL: list[object] = [
+    "extension exists",
+    "size >= 0",
+    {"field": "mtime", "operator": "exists", "value": True},
+]
+# filters some files pass, with the tag they keep
+MATCH_SOME: list[tuple[object, str]] = [
+    ("tags = red", "red"),
+    ({"field": "tags", "operator": "in", "value": ["blue"]}, "blue"),
+    ("not (tags = red) and extension = md", "blue"),
+]
+
+
+@dataclass
+class Tenanted:
+    files: dict[str, Path]  # doc id -> file
+    tenant_of: dict[str, str]  # doc id -> its source's tenant
+    tag_of: dict[str, str]  # doc id -> its front matter's one tag
+    settings: Settings
+    users: list[str]
+
+
+def grid_key(tenant: str, user: str | None) -> str:
+    return f"key-{tenant}-{user or 'nobody'}"
+
+
+@pytest.fixture(scope="module")
+def tenanted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenanted]:
+    users = sorted(real_users())
+    rng = random.Random(45)
+    base = shared_root()
+    files: dict[str, Path] = {}
+    tenant_of: dict[str, str] = {}
+    tag_of: dict[str, str] = {}
+    sources = []
+    for tenant in TENANTS:
+        docs = base / tenant
+        docs.mkdir()
+        docs.chmod(0o755)
+        for name, (owner, group, mode) in FOLDERS.items():
+            (docs / name).mkdir()
+            shutil.chown(docs / name, owner, group)
+            (docs / name).chmod(mode)
+        for i in range(TENANT_FILES):
+            path = docs / rng.choice(sorted(FOLDERS)) / f"note{i:02d}.md"
+            tag = TAGS[i % 2]
+            path.write_text(
+                f"---\ntags: [{tag}]\n---\n# Station {i}\n\n"
+                f"The station log {i} holds the quartz reading number {i}.\n"
+            )
+            shutil.chown(path, rng.choice(OWNERS), rng.choice(GROUPS))
+            path.chmod(rng.choice(MODES))
+            if rng.random() < 0.3:
+                set_acl(path, rng.choice(ACLS))
+            did = f"{tenant}:{path.relative_to(docs).as_posix()}"
+            files[did], tenant_of[did], tag_of[did] = path, tenant, tag
+        sources.append(SourceConfig(name=tenant, root=docs, tenant=tenant, permissions="posix"))
+    keys = {grid_key(t, u): t for t in TENANTS for u in [*users, None]}
+    principals = {grid_key(t, u): {"user": u} for t in TENANTS for u in users}
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("perm-tenants") / "data",
+        embedder="static",
+        sources=sources,
+        server={"api_keys": keys, "api_key_principals": principals},
+    )
+    report = api.sync([s.root for s in sources], settings=settings)
+    assert report.docs_seen == len(files) and not report.dead_letters
+    yield Tenanted(files, tenant_of, tag_of, settings, users)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def chunks_over_http(url: str, ids: list[str], key: str, flt: object = None) -> dict[str, str]:
+    """The chunks (point id -> doc id) `POST /v1/retrieve` returns with `key` (its tenant and
+    principal) under the metadata filter `flt`: every chunk of `ids` the key may read (k
+    above their count)."""
+    body: dict[str, Any] = {"query": QUESTION, "k": 50, "n": 1000, "filters": {"doc_ids": ids}}
+    if flt is not None:
+        body["filter"] = flt
+    status, got = post(url, body, {"Authorization": f"Bearer {key}"})
+    assert status == 200, (key, flt, got)
+    return {r["point_id"]: r["doc_id"] for r in got["results"]}
+
+
+def test_a_metadata_filter_never_widens_a_tenant_principal_s_view(tenanted: Tenanted) -> None:
+    """For each (tenant, user) key of the grid, and each tenant's key with no user: what a
+    metadata filter returns is a subset of what the key retrieves without it; a filter every
+    file passes returns exactly that, one on the tags exactly its files of that tag; and what
+    the key retrieves unfiltered is its tenant's files that the user can cat."""
+    ids = sorted(tenanted.files)
+    assert len(ids) <= 50  # one request returns every chunk
+    truths = {
+        user: {d for d, path in tenanted.files.items() if cat_readable(user, path)}
+        for user in tenanted.users
+    }
+    assert all(0 < len(t) < len(ids) for t in truths.values())
+    everyone = set.intersection(*truths.values())
+    narrowed = kept = 0
+    with (
+        QueryEngine.open(tenanted.settings) as engine,
+        served(tenanted.settings, engine) as url,
+    ):
+        for tenant in TENANTS:
+            mine = {d for d, t in tenanted.tenant_of.items() if t == tenant}
+            for user in [*tenanted.users, None]:
+                key = grid_key(tenant, user)
+                plain = chunks_over_http(url, ids, key)
+                allowed = mine & (everyone if user is None else truths[user])
+                if user is None:  # no principal: at most the files everyone may read
+                    assert set(plain.values()) <= allowed, key
+                else:
+                    assert set(plain.values()) == allowed, key
+                for flt in MATCH_ALL:
+                    assert chunks_over_http(url, ids, key, flt) == plain, (key, flt)
+                for flt, tag in MATCH_SOME:
+                    filtered = chunks_over_http(url, ids, key, flt)
+                    assert filtered.items() <= plain.items(), (key, flt)
+                    tagged = {p: d for p, d in plain.items() if tenanted.tag_of[d] == tag}
+                    assert filtered == tagged, (key, flt)
+                    narrowed += len(plain) - len(filtered)
+                    kept += len(filtered)
+                with Client(url=url, api_key=key) as client:  # the Python client: the same
+                    found = client.retrieve(
+                        QUESTION, k=50, n=1000, filters={"doc_ids": ids}, filter="tags = red"
+                    )
+                red = chunks_over_http(url, ids, key, "tags = red")
+                assert {r.point_id: r.doc_id for r in found.results} == red, key
+    assert narrowed > 0 and kept > 0  # the filters did keep some chunks, and drop some

@@ -64,7 +64,9 @@ def test_the_current_format_has_a_kept_data_dir() -> None:
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda f: f.name)
-def test_every_kept_data_dir_opens_answers_and_syncs_nothing(fixture: Path, tmp_path: Path) -> None:
+def test_every_kept_data_dir_opens_answers_and_reads_its_metadata_once(
+    fixture: Path, tmp_path: Path
+) -> None:
     docs, settings = _unpacked(fixture, tmp_path)
     with Client(settings=settings) as c:
         assert c.status().chunks_live > 0
@@ -74,8 +76,16 @@ def test_every_kept_data_dir_opens_answers_and_syncs_nothing(fixture: Path, tmp_
     assert hits and hits[0].doc_id == "docs:lighthouse.md"
     assert answer.refusal is None and "1874" in answer.text
     assert {c.doc_id for c in answer.citations} == {"docs:lighthouse.md"}
+    # each file is read once more, for its metadata (every parser key carries the metadata
+    # reader's version): its chunks are re-stamped, nothing is embedded
     again = api.sync([docs], settings=settings)
-    assert again.chunks_embedded == 0 and again.docs_changed == 0
+    assert again.chunks_embedded == 0 and again.chunks_reused == 0
+    assert again.docs_changed == again.docs_seen and again.chunks_restamped == again.chunks_live
+    with Client(settings=settings) as c:
+        found = c.retrieve(QUESTION, k=3, filter="extension = md and mtime exists").results
+    assert found and found[0].doc_id == "docs:lighthouse.md"
+    settled = api.sync([docs], settings=settings)
+    assert settled.chunks_embedded == 0 and settled.docs_changed == 0
 
 
 def test_an_index_older_than_the_record_gains_it(tmp_path: Path) -> None:
