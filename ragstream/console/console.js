@@ -39,7 +39,10 @@ function show(route) {
     a.classList.toggle("active", a.dataset.view === view);
   }
   if (view === "files") loadFiles();
-  if (view === "file") loadFile(decodeURIComponent(rest.join("/")));
+  if (view === "file") {  // #file/<doc id>[@start-end]: a cited span, its chunks marked
+    const [, docId, start, end] = decodeURIComponent(rest.join("/")).match(/^(.*?)(?:@(\d+)-(\d+))?$/);
+    loadFile(docId, start === undefined ? null : [Number(start), Number(end)]);
+  }
   if (view === "live") followLive();
   if (view === "quality") loadQuality();
   clearInterval(reindexTimer);
@@ -369,7 +372,7 @@ $("#file-state").addEventListener("change", renderFiles);
 $("#files-reload").addEventListener("click", loadFiles);
 
 // ---- a file's page: its chunks in order -----------------------------------------------------
-async function loadFile(docId) {
+async function loadFile(docId, span = null) {
   $("#file-title").textContent = docId;
   $("#file-meta").textContent = "loading…";
   $("#file-summary").textContent = "";
@@ -396,7 +399,8 @@ async function loadFile(docId) {
   $("#file-summary").textContent = `${data.chunks.length} live chunks; at the last change: `
     + (Object.entries(origins).map(([k, n]) => `${k} ${n}`).join(" · ") || "none");
   for (const c of data.chunks) {
-    body.append(el("tr", { "data-origin": c.vector_origin || "unknown" },
+    const cited = span !== null && c.char_start < span[1] && c.char_end > span[0];
+    body.append(el("tr", { "data-origin": c.vector_origin || "unknown", ...(cited ? { class: "cited" } : {}) },
       el("td", { text: String(c.ordinal) }),
       el("td", { class: "hash", text: c.content_hash, title: "point " + c.point_id }),
       el("td", { class: "origin " + (c.vector_origin || "unknown"), text: c.vector_origin || "-" }),
@@ -407,6 +411,8 @@ async function loadFile(docId) {
       el("td", { text: `${c.char_start}–${c.char_end}` }),
       el("td", { class: "chunk-text", text: c.text })));
   }
+  const first = body.querySelector("tr.cited");
+  if (first) first.scrollIntoView({ block: "center" });
 }
 
 // ---- Live ----------------------------------------------------------------------------------

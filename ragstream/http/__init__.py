@@ -18,6 +18,9 @@
                                  answered like /v1/query, retrieval shaped by the history
                                  (the same `stream`)
     POST /v1/retrieve            QueryRequest -> Retrieval (ranked candidates, no generation)
+    POST /v1/chat/completions    OpenAI's chat completions: a conversation answered as
+                                 /v1/chat, citations as [n] and `url_citation` annotations
+    GET  /v1/models              the model profiles of /v1/chat/completions (`ragstream`)
     POST /v1/admin/reindex/{cmd} blue/green commands; with `server.api_keys` set, an admin
                                  key only
     POST /v1/snapshots           snapshot the data dir now (admin); GET lists them, GET
@@ -29,13 +32,15 @@ Every route is one call on the served index (`ragstream.service.served`) as the 
 tenants see it; this package imports only `ragstream.core` and `ragstream.service`.
 With `server.api_keys` configured every request needs `Authorization: Bearer KEY` and the
 key's tenant becomes a filter inside both stores; the body can never widen it. Errors are JSON
-`{"error": message, "code": ...}` (422 adds pydantic's `details`), never a traceback.
+`{"error": message, "code": ...}` (422 adds pydantic's `details`), never a traceback; on
+the OpenAI routes they have OpenAI's shape, `{"error": {"message", "type", "code"}}`.
 
     app     `create_app`: assembles error handling, routers and the console
     deps    the serving state, the index as the caller's tenants see it, the admin guard
     errors  error bodies and the body-size check
     admission  back-pressure: in-flight and queue limits, per-key rates, timeouts, draining
     sse     Server-Sent Events frames (streamed answers, the live feed)
+    openai_shapes  OpenAI's chat completions dialect of a conversation and an answer
     mcp     `/mcp`: the MCP server over streamable HTTP, behind the same keys and admission
     server  `serve` (composes a serving process), `serving` (records the endpoint),
             `run_server` (uvicorn on a thread)

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragstream.core.cpus import usable_cpus
+from ragstream.http.openai_shapes import error_body as openai_error
+from ragstream.http.openai_shapes import openai_path
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -252,9 +254,12 @@ async def refuse(
 def refusal_body(
     scope: Scope, status: int, code: str, message: str, retry: int | None
 ) -> dict[str, Any]:
-    """The API's `{"error", "code"}`; on `/mcp` a JSON-RPC error (server error -32000, the
+    """The API's `{"error", "code"}`; OpenAI's error object on its routes; on `/mcp` a
+    JSON-RPC error (server error -32000, the
     API's code, status and Retry-After in `data`), which an MCP client hands its caller as
     the call's error instead of a bare HTTP status."""
+    if openai_path(scope.get("path", "")):
+        return openai_error(status, message, code)
     if scope.get("path") != MCP_PATH:
         return {"error": message, "code": code}
     told = f"{message}; retry after {retry} s" if retry is not None else message

@@ -15,6 +15,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragstream.core.errors import EndpointDownError, NotReadyError, RagstreamError
+from ragstream.http.openai_shapes import error_body as openai_error
+from ragstream.http.openai_shapes import openai_path
 
 MAX_BODY = 1 << 20
 # A refused body up to this size is read and dropped before the 413 goes out, and the
@@ -30,14 +32,28 @@ def error_body(status: int, message: str, code: str, **extra: Any) -> JSONRespon
     return JSONResponse({"error": message, "code": code, **extra}, status_code=status)
 
 
+def error_reply(
+    request: Request, status: int, message: str, code: str, **extra: Any
+) -> JSONResponse:
+    """The error in the dialect of the route: OpenAI's shape on its routes (a 411, 413 or 422
+    there is OpenAI's 400, which its SDK raises as `BadRequestError`), else the API's."""
+    if openai_path(request.url.path):
+        status = 400 if status in (411, 413, 422) else status
+        return JSONResponse(openai_error(status, message, code), status_code=status)
+    return error_body(status, message, code, **extra)
+
+
 async def limit_body(request: Request, call_next: Any) -> Any:
     """Bodies are read whole, so their size is checked before: a body must state it."""
     length = request.headers.get("content-length")
     if request.method == "POST" and length is None:
-        return error_body(411, "send the body with a Content-Length header", "invalid_request")
+        return error_reply(
+            request, 411, "send the body with a Content-Length header", "invalid_request"
+        )
     size = int(length or 0)
     if size > MAX_BODY:
-        refused = error_body(413, f"body too large (limit {MAX_BODY} bytes)", "invalid_request")
+        too_large = f"body too large (limit {MAX_BODY} bytes)"
+        refused = error_reply(request, 413, too_large, "invalid_request")
         if size <= DRAIN_LIMIT:  # read whole: the connection stays usable, nothing to close
             async for _ in request.stream():
                 pass
@@ -49,7 +65,7 @@ async def limit_body(request: Request, call_next: Any) -> Any:
 
 async def user_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RagstreamError)
-    reply = error_body(exc.http_status, str(exc), exc.code)
+    reply = error_reply(request, exc.http_status, str(exc), exc.code)
     if isinstance(exc, NotReadyError):  # opening its index, or draining: come back soon
         reply.headers["retry-after"] = str(RETRY_NOT_READY_S)
     elif isinstance(exc, EndpointDownError):  # the model endpoint is down: when to try again
@@ -63,13 +79,18 @@ async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
     for detail in details:  # a 1 MB message or 10,000 turns are not sent back
         if len(json.dumps(detail.get("input"))) > ECHO_LIMIT:
             del detail["input"]
+    if openai_path(request.url.path):  # OpenAI's message says what is wrong, in one line
+        first = details[0] if details else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        message = f"invalid request: {where or 'body'}: {first.get('msg', 'invalid')}"
+        return error_reply(request, 422, message, "invalid_request")
     return error_body(422, "invalid request", "invalid_request", details=details)
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     message = f"no such endpoint: {request.url.path}" if exc.status_code == 404 else exc.detail
-    return error_body(exc.status_code, str(message), "not_found")
+    return error_reply(request, exc.status_code, str(message), "not_found")
 
 
 def install_error_handling(app: FastAPI) -> None:

@@ -21,10 +21,11 @@ KEEPALIVE_S = 5.0
 Answering = Callable[[Callable[[str], None]], Awaitable[Answer]]
 
 
-async def answer_events(answering: Answering) -> AsyncIterator[str]:
-    """SSE frames of one answer: `text` deltas as they are written, then the `answer` (or an
-    `error`). The answer runs as its own task; a client that goes away cancels it, and with
-    it the generation (an endpoint's request is closed)."""
+async def answer_parts(answering: Answering) -> AsyncIterator[tuple[str, Any]]:
+    """One answer's parts in order: `("text", delta)` as it is written, then
+    `("answer", Answer)` or `("error", {"error", "code"})`. The answer runs as its own task;
+    a client that goes away cancels it, and with it the generation (an endpoint's request is
+    closed)."""
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -35,7 +36,7 @@ async def answer_events(answering: Answering) -> AsyncIterator[str]:
         try:
             put("answer", await answering(partial(put, "text")))
         except RagstreamError as exc:
-            put("error", {"error": str(exc), "code": exc.code})
+            put("error", {"error": str(exc), "code": exc.code, "status": exc.http_status})
         except Exception as exc:  # the stream has started: report, never hang the client
             put("error", {"error": f"{type(exc).__name__}: {exc}", "code": "error"})
 
@@ -43,14 +44,23 @@ async def answer_events(answering: Answering) -> AsyncIterator[str]:
     try:
         while True:
             kind, payload = await events.get()
-            if kind == "text":
-                yield frame("text", json.dumps({"delta": payload}))
-                continue
-            answer = isinstance(payload, Answer)
-            yield frame(kind, payload.model_dump_json() if answer else json.dumps(payload))
-            return
+            yield kind, payload
+            if kind != "text":
+                return
     finally:
         task.cancel()
+
+
+async def answer_events(answering: Answering) -> AsyncIterator[str]:
+    """SSE frames of one answer (`answer_parts`): `text` deltas, then the `answer` (or an
+    `error`)."""
+    async for kind, payload in answer_parts(answering):
+        if kind == "text":
+            yield frame("text", json.dumps({"delta": payload}))
+        elif isinstance(payload, Answer):
+            yield frame(kind, payload.model_dump_json())
+        else:
+            yield frame(kind, json.dumps({k: payload[k] for k in ("error", "code")}))
 
 
 def outcome_events(followed: Followed) -> Iterator[str]:

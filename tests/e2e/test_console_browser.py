@@ -391,3 +391,25 @@ def test_ask_builds_a_metadata_filter_from_the_catalogue(
     browser.find_element(By.ID, "question").send_keys("How hot is the water for espresso?")
     browser.find_element(By.CSS_SELECTOR, "#ask-form button").click()
     wait.until(lambda b: "nearest: tags" in b.find_element(By.ID, "ask-status").text)
+
+
+def test_a_completion_s_citation_url_opens_its_span_in_the_console(
+    console: Console,
+    browser: webdriver.Chrome,  # noqa: F811
+) -> None:
+    import openai
+
+    sdk = openai.OpenAI(base_url=f"{console.url}/v1", api_key="none")
+    reply = sdk.chat.completions.create(
+        model="ragstream", messages=[{"role": "user", "content": QUESTION}]
+    )
+    notes = reply.choices[0].message.annotations
+    assert notes, reply.choices[0].message.content
+    url = notes[0].url_citation.url
+    assert url.startswith(console.url) and "#file/notes%3Atea.md@" in url
+    browser.get(url)
+    wait = WebDriverWait(browser, 60)
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#file-chunks tr.cited"))
+    cited = browser.find_elements(By.CSS_SELECTOR, "#file-chunks tr.cited")
+    assert any("80 degrees" in row.text for row in cited)
+    assert browser.find_element(By.ID, "file-title").text == "notes:tea.md"

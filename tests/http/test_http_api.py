@@ -88,6 +88,8 @@ def test_openapi_lists_every_route(url: str) -> None:
         "/v1/status": {"get"},
         "/v1/query": {"post"},
         "/v1/chat": {"post"},
+        "/v1/chat/completions": {"post"},
+        "/v1/models": {"get"},
         "/v1/retrieve": {"post"},
         "/v1/files": {"get"},
         "/v1/files/{doc_id}": {"get"},

@@ -225,6 +225,10 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, dict[str, str], Call]] = [
     ("POST", "/v1/query", {"query": "why?"}, TENANT, ("query_async", ("acme",), ("why?",))),
     ("POST", "/v1/retrieve", {"query": "why?"}, TENANT, ("retrieve", ("acme",), ("why?",))),
     ("POST", "/v1/chat", {"messages": CHAT}, TENANT, ("chat_async", ("acme",), (3, "why?"))),
+    # router "completions"
+    ("POST", "/v1/chat/completions", {"messages": CHAT}, TENANT,
+     ("chat_async", ("acme",), (3, "why?"))),
+    ("GET", "/v1/models", None, TENANT, ("readiness", ("acme",), ())),
     # router "index"
     ("GET", "/v1/status", None, TENANT, ("status", ("acme",), ())),
     ("GET", "/v1/files?state=dead", None, TENANT, ("files", ("acme",), (("dead",),))),
