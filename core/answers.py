@@ -46,6 +46,16 @@ MetadataFilter = Annotated[
 ]
 
 
+class RecencyPreference(BaseModel):
+    """A preference for recent documents: each candidate's score decays by half every
+    `half_life` of age, read from the datetime field `field` (docs/guide/filters.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    half_life: str = Field(pattern=r"^\d{1,6}(\.\d{1,3})?[smhdwy]$", examples=["30d", "12h"])
+    field: str = Field(default="mtime", min_length=1, max_length=128)
+
+
 class QueryRequest(BaseModel):
     """A question and how to answer it: the body of `POST /v1/query` and `/v1/retrieve`, and
     the keyword options of `Client.query` / `Client.retrieve`.
@@ -62,6 +72,9 @@ class QueryRequest(BaseModel):
             `{"operator": "AND", "conditions": [...]}`) or its text form
             (`"tags = finance and date >= 2024-01-01"`); a field no document carries, an
             operator its type does not take or an unreadable value is a 422.
+        prefer_recent: Off by default. `{"half_life": "30d", "field": "mtime"}` decays each
+            candidate's score by half every half-life of its document's age (the fused score,
+            and the reranker's probability when one reranks); `field` is a datetime field.
         generate: False: retrieve and rerank only, no answer (evaluation, debugging).
         stream: HTTP only: answer as Server-Sent Events (text deltas, then the `Answer`).
     """
@@ -75,6 +88,7 @@ class QueryRequest(BaseModel):
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
     filters: QueryFilters = Field(default_factory=QueryFilters)
     filter: MetadataFilter = None  # a metadata filter, its JSON or text form
+    prefer_recent: RecencyPreference | None = None  # off by default
     generate: bool = True  # False: retrieve + rerank only (evaluation, debugging)
     # HTTP only: answer as Server-Sent Events (text deltas, then the verified Answer)
     stream: bool = False
@@ -110,7 +124,8 @@ class ChatRequest(BaseModel):
     Attributes:
         messages: The conversation, oldest first (1 to 1,000 messages, each at most 32,000
             characters); the last one is the user's question (at most 4,000 characters).
-        k, n, fusion, rrf_k, filters, filter, generate, stream: as in `QueryRequest`.
+        k, n, fusion, rrf_k, filters, filter, prefer_recent, generate, stream: as in
+            `QueryRequest`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -122,6 +137,7 @@ class ChatRequest(BaseModel):
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
     filters: QueryFilters = Field(default_factory=QueryFilters)
     filter: MetadataFilter = None
+    prefer_recent: RecencyPreference | None = None
     generate: bool = True
     stream: bool = False
 

@@ -12,6 +12,7 @@
 - `models`: the models the query path reads, loaded once and shared by engines.
 - `pipelines`: the named pipelines (the stage order, written once) and their runner.
 - `polarity`: does a claim say the opposite of the sentence it copies?
+- `recency`: a preference for recent documents: a score that halves every half-life of age.
 - `refusal`: every rule by which the query path refuses to answer.
 - `rerank`: cross-encoder reranking of the fused candidates to the k best.
 - `retrieve`: hybrid retrieval: dense and BM25 legs under one filter, then fusion.

@@ -38,6 +38,7 @@ from ragstream.query.conversation import Bounded, Rewriter, bounded
 from ragstream.query.generate import ExtractiveGenerator, Generator
 from ragstream.query.models import QueryModels
 from ragstream.query.pipelines import Pipeline
+from ragstream.query.recency import Recency, checked
 from ragstream.query.rerank import NO_RERANKER
 from ragstream.query.retrieve import LiveSide, Retriever
 from ragstream.query.scales import CosineScales
@@ -90,6 +91,17 @@ class QueryEngine:
         zone = self.settings.parse.metadata_timezone
         sources = self.settings.sources_of(tenants)
         return check(request.filter, self.fields.types(sources), zone=zone)
+
+    def recency(
+        self, request: QueryRequest, tenants: tuple[str, ...] | None = None
+    ) -> Recency | None:
+        """The request's preference for recent documents, its field checked against the
+        catalogue (a datetime field of the tenants' own sources)."""
+        pref = request.prefer_recent
+        if pref is None:
+            return None
+        fields = self.fields.types(self.settings.sources_of(tenants))
+        return checked(pref.field, pref.half_life, fields)
 
     def reading_as(self, principal: Principal | None) -> QueryEngine:
         """This engine (the same models and stores) answering as `principal` reads: every
@@ -298,7 +310,7 @@ class QueryEngine:
             answer = shapes.blank_answer(question, name, generator, trace_id)
             run = AnswerRun(request, question, answer, root, tenants, on_text, given)
             run.history, run.readers = history, self.readers
-            run.where = self.where(request, tenants)
+            run.where, run.recency = self.where(request, tenants), self.recency(request, tenants)
             yield run
 
     @contextmanager

@@ -11,6 +11,7 @@ once, in the named pipelines of query/pipelines.py.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,7 +34,7 @@ from ragstream.core.settings import Settings
 from ragstream.operators.answer_judge import AnswerJudge
 from ragstream.operators.embed import Embedder
 from ragstream.operators.judge import SupportJudge
-from ragstream.query import refusal, shapes
+from ragstream.query import recency, refusal, shapes
 from ragstream.query.answerable import (
     AnswerRule,
     Asked,
@@ -53,6 +54,7 @@ from ragstream.query.decision import LEAD_TAIL, Decision, asked_after, leg_leads
 from ragstream.query.freshness import with_versions
 from ragstream.query.gate import DEFAULT_DENSE_FLOOR
 from ragstream.query.generate import GenerationError, Generator
+from ragstream.query.recency import Recency
 from ragstream.query.rerank import Reranked, Reranker, rerank, rerank_depth
 from ragstream.query.retrieve import Candidate, FixedSide, LiveSide, Retriever
 from ragstream.query.scales import CosineScales
@@ -77,6 +79,7 @@ class AnswerRun:
     # what the caller's principal may match in a chunk's `readers` (None: no filter)
     readers: tuple[str, ...] | None = None
     where: Where | None = None  # the request's metadata filter, checked (`core.filters`)
+    recency: Recency | None = None  # the request's preference for recent documents
     ran: list[str] = field(default_factory=list)  # the names of the stages run so far
     timings: dict[str, float] = field(default_factory=dict)
     ranked: list[Reranked] = field(default_factory=list)
@@ -226,6 +229,8 @@ def rank(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     head = list(result.candidates[:depth])  # at least k; all of them without a reranker
     with timed(run.timings, "rerank"):
         ranked = rerank(run.question, head, parts.reranker, request.k, run.rerank_failed)
+    if run.recency is not None:  # a preference for recent documents (query/recency.py)
+        ranked = recency.reordered(ranked, run.recency, dt.datetime.now(dt.UTC))
     record_ranked(parts, run, ranked)
     run.leads = leg_leads([c.scores for c in result.candidates[: LEAD_TAIL[1]]])
     dense_floor = q.dense_floor if q.dense_floor is not None else DEFAULT_DENSE_FLOOR

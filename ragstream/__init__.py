@@ -13,7 +13,8 @@ Two kinds of names. `sync`, `watch`, `gc`, `load_settings` and `serve` (from
 an index wherever `ragstream.service.connect` finds it: a URL, the endpoint a running
 `serve` / `watch --serve` recorded in the data dir (that process answers), or the data
 dir's stores opened here. `RagstreamError` is the base of
-the typed errors they raise.
+the typed errors they raise. `ragstream.integrations` holds retrievers for LangChain and
+LlamaIndex over both clients (the extras `ragstream[langchain]`, `ragstream[llamaindex]`).
 
 Every name is imported on first use, so `import ragstream` (and the remote client) loads
 no model, parser, dataflow engine or store.

@@ -17,6 +17,8 @@ from ragstream.cli.options import (
     DataDir,
     Filters,
     K,
+    PreferRecent,
+    RecentField,
     Url,
     Where,
     principal_option,
@@ -38,7 +40,7 @@ from ragstream.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from ragstream.core.answers import Answer, ChatMessage, QueryFilters
+    from ragstream.core.answers import Answer, ChatMessage, QueryFilters, RecencyPreference
     from ragstream.service.base import IndexService
 
 # errors of one question in a conversation: printed, and the next question is asked
@@ -58,6 +60,22 @@ FILTER_KEYS = {
     "doc_id": "doc_ids",
     "doc_ids": "doc_ids",
 }
+
+
+def recent(half_life: str | None, field: str) -> RecencyPreference | None:
+    """`--prefer-recent HALF_LIFE` (and `--recent-field`) as the request's preference."""
+    from pydantic import ValidationError
+
+    from ragstream.core.answers import RecencyPreference
+
+    if half_life is None:
+        return None
+    try:
+        return RecencyPreference(half_life=half_life, field=field)
+    except ValidationError:
+        raise InvalidRequestError(
+            f"--prefer-recent {half_life!r}: a half-life such as 30d, 12h or 1y"
+        ) from None
 
 
 def parse_filters(pairs: list[str]) -> QueryFilters:
@@ -95,6 +113,8 @@ def query(
     ] = False,
     filters: Filters = None,
     where: Where = None,
+    prefer_recent: PreferRecent = None,
+    recent_field: RecentField = "mtime",
     url: Url = None,
     api_key: ApiKey = None,
     as_user: AsUser = None,
@@ -105,13 +125,16 @@ def query(
 
     flt = parse_filters(filters or [])
     metadata = parse_where(where) if where is not None else None  # a bad filter: exit 2 now
+    options = dict(
+        k=k, filters=flt, filter=metadata, prefer_recent=recent(prefer_recent, recent_field)
+    )
     principal = principal_option(as_user)
     with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         if no_generate:
-            found = index.retrieve(question, k=k, filters=flt, filter=metadata)
+            found = index.retrieve(question, **options)
             emit_json(found) if as_json else print_retrieval(found)
             return
-        answer = index.query(question, k=k, filters=flt, filter=metadata)
+        answer = index.query(question, **options)
     emit_json(answer) if as_json else print_answer(answer)
 
 
@@ -125,6 +148,8 @@ def ask(
     k: K = 8,
     filters: Filters = None,
     where: Where = None,
+    prefer_recent: PreferRecent = None,
+    recent_field: RecentField = "mtime",
     url: Url = None,
     api_key: ApiKey = None,
     as_user: AsUser = None,
@@ -143,6 +168,8 @@ def ask(
             k,
             filters=filters,
             where=where,
+            prefer_recent=prefer_recent,
+            recent_field=recent_field,
             url=url,
             api_key=api_key,
             as_user=as_user,
@@ -155,7 +182,11 @@ def ask(
     principal = principal_option(as_user)
     with connect(data_dir, url=url, api_key=api_key, principal=principal) as index:
         try:
-            converse(index, questions(question), as_json, k=k, filters=flt, filter=metadata)
+            preference = recent(prefer_recent, recent_field)
+            lines = questions(question)
+            converse(
+                index, lines, as_json, k=k, filters=flt, filter=metadata, prefer_recent=preference
+            )
         except KeyboardInterrupt:  # Ctrl-C while an answer is on its way: end, as Ctrl-D
             err.print()
 

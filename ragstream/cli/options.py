@@ -72,6 +72,19 @@ Where = Annotated[
         "relative dates such as -30d); `ragstream fields` lists the fields",
     ),
 ]
+PreferRecent = Annotated[
+    str | None,
+    typer.Option(
+        "--prefer-recent",
+        metavar="HALF_LIFE",
+        help="prefer recent documents: a score halves every HALF_LIFE of age (30d, 12h, 1y); "
+        "off by default",
+    ),
+]
+RecentField = Annotated[
+    str,
+    typer.Option("--recent-field", help="the datetime field --prefer-recent reads a date from"),
+]
 K = Annotated[int, typer.Option("--k", help="chunks after rerank")]
 AsUser = Annotated[
     str | None,
