@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from ragstream.core.models import IndexedChunk
+from ragstream.core.settings import Settings
 
 
 def json_lines(proc: subprocess.Popen[str]) -> queue.Queue[dict[str, Any]]:
@@ -109,3 +110,17 @@ def synthetic_chunk(i: int, text: str, **fields: object) -> IndexedChunk:
             **fields,
         }
     )
+
+
+@contextmanager
+def served_over_http(settings: Settings) -> Iterator[str]:
+    """The data dir's index served over HTTP on 127.0.0.1 in this process (recorded in the
+    data dir, so `--data-dir` clients ask the server): its URL."""
+    from ragstream.http import Serving, serving
+    from ragstream.service.served import ServedIndex, open_engine
+
+    with (
+        open_engine(settings) as (engine, maintainer),
+        serving(Serving(settings, ServedIndex(engine, maintainer)), "127.0.0.1", 0) as address,
+    ):
+        yield address

@@ -13,7 +13,6 @@ import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,9 @@ from ragstream import api
 from ragstream.client import AsyncClient, Client
 from ragstream.core.answers import RetrievedChunk
 from ragstream.core.settings import ServerSettings, Settings, SourceConfig, load_settings
-from ragstream.http import Serving, serving
 from ragstream.integrations.langchain import RagstreamRetriever as LangChainRetriever
 from ragstream.integrations.llamaindex import RagstreamRetriever as LlamaIndexRetriever
-from ragstream.service.served import ServedIndex, open_engine
+from tests.harness.helpers import served_over_http
 
 BUDGET = (
     "---\ntags: [finance, q3]\nyear: 2024\ndraft: true\n---\n"
@@ -60,14 +58,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return s
 
 
-@contextmanager
-def served(settings: Settings) -> Iterator[str]:
-    """The data dir served over HTTP (recorded in it: `--data-dir` clients ask the server)."""
-    with (
-        open_engine(settings) as (engine, maintainer),
-        serving(Serving(settings, ServedIndex(engine, maintainer)), "127.0.0.1", 0) as address,
-    ):
-        yield address
+served = served_over_http
 
 
 @pytest.fixture

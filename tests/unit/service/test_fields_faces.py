@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -25,11 +24,11 @@ from ragstream.client import AsyncClient, Client
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import FieldInfo
 from ragstream.core.settings import Settings, load_settings
-from ragstream.http import Serving, serving
 from ragstream.mcp.schemas import FieldsResult, NoArgs, SearchArgs, SearchResult
 from ragstream.mcp.server import tool_list
 from ragstream.mcp.tools import TOOLS
 from ragstream.service.served import ServedIndex, open_engine
+from tests.harness.helpers import served_over_http
 from tests.harness.mcp_client import call, http_session
 
 BUDGET = (
@@ -106,14 +105,7 @@ def test_the_cli_refuses_an_unknown_field_with_exit_2(
     assert "tags" in capsys.readouterr().err
 
 
-@contextmanager
-def served(settings: Settings) -> Iterator[str]:
-    """The data dir served over HTTP (recorded in it: `--data-dir` clients ask the server)."""
-    with (
-        open_engine(settings) as (engine, maintainer),
-        serving(Serving(settings, ServedIndex(engine, maintainer)), "127.0.0.1", 0) as address,
-    ):
-        yield address
+served = served_over_http
 
 
 @pytest.fixture

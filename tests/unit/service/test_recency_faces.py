@@ -18,8 +18,7 @@ from ragstream.client import Client
 from ragstream.core.answers import RecencyPreference
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.settings import Settings, load_settings
-from ragstream.http import Serving, serving
-from ragstream.service.served import ServedIndex, open_engine
+from tests.harness.helpers import served_over_http
 
 NOTE = "---\nupdated: {date}\n---\n# Pump\n\nThe pump delivers {rate} litres a minute.\n"
 # the older note says it twice: without the preference it ranks first
@@ -49,10 +48,7 @@ def first(results: list[object]) -> str:
 
 @pytest.fixture
 def url(settings: Settings) -> Iterator[str]:
-    with (
-        open_engine(settings) as (engine, maintainer),
-        serving(Serving(settings, ServedIndex(engine, maintainer)), "127.0.0.1", 0) as address,
-    ):
+    with served_over_http(settings) as address:
         yield address
 
 
