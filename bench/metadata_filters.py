@@ -8,7 +8,8 @@ seen (docs/guide/filters.md).
   queries under no metadata filter, a selective one (`team = t07`: 1 % of the chunks), a
   broad one (`not draft`: 50 %) and a range (`date >= <the median>`: 50 %), side by side in
   one run: p50 / p95 each, the ratio to the unfiltered search, and a hybrid query's two
-  searches summed.
+  searches summed. With `--optimize`, the graph is then built (`ragstream optimize`: Edge's
+  HNSW) and the same queries run again: both tables in one run.
 - re-stamp: a real `ragstream watch --serve` (static embedder, debounce 100 ms) over
   `--files` notes with YAML front matter; `--changes` times a random note's `tags` is
   flipped between `red` and `blue`, and `/v1/retrieve` with `filter: "tags = red"` is
@@ -18,7 +19,7 @@ seen (docs/guide/filters.md).
 Figures go to stdout.
 
     .venv/bin/python bench/metadata_filters.py [--chunks 100000] [--queries 300] \
-        [--files 40] [--changes 20]
+        [--files 40] [--changes 20] [--optimize]
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ragstream.connectors.protocols import SearchFilter
+from ragstream.connectors.protocols import SearchFilter, VectorStore
 from ragstream.connectors.stores import open_vector_store
 from ragstream.core.filters import check, parse_where
 from ragstream.core.metadata import FieldType, instant_text
@@ -78,15 +79,11 @@ def synthetic(chunks: int, rng: random.Random) -> list[IndexedChunk]:
     return points
 
 
-def filter_cost(chunks: int, queries: int, seed: int) -> None:
-    rng = random.Random(seed)
+def filter_cost(chunks: int, queries: int, seed: int, optimize: bool) -> None:
+    """The filters' cost on Edge's plain scan, then (`optimize`) on its HNSW graph."""
     emb = EmbedderVersion(name="bench/random-384", fingerprint="0" * 16, dimension=384)
     vectors = np.random.default_rng(seed).standard_normal((chunks, 384)).astype(np.float32)
-    points = synthetic(chunks, rng)
-    filters = {"no filter": SearchFilter()} | {
-        name: SearchFilter(where=check(parse_where(text), TYPES)) for name, text in FILTERS.items()
-    }
-    timings: dict[tuple[str, str], list[float]] = {}
+    points = synthetic(chunks, random.Random(seed))
     with tempfile.TemporaryDirectory() as tmp:
         store = open_vector_store("edge", Path(tmp), "bench", emb, sparse=True)
         store.index_fields(TYPES)
@@ -95,27 +92,46 @@ def filter_cost(chunks: int, queries: int, seed: int) -> None:
             store.upsert(points[s : s + 2048], vectors[s : s + 2048].tolist())
         store.flush()
         built = time.perf_counter() - start
-        qvecs = np.random.default_rng(seed + 1).standard_normal((queries, 384)).tolist()
-        for q in qvecs:
-            text = " ".join(rng.choices(WORDS, k=3))
-            for name, flt in filters.items():  # each query under every filter, in turn
-                t = time.perf_counter()
-                store.search(q, 100, flt)
-                timings.setdefault((name, "dense"), []).append(time.perf_counter() - t)
-                t = time.perf_counter()
-                store.search_text(text, 100, flt)
-                timings.setdefault((name, "bm25"), []).append(time.perf_counter() - t)
+        report(
+            f"plain scan, {chunks} chunks, built in {built:.1f} s", measure(store, queries, seed)
+        )
+        if optimize:
+            start = time.perf_counter()
+            store.optimize()
+            took = time.perf_counter() - start
+            report(f"HNSW graph, built by optimize in {took:.1f} s", measure(store, queries, seed))
         store.close()
+
+
+def measure(store: VectorStore, queries: int, seed: int) -> dict[tuple[str, str], list[float]]:
+    """Each query's dense and BM25 searches (n=100) under every filter, in turn."""
+    rng = random.Random(seed + 2)
+    filters = {"no filter": SearchFilter()} | {
+        name: SearchFilter(where=check(parse_where(text), TYPES)) for name, text in FILTERS.items()
+    }
+    timings: dict[tuple[str, str], list[float]] = {}
+    qvecs = np.random.default_rng(seed + 1).standard_normal((queries, 384)).tolist()
+    for q in qvecs:
+        text = " ".join(rng.choices(WORDS, k=3))
+        for name, flt in filters.items():
+            t = time.perf_counter()
+            store.search(q, 100, flt)
+            timings.setdefault((name, "dense"), []).append(time.perf_counter() - t)
+            t = time.perf_counter()
+            store.search_text(text, 100, flt)
+            timings.setdefault((name, "bm25"), []).append(time.perf_counter() - t)
     for name in filters:
         pairs = zip(timings[(name, "dense")], timings[(name, "bm25")], strict=True)
         timings[(name, "query")] = [d + b for d, b in pairs]
-    print(
-        f"filter cost (Qdrant Edge, {chunks} chunks, {queries} queries, n=100; "
-        f"built in {built:.1f} s):"
-    )
+    return timings
+
+
+def report(title: str, timings: dict[tuple[str, str], list[float]]) -> None:
+    print(f"filter cost (Qdrant Edge, {title}; n=100):")
+    names = list(dict.fromkeys(name for name, _ in timings))
     for leg in ("query", "dense", "bm25"):
         base = timings[("no filter", leg)]
-        for name in filters:
+        for name in names:
             got = timings[(name, leg)]
             print(
                 f"  {leg:5s} {name:30s} p50 {pct(got, 50) * 1e3:6.2f} ms p95 "
@@ -179,11 +195,12 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=40)
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--optimize", action="store_true", help="then build HNSW and measure again")
     args = ap.parse_args()
     if args.changes:
         restamp(args.files, args.changes, args.seed)
     if args.chunks:
-        filter_cost(args.chunks, args.queries, args.seed)
+        filter_cost(args.chunks, args.queries, args.seed, args.optimize)
 
 
 if __name__ == "__main__":

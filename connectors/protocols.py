@@ -105,6 +105,9 @@ class VectorStore(Protocol):
     def gc(self, older_than: float) -> int:
         """Hard-delete tombstones with deleted_at < older_than; returns how many."""
 
+    def optimize(self) -> None:
+        """Build the engine's search structures over what it holds (Edge: HNSW)."""
+
     def live_chunks(self, doc_id: str) -> list[IndexedChunk]:
         """Every live point of one document (the diff's view of 'what the index holds')."""
 

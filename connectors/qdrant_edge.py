@@ -279,6 +279,10 @@ class EdgeVectorStore(BaseQdrantStore):
     def _flush(self) -> None:
         self._shard.flush()
 
+    def _optimize(self) -> None:
+        self._shard.optimize()
+        self._shard.flush()
+
     def _index_schema(self) -> set[str]:
         return set(self._shard.info().payload_schema)
 

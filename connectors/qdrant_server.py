@@ -403,6 +403,9 @@ class QdrantClientVectorStore(BaseQdrantStore):
     def _flush(self) -> None:
         """Writes are acknowledged with wait=True; nothing is buffered client-side."""
 
+    def _optimize(self) -> None:
+        """A server's optimizer builds its graphs in the background; local mode has none."""
+
     def _index_schema(self) -> set[str]:
         info = self._call("get_collection", self.client.get_collection, self.collection)
         return set(info.payload_schema or {})

@@ -287,6 +287,11 @@ class BaseQdrantStore(ABC):
     def _close(self) -> None: ...
 
     @abstractmethod
+    def _optimize(self) -> None:
+        """Build the engine's search structures (Edge: the HNSW graph); a no-op where the
+        engine optimizes by itself."""
+
+    @abstractmethod
     def _index_schema(self) -> set[str]:
         """The payload keys this collection has an index on."""
 
@@ -420,6 +425,12 @@ class BaseQdrantStore(ABC):
         if n:
             self._set_payload(deleted, {"readers": []})
         return n
+
+    def optimize(self) -> None:
+        """Build the HNSW graph over what the collection holds (`ragstream optimize`):
+        minutes per 100k points, after which a search, filtered or not, walks the graph
+        instead of scanning every point (docs/benchmarks.md, "Metadata filters")."""
+        self._optimize()
 
     def gc(self, older_than: float) -> int:
         """Counted before deleting: the engines' delete-by-filter does not report a count."""

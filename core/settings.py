@@ -77,7 +77,17 @@ SECRET_SETTINGS = frozenset(
 
 
 NAMED_FLOOR = 0.5  # query.answerable.named_floor's default (docs/notes/answerability-scifact.md)
-SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pptx", ".pdf")
+SUPPORTED_SUFFIXES = (
+    ".md",
+    ".markdown",
+    ".txt",
+    ".html",
+    ".htm",
+    ".docx",
+    ".pptx",
+    ".pdf",
+    ".epub",
+)
 # read by OCR (`parse.ocr`); left out of the default `include` when it is "off"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif")
 

@@ -484,14 +484,50 @@ def epub_properties(data: bytes) -> RawFields:
     if archive is None:
         return {}
     with archive:
-        container = _xml(_member(archive, "META-INF/container.xml"))
-        rootfile = None if container is None else container.find(f".//{_CONTAINER}rootfile")
-        path = "" if rootfile is None else rootfile.get("full-path", "")
-        opf = _xml(_member(archive, path)) if path else None
+        _, opf = _package(archive)
     metadata = None if opf is None else _find_local(opf, "metadata")
     if metadata is None:
         return {}
     return _fields(_opf_pairs(metadata))
+
+
+MAX_CHAPTERS = 2000
+MAX_BOOK_BYTES = 64 << 20  # an EPUB's chapters, decompressed, at most
+
+
+def epub_chapters(data: bytes) -> list[bytes]:
+    """An EPUB's XHTML documents in reading order (the OPF's spine), each at most
+    `MAX_MEMBER_BYTES` and all together at most `MAX_BOOK_BYTES`; [] when it is no EPUB."""
+    archive = _open_zip(data)
+    if archive is None:
+        return []
+    with archive:
+        path, opf = _package(archive)
+        if opf is None:
+            return []
+        base = path.rpartition("/")[0]
+        hrefs = {
+            item.get("id"): item.get("href", "")
+            for item in opf.iter()
+            if _local(item.tag) == "item" and "html" in item.get("media-type", "")
+        }
+        order = [i.get("idref") for i in opf.iter() if _local(i.tag) == "itemref"]
+        chapters, total = [], 0
+        for idref in order[:MAX_CHAPTERS]:
+            href = hrefs.get(idref)
+            member = _member(archive, f"{base}/{href}" if base else href) if href else None
+            total += len(member or b"")
+            if member and total <= MAX_BOOK_BYTES:
+                chapters.append(member)
+    return chapters
+
+
+def _package(archive: zipfile.ZipFile) -> tuple[str, ElementTree.Element | None]:
+    """The OPF package document's path in the archive and its XML."""
+    container = _xml(_member(archive, "META-INF/container.xml"))
+    rootfile = None if container is None else container.find(f".//{_CONTAINER}rootfile")
+    path = "" if rootfile is None else rootfile.get("full-path", "")
+    return path, (_xml(_member(archive, path)) if path else None)
 
 
 def _local(tag: Any) -> str:

@@ -36,6 +36,8 @@ from ragstream.core.models import Block, BlockKind, FileFingerprint, PageBox, Pa
 from ragstream.core.telemetry import span
 from ragstream.operators.metadata import (
     RawFields,
+    epub_chapters,
+    epub_properties,
     file_properties,
     html_properties,
     office_properties,
@@ -63,7 +65,7 @@ if TYPE_CHECKING:
     from docling_core.types.doc import DoclingDocument, NodeItem, TableItem
 
 FILE_TYPES = {".md": "md", ".markdown": "md", ".txt": "txt", ".html": "html", ".htm": "html"}
-FILE_TYPES |= {".docx": "docx", ".pptx": "pptx", ".pdf": "pdf"}
+FILE_TYPES |= {".docx": "docx", ".pptx": "pptx", ".pdf": "pdf", ".epub": "epub"}
 FILE_TYPES |= IMAGE_TYPES  # read by OCR
 # a PDF page with fewer non-blank characters than this in its text layer has no usable text
 MIN_PAGE_CHARS = 20
@@ -189,13 +191,12 @@ def parse_bytes(
         elif file_type == "pdf" and options.mode != "off":
             blocks, pages, ocr_pages, title = _parse_pdf(path, data, ocr_run)
             current.set_attribute("ocr_pages", len(ocr_pages))
+        elif file_type == "epub":  # its title is its package's (`meta.title`)
+            blocks = _parse_epub(path, data, timeout_s)
         else:
             blocks, title = _parse_docling(path, file_type, data, timeout_s)
         _check_took(started, timeout_s)
-        if not blocks:
-            raise ParseError(
-                "parse", f"no text content{_empty_hint(file_type, options, ocr_pages)}"
-            )
+        _has_text(blocks, file_type, options, ocr_pages)
         current.set_attribute("blocks", len(blocks))
     return ParsedDocument(
         doc_id=doc_id,
@@ -268,8 +269,13 @@ def read_metadata(
         readings["properties"] = pdf_properties(data)
     elif file_type == "html":
         readings["properties"] = html_properties(decode_text(data))
+    elif file_type == "epub":
+        readings["properties"] = epub_properties(data)
     merged = merge_readings(readings)
-    title = readings.get("front_matter", {}).get("title")
+    # an author's own title: front matter's, or an EPUB's (a book's OPF names it reliably)
+    title = readings.get("front_matter", {}).get("title") or (
+        readings["properties"].get("title") if file_type == "epub" else None
+    )
     return data, DocMetadata(
         values={name: value for name, (value, _) in merged.items()},
         origins={name: origin for name, (_, origin) in merged.items()},
@@ -297,6 +303,25 @@ def _parse_docling(
     doc = _convert(f"{path.stem}.{file_type}", data, timeout_s)
     blocks = pdf_to_blocks(doc) if file_type == "pdf" else doc_to_blocks(doc)
     return blocks, next((t.text.strip() for t in doc.texts if t.label == "title"), None)
+
+
+def _parse_epub(path: PurePosixPath, data: bytes, timeout_s: float | None) -> list[Block]:
+    """An EPUB's chapters in reading order, each XHTML document read as HTML by docling."""
+    chapters = epub_chapters(data)
+    if not chapters:
+        raise ParseError("parse", "corrupt or unreadable EPUB: no package or no chapters")
+    blocks: list[Block] = []
+    for i, chapter in enumerate(chapters):
+        blocks += _parse_docling(PurePosixPath(f"{path.stem}-{i}"), "html", chapter, timeout_s)[0]
+    return blocks
+
+
+def _has_text(
+    blocks: Sequence[Block], file_type: str, options: OcrOptions, ocr_pages: tuple[int, ...]
+) -> None:
+    """`ParseError` for a document that read as no text at all, with a hint why."""
+    if not blocks:
+        raise ParseError("parse", "no text content" + _empty_hint(file_type, options, ocr_pages))
 
 
 def _empty_hint(file_type: str, options: OcrOptions, ocr_pages: tuple[int, ...]) -> str:

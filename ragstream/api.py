@@ -1,12 +1,11 @@
 """What the package does that `Client` does not: keep an embedded index in sync and
 serve it. `sync` and `watch` (optionally serving HTTP from the same process) run ingest
-here, `gc` purges old tombstones, `rebuild_lexical` rebuilds the BM25 leg from the vector
-store, `load_settings` builds a `Settings`, and `serve` runs the HTTP API over a data dir or a
-running flow's stores. `import ragstream` re-exports `sync`, `watch`, `gc`, `load_settings`
-and `serve`; its `status` is `ragstream.client.status`, which asks
-the index through `ragstream.service.connect` like every `Client` method.
-
-The CLI's `watch` runs `watch` here; its other commands call `ragstream.service` directly.
+here, `gc` purges old tombstones, `optimize` builds the HNSW graph, `rebuild_lexical`
+rebuilds the BM25 leg from the vector store, `load_settings` builds a `Settings`, and
+`serve` runs the HTTP API over a data dir or a running flow's stores. `import ragstream`
+re-exports `sync`, `watch`, `gc`, `load_settings` and `serve`; its `status` is
+`ragstream.client.status`, which asks the index through `ragstream.service.connect` like
+every `Client` method.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from ragstream.flows.runtime import Runtime
 from ragstream.flows.sync import OutcomeHandler
 from ragstream.service import ingest
 from ragstream.service.feed import OutcomeFeed
-from ragstream.service.ingest import gc, rebuild_lexical, sync
+from ragstream.service.ingest import gc, optimize, rebuild_lexical, sync
 
 if TYPE_CHECKING:
     from ragstream.service.served import Servable
@@ -100,6 +99,7 @@ def serve(
 __all__ = [
     "gc",
     "load_settings",
+    "optimize",
     "rebuild_lexical",
     "serve",
     "sync",

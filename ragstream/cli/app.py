@@ -1,6 +1,6 @@
 """ragstream: keep a retrieval index in sync with folders; answer with verified citations.
 
-Index: sync, watch, status, verify, files, file, fields, gc, rebuild-lexical, reindex.
+Index: sync, watch, status, verify, files, file, fields, gc, optimize, rebuild-lexical, reindex.
 Keep and move: snapshot, migrate, export, import.
 Ask: query, ask, serve, log, mcp.
 Measure: eval, tune. Settings: config. Every command takes --data-dir; most take --json.
@@ -36,6 +36,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "file": audit.file,
     "fields": audit.fields,
     "gc": index.gc,
+    "optimize": index.optimize,
     "rebuild-lexical": index.rebuild_lexical,
     "migrate": snapshot.migrate,
     "export": snapshot.export,

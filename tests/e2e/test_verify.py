@@ -246,7 +246,7 @@ def test_ledger_lists_every_shared_file_with_its_state(tmp_path: Path, shared_do
     records = {r.path: r for r in files(settings=settings)}
     on_disk = sorted(str(p.resolve()) for p in folder.rglob("*") if p.is_file())
     assert sorted(records) == on_disk
-    supported = {".md", ".html", ".docx", ".pptx", ".pdf", ".txt"}
+    supported = {".md", ".html", ".docx", ".pptx", ".pdf", ".epub", ".txt"}
     for path, r in records.items():
         size, suffix = Path(path).stat().st_size, Path(path).suffix
         if suffix not in supported:
