@@ -31,6 +31,7 @@ from ragstream.core.answers import (
     QueryFilters,
 )
 from ragstream.core.errors import InvalidRequestError
+from ragstream.core.filters import Condition, Logic
 
 MODEL = "ragstream"  # the one model profile `/v1/models` lists
 OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
@@ -74,6 +75,31 @@ def _text(message: CompletionMessage) -> str:
             )
         parts.append(str(part.get("text", "")))
     return "\n".join(parts)
+
+
+def model_ids(sources: list[str]) -> list[str]:
+    """The profiles: `ragstream` (every source the key may read), then one per source,
+    `ragstream:<source>`, which answers from that source's documents alone."""
+    return [MODEL, *(f"{MODEL}:{name}" for name in sources)]
+
+
+def source_of(model: str, sources: list[str]) -> str | None:
+    """The source a profile narrows to (None: every source); `NotFoundError`-worthy models
+    are the caller's to refuse (None is returned only for `ragstream`)."""
+    name = model.removeprefix(f"{MODEL}:") if model.startswith(f"{MODEL}:") else None
+    if model != MODEL and name not in sources:
+        raise KeyError(model)
+    return name
+
+
+def narrowed(chat: ChatRequest, source: str | None) -> ChatRequest:
+    """The conversation answered from one source's documents (`source = <name>` ANDed with
+    any metadata filter it carries)."""
+    if source is None:
+        return chat
+    only = Condition(field="source", operator="==", value=source)
+    where = only if chat.filter is None else Logic(operator="AND", conditions=[only, chat.filter])
+    return chat.model_copy(update={"filter": where})
 
 
 def chat_request(body: CompletionRequest) -> ChatRequest:

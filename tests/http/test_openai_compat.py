@@ -61,8 +61,16 @@ def ask(served: Served, messages: list[dict[str, str]], key: str = "k-geo") -> A
     return client(served, key).chat.completions.create(model="ragstream", messages=messages)  # type: ignore[arg-type]
 
 
-def test_the_models_list_names_the_index(served: Served) -> None:
-    assert [m.id for m in client(served).models.list()] == ["ragstream"]
+def test_the_models_list_the_index_and_each_source_the_key_may_read(served: Served) -> None:
+    assert [m.id for m in client(served).models.list()] == ["ragstream", "ragstream:notes"]
+    assert [m.id for m in client(served, "k-other").models.list()] == ["ragstream"]
+    reply = client(served).chat.completions.create(model="ragstream:notes", messages=[HISTORY[0]])  # type: ignore[list-item]
+    assert "Pompeii" in reply.choices[0].message.content
+    with pytest.raises(openai.NotFoundError, match="ragstream:notes"):
+        client(served, "k-other").chat.completions.create(
+            model="ragstream:notes",
+            messages=[HISTORY[0]],  # type: ignore[list-item]
+        )
 
 
 def test_a_cited_answer_carries_markers_annotations_and_the_extension(served: Served) -> None:

@@ -1,7 +1,8 @@
 """OpenAI's chat completions over the served index: `POST /v1/chat/completions` (a
 conversation answered as `/v1/chat` answers it, written back as a `chat.completion`, or with
 `"stream": true` as `chat.completion.chunk` events ending in `[DONE]`) and `GET /v1/models`
-(the one profile, `ragstream`). The dialect is `http.openai_shapes`."""
+(the profiles: `ragstream`, and `ragstream:<source>` per source the key may read). The
+dialect is `http.openai_shapes`."""
 
 from __future__ import annotations
 
@@ -16,20 +17,32 @@ from fastapi import APIRouter, Request
 from ragstream.core.answers import Answer, ChatRequest
 from ragstream.core.errors import NotFoundError
 from ragstream.http import openai_shapes as oa
-from ragstream.http.deps import ServingDep, TenantsDep
+from ragstream.http.deps import Serving, ServingDep, TenantsDep
 from ragstream.http.sse import Answering, answer_parts, event_stream
+from ragstream.service.base import Caller
 
 router = APIRouter(tags=["openai"])
 CREATED = int(time.time())  # the model profile's creation time: when this server started
 
 
+def visible_sources(serving: Serving, caller: Caller) -> list[str]:
+    """The configured sources the caller's key may read, by name."""
+    allowed = serving.settings.sources_of(caller.tenants)
+    names = [s.name for s in serving.settings.sources]
+    return [n for n in names if allowed is None or n in allowed]
+
+
 @router.get("/v1/models")
 async def models(caller: TenantsDep, serving: ServingDep) -> dict[str, Any]:
-    """The model profiles a chat front end may pick: `ragstream`, the served index as the
-    caller's key sees it (a 503 until it is open, as every question would get)."""
-    ready = serving.ready_index(caller).readiness()
-    entry = {"id": oa.MODEL, "object": "model", "created": CREATED, "owned_by": "ragstream"}
-    return {"object": "list", "data": [{**entry, "ready": bool(ready.get("ready"))}]}
+    """The model profiles a chat front end may pick: `ragstream` (the served index as the
+    caller's key sees it), and `ragstream:<source>` for each configured source the key may
+    read (answers from that source alone); a 503 until the index is open."""
+    ready = bool(serving.ready_index(caller).readiness().get("ready"))
+    data = [
+        {"id": name, "object": "model", "created": CREATED, "owned_by": "ragstream", "ready": ready}
+        for name in oa.model_ids(visible_sources(serving, caller))
+    ]
+    return {"object": "list", "data": data}
 
 
 @router.post("/v1/chat/completions")
@@ -39,11 +52,15 @@ async def completions(
     """Answer the conversation's last user message from the index, with the history read
     as `/v1/chat` reads it; citations are `[n]` markers and `url_citation` annotations, the
     whole answer is in the `ragstream` extension, and a refusal is a plain message."""
-    if body.model != oa.MODEL:
+    sources = visible_sources(serving, caller)
+    try:
+        source = oa.source_of(body.model, sources)
+    except KeyError:
+        listed = ", ".join(oa.model_ids(sources))
         raise NotFoundError(
-            f"the model {body.model!r} does not exist: GET /v1/models lists {oa.MODEL!r}"
-        )
-    chat = oa.chat_request(body)
+            f"the model {body.model!r} does not exist: GET /v1/models lists {listed}"
+        ) from None
+    chat = oa.narrowed(oa.chat_request(body), source)
     base, created = str(request.base_url), int(time.time())
     task = oa.side_task(chat)
     if task is not None:  # a front end's title or tags prompt: no retrieval (docs/guide/openai.md)
