@@ -30,7 +30,7 @@ from ragstream.connectors.protocols import (
 )
 from ragstream.connectors.sparse import Sparse, bm25_vector, query_vector
 from ragstream.core.errors import DataDirBusyError
-from ragstream.core.filters import Where
+from ragstream.core.filters import Where, meta_key
 from ragstream.core.ids import doc_prefixes, prefix_key
 from ragstream.core.metadata import FieldType
 from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
@@ -161,10 +161,6 @@ INDEX_KIND: dict[FieldType, IndexKind] = {
     "float": "float",
     "datetime": "datetime",
 }
-
-
-def payload_key_of_meta(name: str) -> str:
-    return f"meta.{name}"
 
 
 # a `Where` (core.filters: a user's filter, checked) is a condition too, translated whole
@@ -305,7 +301,7 @@ class BaseQdrantStore(ABC):
         if self._indexed is None:
             self._indexed = self._index_schema()
         for name, field_type in fields.items():
-            key = payload_key_of_meta(name)
+            key = meta_key(name)
             if key not in self._indexed:
                 self._add_index(key, INDEX_KIND[field_type])
                 self._indexed.add(key)

@@ -294,9 +294,14 @@ class NoneOf:
 Where = Equals | Between | Present | AllOf | AnyOf | NoneOf
 
 
+def meta_key(name: str) -> str:
+    """Where a metadata field sits in every payload (and which key its payload index is on)."""
+    return f"meta.{name}"
+
+
 def payload_key(name: str) -> str:
     """Where a field sits in every payload: a fixed field at the top, metadata in `meta`."""
-    return _FIXED_KEYS.get(name, name) if name in FIXED_FIELDS else f"meta.{name}"
+    return _FIXED_KEYS.get(name, name) if name in FIXED_FIELDS else meta_key(name)
 
 
 def nearest(name: str, known: Sequence[str]) -> str:
@@ -350,7 +355,7 @@ def _check(
             f"filter: {tree.field!r} is a {field_type} field; it takes "
             f"{', '.join(sorted(_OPS_OF[field_type]))}, not {tree.operator!r}"
         )
-    key = f"meta.{name}" if explicit else payload_key(name)
+    key = meta_key(name) if explicit else payload_key(name)
     return _leaf(tree, key, field_type, now, zone)
 
 
