@@ -49,11 +49,14 @@ $(OCR):
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr tesseract-ocr-eng; }
 	touch $@
 
-# Pages are tested in headless Chromium (Debian's chromium + chromium-driver, via Selenium).
+# Pages are tested in headless Chromium (Debian's chromium + chromium-driver, via Selenium),
+# with a CJK font so Chinese and Japanese pages render as a person sees them (screenshots)
 BROWSER := $(VENV)/.browser
 $(BROWSER):
 	command -v chromedriver >/dev/null || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+	fc-list :lang=zh | grep -q . || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; }
 	touch $@
 
 # Two pytest-xdist workers (TEST_WORKERS), a test file each at a time (the files holding slow

@@ -23,6 +23,8 @@ the stores it rewrites are the ones those settings open (through `connectors.bac
   kept when it tombstoned a point. From format 2 on a tombstone has no readers, so a search
   filtered by readers sends no status condition (`SearchFilter.status_condition`); a format
   1 tombstone would match it.
+- 2 -> 3: re-tokenizes the BM25 leg with the script-aware analyzer (CJK text as character
+  bigrams, `core.language`) from the chunk text the index stores; nothing is embedded.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ragstream.connectors.backends import backend_of
+from ragstream.connectors.lexical import retokenize_tantivy
 from ragstream.connectors.snapshot_files import write_snapshot
 from ragstream.connectors.vector_stores import RetryPolicy
 from ragstream.core.errors import StorageFormatError
@@ -89,10 +92,38 @@ def _clear_tombstone_readers(settings: Settings) -> None:
     clear_tombstone_readers(settings)
 
 
+def retokenize_bm25(settings: Settings) -> int:
+    """Format 2 analyzed CJK text as words (a clause was one token): the BM25 leg is
+    re-tokenized with the script-aware analyzer (`connectors.lexical.ANALYZER_KEY`) from the
+    text the index stores, and nothing is embedded. Each collection's sparse vectors are
+    recomputed; a separate tantivy index is rebuilt from the chunks it stores. How many
+    points or chunks were re-tokenized."""
+    s = settings
+    if s.lexical != "sparse":
+        return retokenize_tantivy(s.lexical_dir) if s.lexical == "tantivy" else 0
+    backend = backend_of(s.store.vector_backend)
+    base, name, url = s.vectors_dir, s.store.index_name, s.store.qdrant_url
+    done = 0
+    for embedder in backend.list(base, name, url).values():
+        store = backend.open_store(
+            base, name, embedder, url, RetryPolicy.from_settings(s), sparse=True
+        )
+        try:
+            done += store.rewrite_bm25()
+        finally:
+            store.close()
+    return done
+
+
+def _retokenize_bm25(settings: Settings) -> None:
+    retokenize_bm25(settings)
+
+
 # MIGRATIONS[n] takes a data dir from format n to n + 1; a format change adds its step here
 MIGRATIONS: dict[int, Migration] = {
     0: Migration("record the storage format (the layout is unchanged)", _nothing, False),
     1: Migration("clear the readers of tombstoned points", _clear_tombstone_readers, True),
+    2: Migration("re-tokenize BM25 with the script-aware analyzer", _retokenize_bm25, True),
 }
 
 

@@ -13,6 +13,7 @@ batch's own writes, and search sees only committed state, identically in both ba
 from __future__ import annotations
 
 import os
+import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -26,15 +27,19 @@ from ragstream.core.errors import InvalidRequestError
 from ragstream.core.filters import Where, chunk_fields
 from ragstream.core.filters import matches as matches_where
 from ragstream.core.ids import doc_prefixes, prefix_key
+from ragstream.core.language import bigrams, cjk_runs, join_spans, normalized, word_spans
 from ragstream.core.models import IndexedChunk
 
-# One analyzer for both backends, built from tantivy's own parts so the tokens are identical
-# by construction (a Python regex disagrees on combining marks, e.g. Devanagari vowel
-# signs): SimpleTokenizer (split on non-alphanumerics) + RemoveLongFilter(40 bytes) +
-# LowerCaser + English stop words + English (Snowball) stemmer. Stemming and stop words
-# are what standard BM25 baselines use; `ANALYZER_KEY` names the pipeline so an index built
-# with another one is detected instead of silently mis-matching terms.
-_ANALYZER = (
+# One analyzer for every backend and the query (`tokenize`): full-width forms folded, its
+# runs of CJK characters cut into overlapping bigrams (`core.language`), and the rest cut
+# into words by tantivy's own parts (a Python regex disagrees on combining marks, e.g.
+# Devanagari vowel signs): SimpleTokenizer (split on non-alphanumerics) + RemoveLongFilter(40
+# bytes) + LowerCaser + English stop words + English (Snowball) stemmer. Stemming and stop
+# words are what standard BM25 baselines use; they leave the words of other languages
+# whole (a question matches documents in any language on the words they share).
+# `ANALYZER_KEY` names the pipeline so an index built with another one is detected instead
+# of silently mis-matching terms (a data dir's storage format migrates it: 2 -> 3).
+_WORDS = (
     tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
     .filter(tantivy.Filter.remove_long(40))
     .filter(tantivy.Filter.lowercase())
@@ -42,10 +47,15 @@ _ANALYZER = (
     .filter(tantivy.Filter.stemmer("english"))
     .build()
 )
+# tantivy indexes the analyzed tokens as they are: the text field reads them space-separated
+_PRETOKENIZED = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
 ANALYZER_NAME = "ragstream"
 # what BM25 indexes per chunk is part of the key too: its section neighbours (see below)
 SECTION_CONTEXT_WORDS = 256
-ANALYZER_KEY = f"simple+remove_long40+lowercase+stop_en+stem_en+own2+section{SECTION_CONTEXT_WORDS}"
+ANALYZER_KEY = (
+    "cjk_width+cjk_bigram+simple+remove_long40+lowercase+stop_en+stem_en+own2"
+    f"+section{SECTION_CONTEXT_WORDS}"
+)
 
 # (field, any of values), all of them; a user's filter (`core.filters.Where`) rides along whole
 Clauses = list[tuple[str, tuple[str, ...]] | Where]
@@ -55,8 +65,21 @@ def tokenize(text: str) -> list[str]:
     """The one tokenizer of both backends (documents and queries).
 
     Query text becomes plain terms, so user input can never be a query-syntax error.
+
+    >>> tokenize("The Ｒｕｓｔ engines of 扁豆汤")
+    ['rust', 'engin', '扁豆', '豆汤']
     """
-    return list(_ANALYZER.analyze(text))
+    tokens: list[str] = []
+    for piece, cjk in cjk_runs(normalized(text)):
+        tokens.extend(bigrams(piece) if cjk else _WORDS.analyze(piece))
+    return tokens
+
+
+def leading_words(text: str, budget: int) -> tuple[str, int]:
+    """The first `budget` word-sized units of `text` (`core.language.word_spans`: a CJK
+    character counts as one), space-separated where the text had space, and how many."""
+    spans = word_spans(text)[:budget]
+    return join_spans(text, spans), len(spans)
 
 
 def lexical_text(chunk: IndexedChunk) -> str:
@@ -115,9 +138,8 @@ def section_contexts(
         while left > 0 and (at - step >= 0 or at + step < len(members)):
             for k in (at - step, at + step):  # nearest first, the earlier one on a tie
                 if 0 <= k < len(members) and left > 0:
-                    words = chunks[members[k]].text.split()[:left]
-                    picked[members[k]] = " ".join(words)
-                    left -= len(words)
+                    picked[members[k]], used = leading_words(chunks[members[k]].text, left)
+                    left -= used
             step += 1
         out.append(" ".join(picked[j] for j in sorted(picked)))
     return out
@@ -319,7 +341,7 @@ class TantivyIndex(_BatchedIndex):
         self._schema = sb.build()
         _check_analyzer(path)
         self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
-        self._index.register_tokenizer(ANALYZER_NAME, _ANALYZER)
+        self._index.register_tokenizer(ANALYZER_NAME, _PRETOKENIZED)
         self._writer = self._index.writer(heap_size=heap_size, num_threads=threads)
         self._closed = False
 
@@ -356,7 +378,7 @@ class TantivyIndex(_BatchedIndex):
             self._writer.delete_documents_by_term("point_id", chunk.point_id)
             doc = tantivy.Document()
             doc.add_text("point_id", chunk.point_id)
-            doc.add_text("text", lexical_text(chunk))
+            doc.add_text("text", " ".join(tokenize(lexical_text(chunk))))
             for field, values in chunk_terms(chunk).items():
                 for value in values if field in self._KEYWORDS else ():
                     doc.add_text(field, value)
@@ -436,6 +458,36 @@ class TantivyIndex(_BatchedIndex):
             self.commit()
             self._writer.wait_merging_threads()  # consumes the writer: close only once
             self._closed = True
+
+
+def retokenize_tantivy(path: Path) -> int:
+    """Rebuild the tantivy index at `path` with this analyzer from the chunks it stores,
+    tombstones included (an analyzer change: the storage format 3 migration); how many.
+
+    The stored chunks are read through tantivy's own schema on disk, written to a sibling
+    directory, and swapped in whole, so a failure leaves the old index as it was."""
+    if not (path / "meta.json").exists():
+        return 0
+    old = tantivy.Index.open(str(path))
+    searcher = old.searcher()
+    found = searcher.search(tantivy.Query.all_query(), max(1, searcher.num_docs)).hits
+    chunks = [TantivyIndex._chunk(searcher.doc(addr)) for _, addr in found]
+    fresh = path.with_name(path.name + ".retokenized")
+    shutil.rmtree(fresh, ignore_errors=True)
+    index = TantivyIndex(fresh)
+    try:
+        for start in range(0, len(chunks), 2000):  # bounded writer memory: one commit a slice
+            index.upsert(chunks[start : start + 2000])
+            index.commit()
+    finally:
+        index.close()
+    del old, searcher
+    retired = path.with_name(path.name + ".retired")
+    shutil.rmtree(retired, ignore_errors=True)
+    path.rename(retired)
+    fresh.rename(path)
+    shutil.rmtree(retired, ignore_errors=True)
+    return len(chunks)
 
 
 class RankBM25Index(_BatchedIndex):

@@ -422,6 +422,24 @@ class BaseQdrantStore(ABC):
             self._set_payload(deleted, {"readers": []})
         return n
 
+    def rewrite_bm25(self) -> int:
+        """Recompute every point's BM25 sparse vector from its stored text, live and
+        tombstoned alike (the analyzer changed: the storage format 3 migration); nothing is
+        embedded. How many points were rewritten."""
+        self._need_sparse()
+        done = 0
+        ids: list[str] = []
+        vectors: list[Sparse] = []
+        for record in self._scroll_all([], None, False):
+            ids.append(str(record.id))
+            vectors.append(bm25_vector(payload_chunk(str(record.id), record.payload)))
+            if len(ids) >= BATCH:
+                self._set_sparse(ids, vectors)
+                done, ids, vectors = done + len(ids), [], []
+        if ids:
+            self._set_sparse(ids, vectors)
+        return done + len(ids)
+
     def optimize(self) -> None:
         """Build the HNSW graph over what the collection holds (`ragstream optimize`):
         minutes per 100k points, after which a search, filtered or not, walks the graph

@@ -363,6 +363,12 @@ class Answerability(BaseModel):
     floor: float
     signals: dict[str, float] = Field(default_factory=dict)
     judge: str = ""  # the answer judge's version (operators/answer_judge.py), "" when none ran
+    # which path decided: "decision" (the calibrated decision over the answer judge's
+    # reading), "judge" (the judge's floor rule), "coverage" (no judge: the coverage rule),
+    # or "other_language" (the question or its best chunk is in a language the trained
+    # models do not read: coverage and the dense cosine alone)
+    decided_by: str = "coverage"
+    language: str = "en"  # the language it was read in (`core.language`, ISO 639-1)
 
 
 class CandidateView(BaseModel):

@@ -38,6 +38,7 @@ from pydantic_settings import (
 from pydantic_settings import SettingsError as _SourceError
 
 from ragstream.core.errors import SettingsError  # a setting that cannot be used; one line
+from ragstream.core.language import LANGUAGES
 from ragstream.core.permissions import EVERYONE, Principal, source_token
 from ragstream.core.settings_check import (  # SettingRow is importable from here too
     Origins,
@@ -140,6 +141,9 @@ class SourceConfig(BaseModel):
     git: str | None = None
     ref: str = "HEAD"
     permissions: Literal["off", "posix"] = "off"
+    # the language its documents are written in (ISO 639-1: "zh", "ja", "de", ...): which
+    # answer path reads their text (`core.language`); None: detected from each chunk's text
+    language: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -149,6 +153,13 @@ class SourceConfig(BaseModel):
             spec = git_spec(url if url.startswith("git+") else "git+" + url)
             data = {**data, "root": spec[0] if spec else Path(url)}
         return data
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, code: str | None) -> str | None:
+        if code is not None and code.split("-")[0].casefold() not in LANGUAGES:
+            raise ValueError(f"language {code!r} is none of {sorted(LANGUAGES)} (ISO 639-1)")
+        return code
 
     @model_validator(mode="after")
     def _posix_of_a_folder(self) -> SourceConfig:
@@ -282,6 +293,18 @@ class AnswerableSettings(BaseModel):
     # link (a table-of-contents entry) as an answer sentence (docling's labels), and
     # a table row only when it holds half the question's terms (`prose_sentences`)
     prose_only: bool = True
+    # a question, or the best chunk for it, in a language the trained models were not fitted
+    # on (`core.language`: anything but English) is decided on the signals that read any
+    # language instead of the answer judge and the decision: answer when the best chunk
+    # covers at least `other_language_coverage` of the question's IDF-weighted terms (CJK
+    # bigrams count as terms), or the best dense cosine, on the calibrated scale, reaches
+    # `other_language_dense` where both legs put the top chunk in their top 3 (an English
+    # embedder's cosines over CJK text run high on anything, and its dense leg then rarely
+    # agrees with the lexical one); the extractive answer leads with the sentence that
+    # covers most.
+    # Chosen on the tune half of the Chinese and Japanese sets (bench/cjk.py)
+    other_language_coverage: float = Field(default=0.3, ge=0.0, le=1.01)
+    other_language_dense: float = Field(default=0.68, ge=0.0, le=1.01)
 
 
 class ConversationSettings(BaseModel):

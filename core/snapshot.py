@@ -12,7 +12,7 @@ SNAPSHOT_FORMAT = "ragstream-snapshot/1"
 # the layout of a data dir's stores and state (recorded in `state/format.json`); a snapshot
 # records the one it was taken from. Raise it with a migration step in
 # `connectors.data_format.MIGRATIONS` whenever a stored layout changes.
-STORAGE_FORMAT = 2
+STORAGE_FORMAT = 3
 
 
 def ragstream_version() -> str:

@@ -38,12 +38,21 @@ from typing import Any
 import xxhash
 
 from ragstream.core.ids import config_key, content_hash, point_id
+from ragstream.core.language import (
+    CJK_CHARS,
+    CJK_CLOSERS,
+    CJK_SENTENCE_END,
+    cjk_sentence_ends,
+    join_spans,
+    word_spans,
+)
 from ragstream.core.models import NON_PROSE_KINDS, Block, Chunk, NonProse, ParsedDocument
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 CHUNKER_VERSION = "ragstream-chunker-3"
 BLOCK_SEPARATOR = "\n\n"
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[A-Z0-9])")
+_CJK_EDGE = re.compile(f"[{CJK_CHARS}{CJK_SENTENCE_END}{CJK_CLOSERS}、，：；「『（【]")
 
 
 @dataclass(frozen=True)
@@ -132,24 +141,38 @@ def group_units(
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCE_END.split(text) if s.strip()]
+    """The text's sentences: cut after `.!?;:` and space before a capital, a digit or an
+    opening quote, and after a CJK sentence end (`。！？`), which needs no space after it.
+
+    >>> split_sentences("东京是首都。人口很多！ Then it rained. It stopped.")
+    ['东京是首都。', '人口很多！', 'Then it rained.', 'It stopped.']
+    """
+    out: list[str] = []
+    for part in _SENTENCE_END.split(text):
+        at = 0
+        for end in cjk_sentence_ends(part):
+            out.append(part[at:end])
+            at = end
+        out.append(part[at:])
+    return [s.strip() if s[:1].isspace() else s for s in out if s.strip()]
 
 
 def _windows(text: str, max_tokens: int, count: TokenCounter) -> list[str]:
-    """Cut an over-long sentence into word windows that fit (the last resort, rare)."""
-    words = text.split()
-    sizes = count(words)
+    """Cut an over-long sentence into word windows that fit (the last resort, rare); a CJK
+    character is a word (`core.language.word_spans`), so text without spaces is cut too."""
+    spans = word_spans(text)
+    sizes = count([text[s:e] for s, e in spans])
     out: list[str] = []
-    current: list[str] = []
+    current: list[tuple[int, int]] = []
     size = 0
-    for word, n in zip(words, sizes, strict=True):
+    for span, n in zip(spans, sizes, strict=True):
         if current and size + n > max_tokens:
-            out.append(" ".join(current))
+            out.append(join_spans(text, current))
             current, size = [], 0
-        current.append(word)
+        current.append(span)
         size += n
     if current:
-        out.append(" ".join(current))
+        out.append(join_spans(text, current))
     return out
 
 
@@ -210,11 +233,20 @@ def _pieces(blocks: Sequence[Block], cfg: ChunkerConfig, count: TokenCounter) ->
 
 
 def _join(pieces: Sequence[_Piece]) -> str:
-    """Pieces of one block rejoin with a space, different blocks with a blank line."""
+    """Pieces of one block rejoin with a space (none between two pieces of CJK text, which
+    had none), different blocks with a blank line."""
     out = pieces[0].text
     for prev, piece in pairwise(pieces):
-        out += (" " if piece.block is prev.block else BLOCK_SEPARATOR) + piece.text
+        if piece.block is not prev.block:
+            out += BLOCK_SEPARATOR + piece.text
+        else:
+            out += ("" if _glued(prev.text, piece.text) else " ") + piece.text
     return out
+
+
+def _glued(before: str, after: str) -> bool:
+    """Whether two pieces of one block meet without a space: both sides are CJK text."""
+    return bool(_CJK_EDGE.search(before[-1:]) and _CJK_EDGE.match(after[:1]))
 
 
 def chunk_document(doc: ParsedDocument, cfg: ChunkerConfig, count: TokenCounter) -> list[Chunk]:

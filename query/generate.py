@@ -18,6 +18,7 @@ import numpy as np
 from opentelemetry import trace
 
 from ragstream.core.answers import SourceChunk
+from ragstream.core.language import CJK_SENTENCE_END
 from ragstream.core.telemetry import span
 from ragstream.operators.embed import Embedder
 from ragstream.operators.llm import async_openai_client, openai_client
@@ -232,6 +233,19 @@ def _judged(candidates: Sequence[tuple[int, int, str, str]], evidence: Sequence[
     return list(dict.fromkeys(j for j in found if j is not None))
 
 
+def cited(sentence: str, cid: str) -> str:
+    """A copied sentence with its citation before its final stop: `... [S1].`, and for a
+    CJK sentence `...[S1]。` (no space, its own full stop kept).
+
+    >>> cited("Yen is the currency.", "S1"), cited("日元是日本的货币。", "S2")
+    ('Yen is the currency [S1].', '日元是日本的货币[S2]。')
+    """
+    stop = sentence[-1:] if sentence[-1:] in CJK_SENTENCE_END else ""
+    if stop:
+        return f"{sentence[:-1]}[{cid}]{stop}"
+    return f"{sentence.rstrip('.!?:;, ')} [{cid}]."
+
+
 class ExtractiveGenerator:
     """Offline default: the source sentences that answer the question, each with its `[Sn]`.
 
@@ -291,9 +305,7 @@ class ExtractiveGenerator:
                 chosen = _judged(candidates, context.evidence)[: self.max_sentences]
             else:
                 chosen = self._nearest(question, candidates)
-            answer = " ".join(
-                f"{candidates[j][3].rstrip('.!?:;, ')} [{candidates[j][2]}]." for j in chosen
-            )
+            answer = " ".join(cited(candidates[j][3], candidates[j][2]) for j in chosen)
             trace.get_current_span().set_attribute("output_chars", len(answer))
             return answer
 

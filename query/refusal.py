@@ -46,6 +46,13 @@ def not_answerable(
             "none of the question's terms occurs in the documents and no passage is close "
             f"to it in meaning (best cosine {dense:.2f}, enough: {enough:.2f})"
         )
+    elif verdict.decided_by == "other_language":
+        detail = (
+            f"the retrieved text covers {coverage:.0%} of what the question asks about "
+            f"(minimum {limits.other_coverage:.0%} for text in {verdict.language!r}, which the "
+            f"trained answer judge does not read) and matches it in meaning at {dense:.2f} "
+            f"(enough: {limits.other_dense:.2f})"
+        )
     elif coverage < limits.floor and dense < enough:
         detail = (
             f"the retrieved text covers {coverage:.0%} of what the question asks about "

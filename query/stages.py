@@ -43,6 +43,7 @@ from ragstream.query.answerable import (
     answering,
     judge,
     new_terms,
+    reading_language,
     said_as,
     said_before,
     unmentioned_in,
@@ -285,7 +286,9 @@ def _judged(parts: EngineParts, run: AnswerRun) -> tuple[Answerability, int, flo
     # on the scale the decision's floors were fitted on (query/scales.py)
     dense = parts.scales.of(parts.side()).read(max(cosines)) if cosines else 0.0
     signals = {**ranking(run.ranked), **run.leads, **asked_after(_history(run).messages)}
-    asked = Asked(run.question, chunks, parts.retriever.lexical.doc_freqs, dense, signals)
+    languages = {s.name: s.language for s in parts.settings.sources if s.language}
+    language = reading_language(run.question, chunks, languages)
+    asked = Asked(run.question, chunks, parts.retriever.lexical.doc_freqs, dense, signals, language)
     verdict, evidence = judge(asked, Limits.from_settings(q), parts.answer_judge, parts.decision)
     run.read = evidence
     rule, turn = AnswerRule.from_settings(q), _turn_terms(parts, run)

@@ -18,15 +18,27 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragstream.core.answers import Claim, SourceChunk, Verification
+from ragstream.core.language import (
+    CJK_CLOSERS,
+    CJK_SENTENCE_END,
+    bigrams,
+    cjk_runs,
+    detect,
+    normalized,
+)
 from ragstream.core.telemetry import span
 from ragstream.operators.embed import Embedder
 from ragstream.query import polarity
 
 # --- text helpers, shared with query.generate ----------------------------------------------
 
-_BREAK = re.compile(r"[.!?][\"')\]*_`]*\s+|\n\s*\n|\n(?=[ \t]*(?:[-*+]|\d+[.)]|#{1,6})\s)")
+_BREAK = re.compile(
+    r"[.!?][\"')\]*_`]*\s+|\n\s*\n|\n(?=[ \t]*(?:[-*+]|\d+[.)]|#{1,6})\s)"
+    f"|[{CJK_SENTENCE_END}][{CJK_CLOSERS}]*\\s*"  # a CJK sentence needs no space after it
+)
 _ABBREV = re.compile(r"\b(?:(?i:e\.g|i\.e|etc|vs|cf|al|approx|mrs?|ms|dr|fig|no)|[A-Z])\.$")
 _WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+_ANY_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")  # any script's letters
 _STOP = (
     "a an the and or but if of to in on at by for with from as is are was were be been being it "
     "its this that these those there here which who whom what when where why how do does did can "
@@ -38,7 +50,8 @@ STOPWORDS = frozenset(_STOP.split())
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence, whitespace-trimmed; breaks on `. `, blank lines, bullets.
+    """(start, end) of each sentence, whitespace-trimmed; breaks on `. `, blank lines, bullets,
+    and after `。！？` (CJK sentences, spaced or not).
 
     Abbreviations ("e.g.", initials) do not end a sentence. A sentence produced here never
     contains a break point, so re-splitting an answer built from such sentences (after
@@ -48,8 +61,10 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     for m in _BREAK.finditer(text):
-        if m.group()[0] in ".!?":
-            if _ABBREV.search(text[max(start, m.start() - 8) : m.start() + 1]):
+        if m.group()[0] in ".!?" + CJK_SENTENCE_END:
+            if m.group()[0] in ".!?" and _ABBREV.search(
+                text[max(start, m.start() - 8) : m.start() + 1]
+            ):
                 continue
             end = m.start() + len(m.group().rstrip())
         else:
@@ -68,8 +83,22 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 
 def content_tokens(text: str) -> set[str]:
-    """Lower-cased word tokens minus stop words: the vocabulary lexical overlap is measured on."""
-    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+    """Lower-cased word tokens minus stop words, and the bigrams of CJK text (`core.language`):
+    the vocabulary lexical overlap is measured on. English words are ASCII letters and
+    digits; a text in another language keeps the words of its own letters whole.
+
+    >>> sorted(content_tokens("Die Glühbirne und 扁豆汤")), sorted(content_tokens("The café"))
+    (['die', 'glühbirne', 'und', '扁豆', '豆汤'], ['caf'])
+    """
+    word = _WORD if detect(text).trained_models else _ANY_WORD
+    tokens: set[str] = set()
+    for piece, cjk in cjk_runs(normalized(text)):
+        if cjk:
+            tokens.update(bigrams(piece))
+        else:
+            words = word.findall(piece.lower())
+            tokens.update(w for w in words if w not in STOPWORDS and len(w) > 1)
+    return tokens
 
 
 _AI = r"(?:ai|assistant|chat ?bot|model|llm|language model|chatgpt|gpt|claude|bot)"
@@ -241,15 +270,17 @@ def _entailed(
         and _verbatim(flat[c.support_cid], c.text)
         for c in claims
     ]  # fmt: skip
+    # the judge reads English: a claim in another language keeps its support score alone
+    read = [detect(c.text).trained_models for c in claims]
     asked = [
         (span_of(c), c.text)
-        for c, verbatim in zip(claims, copied, strict=True)
-        if c.support_cid is not None and c.support_span is not None and not verbatim
+        for c, verbatim, readable in zip(claims, copied, read, strict=True)
+        if c.support_cid is not None and c.support_span is not None and not verbatim and readable
     ]
     verdicts = iter(entailment(judge, asked))
     out = []
-    for claim, verbatim in zip(claims, copied, strict=True):
-        if claim.support_cid is None or claim.support_span is None:
+    for claim, verbatim, readable in zip(claims, copied, read, strict=True):
+        if claim.support_cid is None or claim.support_span is None or not (verbatim or readable):
             out.append(claim)
             continue
         supports, contradicts = (1.0, 0.0) if verbatim else next(verdicts)
@@ -396,7 +427,7 @@ def _scored_claims(
     chunk_tokens = {cid: content_tokens(by_cid[cid].text) for cid in cited}
     claims: list[Claim] = []
     for i, (claim_text, cids) in enumerate(raw):
-        tokens = content_tokens(claim_text)
+        tokens, readable = content_tokens(claim_text), detect(claim_text).trained_models
         best: tuple[float, str | None, tuple[int, int] | None] = (0.0, None, None)
         for cid in cids:
             rows = [j for j, f in enumerate(flat) if f[0] == cid]
@@ -405,7 +436,8 @@ def _scored_claims(
             lexical = len(tokens & chunk_tokens[cid]) / len(tokens) if tokens else 0.0
             score = LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * max(0.0, float(cos.max()))
             span_ = (flat[j][1], flat[j][2])
-            predict = getattr(cross_encoder, "predict", None)
+            # an English cross-encoder reads only what the trained models read
+            predict = getattr(cross_encoder, "predict", None) if readable else None
             if predict is not None:
                 logit = float(
                     np.ravel(predict([(by_cid[cid].text[span_[0] : span_[1]], claim_text)]))[0]

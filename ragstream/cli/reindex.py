@@ -27,7 +27,13 @@ def show(status: ReindexStatus, as_json: bool) -> None:
 
 @app.command()
 def start(
-    embedder: Annotated[str, typer.Option(help="preset (minilm-l6, minilm-l3, static) or path")],
+    embedder: Annotated[
+        str,
+        typer.Option(
+            help="preset (minilm-l6, minilm-l3, static, multilingual-e5-small), a path, "
+            "or openai:<model>"
+        ),
+    ],
     wait: Annotated[bool, typer.Option(help="block until the backfill is complete")] = False,
     data_dir: DataDir = None,
     as_json: AsJson = False,

@@ -281,8 +281,12 @@ function showSource(source, claim) {
   const pre = el("pre");
   const span = claim && claim.support_cid === source.cid ? claim.support_span : null;
   if (span) {
-    pre.append(text.slice(0, span[0]), el("mark", { text: text.slice(span[0], span[1]) }),
-      text.slice(span[1]));
+    // the span counts code points (Python's str), a JS string counts UTF-16 units: an
+    // astral character (CJK Extension B, an emoji) before it would shift the mark
+    const chars = Array.from(text);
+    const part = (a, b) => chars.slice(a, b).join("");
+    pre.append(part(0, span[0]), el("mark", { text: part(span[0], span[1]) }),
+      part(span[1]));
   } else {
     pre.textContent = text;
   }

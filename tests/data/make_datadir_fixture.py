@@ -33,6 +33,13 @@ DOCS = {
         "Spring tides at Portnahaven rise about four metres. The strongest stream runs "
         "through the sound two hours before high water, at up to six knots.\n"
     ),
+    # CJK text (from the format 3 fixture on; `make_datadir_fixture.py` copied into a
+    # checkout of the format 2 ragstream wrote format 2's with it): the 2 -> 3 step must
+    # re-tokenize it
+    "汤.md": "# 扁豆汤\n\n扁豆汤是一道用扁豆和番茄慢慢炖成的家常汤。它在冬天最受欢迎。\n",
+    "灯台.md": (
+        "# 灯台の歴史\n\n岬の灯台は千八百七十四年に初めて点灯された。灯守は三人で交代した。\n"
+    ),
 }
 
 

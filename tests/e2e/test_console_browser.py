@@ -36,6 +36,10 @@ from tests.harness.helpers import copy_docs
 pytestmark = pytest.mark.slow  # a watch --serve subprocess and a browser
 
 QUESTION = "At what temperature is green tea steeped?"
+# a Chinese note whose answer follows an astral character (𠮷, outside the BMP: two UTF-16
+# units in the page, one code point in the span the answer reports)
+CJK_NOTE = "# 扁豆汤\n\n𠮷野家的扁豆汤很有名。扁豆汤是用扁豆和番茄慢慢炖成的，冬天最受欢迎。\n"
+CJK_ANSWER = "扁豆汤是用扁豆和番茄慢慢炖成的，冬天最受欢迎。"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ def console(tmp_path_factory: pytest.TempPathFactory, shared_docs: Path) -> Iter
         "---\ntags: [coffee, drinks]\n---\n# Coffee\n\n"
         "Espresso is brewed at 93 degrees Celsius for thirty seconds.\n"
     )
+    (root / "汤.md").write_text(CJK_NOTE, encoding="utf-8")
     (root / "broken.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2048))  # not a PDF inside
     data = base / "data"
     env = dict(os.environ, RAGSTREAM_SYNC__DEBOUNCE_MS="100")
@@ -149,6 +154,28 @@ def test_ask_shows_claims_sources_and_why(
     )
     assert all(name.startswith(console.url) for name in loaded), loaded  # nothing from elsewhere
     assert browser.save_screenshot(str(_shots(tmp_path) / "console-ask.png"))
+
+
+def test_a_chinese_answer_marks_its_span_past_an_astral_character(
+    console: Console,
+    browser: webdriver.Chrome,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """CJK text renders as written, and the supporting span (code points) is marked on
+    exactly its characters, though the page counts 𠮷 as two."""
+    wait = WebDriverWait(browser, 120)
+    browser.get(f"{console.url}/")
+    wait.until(ready.presence_of_element_located((By.ID, "question")))
+    _ask(browser, wait, "扁豆汤是用什么炖成的？")
+    supported = browser.find_elements(By.CSS_SELECTOR, "#answer .claim.supported")
+    assert supported, browser.find_element(By.ID, "ask-status").text
+    assert "番茄" in supported[0].text
+    supported[0].find_element(By.CSS_SELECTOR, "button.cite").click()
+    source = browser.find_element(By.ID, "source")
+    wait.until(lambda b: source.is_displayed())
+    assert "汤.md" in source.text and "𠮷野家" in source.text
+    assert source.find_element(By.TAG_NAME, "mark").text == CJK_ANSWER
+    assert browser.save_screenshot(str(_shots(tmp_path) / "console-ask-chinese.png"))
 
 
 def test_files_lists_the_ledger_with_dead_letters(

@@ -20,6 +20,7 @@ import pytest
 
 from ragstream import Client, api
 from ragstream.connectors import data_format
+from ragstream.connectors.backends import backend_of
 from ragstream.connectors.data_format import (
     Migration,
     format_path,
@@ -76,11 +77,16 @@ def test_every_kept_data_dir_opens_answers_and_reads_its_metadata_once(
     assert hits and hits[0].doc_id == "docs:lighthouse.md"
     assert answer.refusal is None and "1874" in answer.text
     assert {c.doc_id for c in answer.citations} == {"docs:lighthouse.md"}
-    # each file is read once more, for its metadata (every parser key carries the metadata
-    # reader's version): its chunks are re-stamped, nothing is embedded
+    # a data dir written before the metadata reader reads each file once more, for its
+    # metadata (every parser key carries the reader's version): its chunks are re-stamped;
+    # nothing is embedded either way
     again = api.sync([docs], settings=settings)
     assert again.chunks_embedded == 0 and again.chunks_reused == 0
-    assert again.docs_changed == again.docs_seen and again.chunks_restamped == again.chunks_live
+    if fixture.name == "datadir-format1.tar.gz":
+        assert again.docs_changed == again.docs_seen
+        assert again.chunks_restamped == again.chunks_live
+    else:
+        assert again.docs_changed == 0
     with Client(settings=settings) as c:
         found = c.retrieve(QUESTION, k=3, filter="extension = md and mtime exists").results
     assert found and found[0].doc_id == "docs:lighthouse.md"
@@ -196,6 +202,41 @@ def test_retention_never_removes_the_snapshot_a_migration_took(tmp_path: Path) -
     assert [s.id for s in snapshots.listed_snapshots(settings)] == [newest.id, before.stem]
 
 
+def _bm25_top(settings: Settings, query: str) -> list[str]:
+    """The doc ids the live collection's own BM25 leg ranks for `query`, opened as the
+    migration opens it (no format check)."""
+    s = settings
+    backend = backend_of(s.store.vector_backend)
+    (embedder,) = backend.list(s.vectors_dir, s.store.index_name, s.store.qdrant_url).values()
+    store = backend.open_store(s.vectors_dir, s.store.index_name, embedder, None, sparse=True)
+    try:
+        return [h.chunk.doc_id for h in store.search_text(query, 5, SearchFilter())]
+    finally:
+        store.close()
+
+
+def test_format_2_cjk_text_is_retokenized_into_bigrams_with_nothing_embedded(
+    tmp_path: Path,
+) -> None:
+    """Format 2 read a Chinese or Japanese clause as one word: its exact terms matched
+    nothing. The 2 -> 3 step re-tokenizes the stored text (after a snapshot), and then the
+    exact term ranks its own document first on both legs, with nothing embedded."""
+    fixture = next(f for f in FIXTURES if f.name == "datadir-format2.tar.gz")
+    docs, settings = _unpacked(fixture, tmp_path)
+    asking = settings.model_copy(update={"store": StoreSettings(migrate="ask")})
+    assert "docs:汤.md" not in _bm25_top(settings, "扁豆汤")
+    assert "docs:灯台.md" not in _bm25_top(settings, "灯台")
+    steps = snapshots.migrate(asking)
+    assert steps == ["format 2 -> 3: re-tokenize BM25 with the script-aware analyzer"]
+    assert [s.storage_format for s in snapshots.listed_snapshots(settings)] == [2]
+    assert _bm25_top(settings, "扁豆汤")[0] == "docs:汤.md"
+    assert _bm25_top(settings, "灯台")[0] == "docs:灯台.md"
+    with Client(settings=settings) as c:
+        hit = c.retrieve("扁豆汤", k=3).results[0]
+    assert hit.doc_id == "docs:汤.md" and hit.ranks["lexical"] == 1
+    assert api.sync([docs], settings=settings).chunks_embedded == 0
+
+
 def _principal_sees(settings: Settings, doc_id: str) -> tuple[set[str], set[str]]:
     """(dense, BM25) doc ids root's principal filter lets the live store's searches return
     from `doc_id`, every point a candidate."""
@@ -235,7 +276,10 @@ def test_format_1_tombstones_of_a_mirrored_source_lose_their_readers(tmp_path: P
     with pytest.raises(StorageFormatError, match="ragstream migrate"):
         _principal_sees(settings, gone)
     steps = snapshots.migrate(settings)
-    assert steps == ["format 1 -> 2: clear the readers of tombstoned points"]
+    assert steps == [
+        "format 1 -> 2: clear the readers of tombstoned points",
+        "format 2 -> 3: re-tokenize BM25 with the script-aware analyzer",
+    ]
     assert [s.storage_format for s in snapshots.listed_snapshots(settings)] == [1]
     assert _principal_sees(settings, gone) == (set(), set())
     assert _principal_sees(settings, "docs:lighthouse.md") == ({"docs:lighthouse.md"},) * 2

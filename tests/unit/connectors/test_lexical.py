@@ -183,6 +183,7 @@ def test_query_syntax_is_just_text(index: LexicalIndex, query: str) -> None:
 def test_tokenizer_equals_tantivys_default(tmp_path: Path) -> None:
     """Both backends must see the same terms; tantivy indexes with its own "default"."""
     text = "ΟΔΟΣ İstanbul hello_world हिन्दी naïve C++ x" + "a" * 39 + " " + "é" * 19 + " 3.14"
+    text += " 扁豆汤是一道汤。서울은 東京の人口 Ｆｕｌｌ"
     idx = TantivyIndex(tmp_path / "t")
     idx.upsert([chunk("u", text)])
     idx.commit()
@@ -190,6 +191,31 @@ def test_tokenizer_equals_tantivys_default(tmp_path: Path) -> None:
     idx.close()
     assert indexed == set(tokenize(text))
     assert "hello" in indexed and "world" in indexed and "οδοσ" in indexed
+    assert {"扁豆", "豆汤", "서울", "울은", "京の", "full"} <= indexed
+
+
+PROBE = [
+    chunk("soup", "扁豆汤是一道用扁豆和番茄慢慢炖成的家常汤。", "src:soup.md"),
+    chunk("tofu", "豆腐是一种用大豆做成的食品，汤里常常放豆腐，扁平的豆子也常见。", "src:tofu.md"),
+    chunk("lentil", "Lentil soup is a soup made of lentils and tomatoes.", "src:lentil.md"),
+    chunk("ja", "扁平な豆を使った汤の料理は、冬に好まれる。", "src:ja.md"),
+    chunk("seoul", "서울은 한국의 수도이며 가장 큰 도시이다.", "src:seoul.md"),
+    chunk("busan", "부산은 한국에서 두 번째로 큰 도시이다.", "src:busan.md"),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [("扁豆汤", "soup"), ("豆腐", "tofu"), ("서울", "seoul"), ("lentils", "lentil")],
+)
+def test_an_exact_cjk_term_ranks_its_own_chunk_first(
+    index: LexicalIndex, query: str, first: str
+) -> None:
+    """A clause without spaces is bigrams, not one token: its exact terms match it, and a
+    Korean word matches with its particle attached (서울은)."""
+    index.upsert(PROBE)
+    index.commit()
+    assert ids(index, query)[0] == first
 
 
 def _scifact(data: Path, n_docs: int, n_queries: int) -> tuple[list[IndexedChunk], dict[str, str]]:
