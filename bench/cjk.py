@@ -179,20 +179,11 @@ def english_check() -> None:
     import json
     import re
 
-    import tantivy
-
-    from ragstream.connectors.lexical import tokenize
+    from ragstream.connectors.lexical import WORD_ANALYZER, tokenize
     from ragstream.core.language import detect
     from ragstream.query.verify import STOPWORDS, content_tokens
 
-    english_only = (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stopword("english"))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
+    english_only = WORD_ANALYZER  # all text as words: the analyzer of storage format 2
     ascii_word = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
     shared = DATA.parent
     sets: dict[str, list[str]] = {}

@@ -40,7 +40,7 @@ from pathlib import Path
 from ragstream.connectors.backends import backend_of
 from ragstream.connectors.lexical import retokenize_tantivy
 from ragstream.connectors.snapshot_files import write_snapshot
-from ragstream.connectors.vector_stores import RetryPolicy
+from ragstream.connectors.vector_stores import BaseQdrantStore, RetryPolicy
 from ragstream.core.errors import StorageFormatError
 from ragstream.core.jsonfile import read_json, write_json_atomic
 from ragstream.core.settings import Settings
@@ -71,21 +71,30 @@ def _nothing(settings: Settings) -> None:
     """Format 0 is format 1 without its record: the step only records the format."""
 
 
+def each_collection(
+    settings: Settings, rewrite: Callable[[BaseQdrantStore], int], sparse: bool = False
+) -> int:
+    """`rewrite` applied to each collection of the index `settings` describe (opened with
+    its sparse vectors when `sparse`), summed."""
+    s = settings
+    backend = backend_of(s.store.vector_backend)
+    base, name, url = s.vectors_dir, s.store.index_name, s.store.qdrant_url
+    total = 0
+    for embedder in backend.list(base, name, url).values():
+        retry = RetryPolicy.from_settings(s)
+        store = backend.open_store(base, name, embedder, url, retry, sparse=sparse)
+        try:
+            total += rewrite(store)
+        finally:
+            store.close()
+    return total
+
+
 def clear_tombstone_readers(settings: Settings) -> int:
     """Format 1 tombstones kept their `readers`: cleared in each collection of the index
     `settings` describe (opened without its sparse vectors: a payload write only); the
     tombstones there are."""
-    s = settings
-    backend = backend_of(s.store.vector_backend)
-    base, name, url = s.vectors_dir, s.store.index_name, s.store.qdrant_url
-    tombstones = 0
-    for embedder in backend.list(base, name, url).values():
-        store = backend.open_store(base, name, embedder, url, RetryPolicy.from_settings(s))
-        try:
-            tombstones += store.clear_tombstone_readers()
-        finally:
-            store.close()
-    return tombstones
+    return each_collection(settings, BaseQdrantStore.clear_tombstone_readers)
 
 
 def _clear_tombstone_readers(settings: Settings) -> None:
@@ -98,21 +107,10 @@ def retokenize_bm25(settings: Settings) -> int:
     text the index stores, and nothing is embedded. Each collection's sparse vectors are
     recomputed; a separate tantivy index is rebuilt from the chunks it stores. How many
     points or chunks were re-tokenized."""
-    s = settings
-    if s.lexical != "sparse":
-        return retokenize_tantivy(s.lexical_dir) if s.lexical == "tantivy" else 0
-    backend = backend_of(s.store.vector_backend)
-    base, name, url = s.vectors_dir, s.store.index_name, s.store.qdrant_url
-    done = 0
-    for embedder in backend.list(base, name, url).values():
-        store = backend.open_store(
-            base, name, embedder, url, RetryPolicy.from_settings(s), sparse=True
-        )
-        try:
-            done += store.rewrite_bm25()
-        finally:
-            store.close()
-    return done
+    if settings.lexical != "sparse":
+        lexical = settings.lexical_dir
+        return retokenize_tantivy(lexical) if settings.lexical == "tantivy" else 0
+    return each_collection(settings, BaseQdrantStore.rewrite_bm25, sparse=True)
 
 
 def _retokenize_bm25(settings: Settings) -> None:

@@ -39,7 +39,8 @@ from ragstream.core.models import IndexedChunk
 # whole (a question matches documents in any language on the words they share).
 # `ANALYZER_KEY` names the pipeline so an index built with another one is detected instead
 # of silently mis-matching terms (a data dir's storage format migrates it: 2 -> 3).
-_WORDS = (
+# `WORD_ANALYZER` alone is what an index of storage format 2 analyzed all text with.
+WORD_ANALYZER = (
     tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
     .filter(tantivy.Filter.remove_long(40))
     .filter(tantivy.Filter.lowercase())
@@ -71,7 +72,7 @@ def tokenize(text: str) -> list[str]:
     """
     tokens: list[str] = []
     for piece, cjk in cjk_runs(normalized(text)):
-        tokens.extend(bigrams(piece) if cjk else _WORDS.analyze(piece))
+        tokens.extend(bigrams(piece) if cjk else WORD_ANALYZER.analyze(piece))
     return tokens
 
 

@@ -9,6 +9,8 @@ Nothing here imports any other ragstream package.
 - `filters`: the one filter language of every face: its forms, its check, its meaning.
 - `ids`: doc ids, content hashes and point ids.
 - `jsonfile`: small JSON files written whole (temp file + rename) and read back.
+- `language`: what a text is written in, and what reading it takes (CJK bigrams, sentence
+  ends, which trained models read it).
 - `memory`: handing freed heap memory back to the OS after a large ingest batch.
 - `metadata`: a document's own metadata as typed fields, and which reading wins.
 - `models`: the models on every arrow of the ingest pipeline and the reindex records.

@@ -140,6 +140,9 @@ def print_answer(answer: Answer) -> None:
             f"chars {c.char_start}-{c.char_end}"
         )
     answered = f" · answered {answer.answered:.2f}" if answer.answered is not None else ""
+    verdict = answer.answerability
+    if verdict is not None:  # which path decided, in which language (`core.language`)
+        answered += f" · read as {verdict.language} ({verdict.decided_by})"
     out.print(
         f"[dim]grounding {answer.grounding:.0%}{answered} · embedder {answer.embedder} · "
         f"reranker {answer.reranker} · generator {answer.generator} · trace {answer.trace_id}[/]"

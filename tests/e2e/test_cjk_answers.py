@@ -7,6 +7,9 @@ Chinese longer than a chunk is cut at its sentence ends, never past the model's 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,6 +89,17 @@ def test_a_cjk_question_is_answered_from_its_sentence_on_signals_that_read_it(
     assert source.text[start:end].endswith("。")
 
 
+def test_the_cli_prints_a_cjk_answer_and_the_path_that_decided(settings: Settings) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ragstream.cli", "query", "扁豆汤是用什么炖成的？",
+         "--data-dir", str(settings.data_dir)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "扁豆汤是用扁豆和番茄慢慢炖成的" in done.stdout and "汤.md" in done.stdout
+    assert "read as zh (other_language)" in done.stdout
+
+
 def test_a_question_whose_document_is_gone_is_refused(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -99,6 +113,24 @@ def test_a_question_whose_document_is_gone_is_refused(tmp_path: Path) -> None:
         there = client.query("扁豆汤是用什么炖成的？")
     assert gone.refusal is not None and gone.refusal.reason == "not_answerable"
     assert there.refusal is None and "番茄" in there.text
+
+
+def test_with_the_multilingual_preset_an_exact_term_leads_both_legs(tmp_path: Path) -> None:
+    """The probe's case: a Chinese exact term ranks its own document first on the lexical
+    leg and on the dense leg, among English and Japanese documents."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in FILES.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    s = Settings(
+        data_dir=tmp_path / "data", embedder="multilingual-e5-small", query={"log_queries": False}
+    )
+    api.sync([docs], settings=s)
+    with Client(settings=s.with_paths([docs])) as client:
+        for term, doc in (("扁豆汤", "汤.md"), ("灯台", "灯台.md"), ("서울", "서울.md")):
+            hit = client.retrieve(term, k=3).results[0]
+            assert hit.doc_id == f"docs:{doc}", term
+            assert hit.ranks == {"lexical": 1, "dense": 1}, (term, hit.ranks)
 
 
 def test_an_english_question_still_reads_the_trained_models(settings: Settings) -> None:

@@ -19,7 +19,7 @@ from ragstream import api
 from ragstream.client import Client
 from ragstream.core.settings import Settings
 from ragstream.operators.embed import E5_MODEL, load_embedder
-from tests.harness.helpers import copy_docs
+from tests.harness.helpers import copy_docs, off_topic_on_and_off_the_scale
 
 pytestmark = pytest.mark.slow
 
@@ -29,16 +29,6 @@ SCALE_FILES = [
     "md/docling_concepts_plugins.md",
     "md/docling_faq_index.md",
     "html/python311_tutorial_appetite.html",
-]
-OFF_TOPIC = [
-    "What is the capital city of Australia?",
-    "Who painted the ceiling of the Sistine Chapel?",
-    "In which year did the Berlin Wall fall?",
-    "How many players are on a rugby union team?",
-    "Who wrote the novel One Hundred Years of Solitude?",
-    "What is the tallest waterfall in the world?",
-    "Which planet has the most moons?",
-    "What is the boiling point of water at the top of Mount Everest?",
 ]
 GREAT_WALL = """# 长城
 
@@ -102,14 +92,7 @@ def test_the_presets_cosines_are_read_on_the_floors_scale(
         data_dir=tmp_path / "data", embedder="multilingual-e5-small", query={"log_queries": False}
     )
     api.sync([folder], settings=settings)
-    raw = settings.model_copy(
-        update={"query": settings.query.model_copy(update={"cosine_scale": False})}
-    )
-    with Client(settings=raw) as client:
-        answered_raw = [q for q in OFF_TOPIC if client.query(q).refusal is None]
-    with Client(settings=settings) as client:
-        answered = [q for q in OFF_TOPIC if client.query(q).refusal is None]
-        on_topic = client.query("Which chunker keeps lines of code or logs intact?")
+    answered_raw, answered, on_topic = off_topic_on_and_off_the_scale(settings)
     assert answered_raw and not answered, (answered_raw, answered)
     assert on_topic.refusal is None and any("chunking" in c.path for c in on_topic.citations)
     (kept,) = settings.scales_dir.glob("*.json")

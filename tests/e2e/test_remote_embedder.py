@@ -42,7 +42,7 @@ from tests.harness.embedding_server import (
     EmbeddingServer,
     FaultProxy,
 )
-from tests.harness.helpers import copy_docs, watch_serving
+from tests.harness.helpers import copy_docs, off_topic_on_and_off_the_scale, watch_serving
 
 pytestmark = pytest.mark.slow
 
@@ -175,18 +175,6 @@ def test_sync_query_edit_and_what_it_cost(tmp_path: Path, folder: Path, proxy: F
     assert 0 < second.embed_tokens < first.embed_tokens / 5  # paid for what changed only
 
 
-OFF_TOPIC = [
-    "What is the capital city of Australia?",
-    "Who painted the ceiling of the Sistine Chapel?",
-    "In which year did the Berlin Wall fall?",
-    "How many players are on a rugby union team?",
-    "Who wrote the novel One Hundred Years of Solitude?",
-    "What is the tallest waterfall in the world?",
-    "Which planet has the most moons?",
-    "What is the boiling point of water at the top of Mount Everest?",
-]
-
-
 def test_the_served_models_cosines_are_read_on_the_floors_scale(
     tmp_path: Path, folder: Path, proxy: FaultProxy
 ) -> None:
@@ -195,14 +183,7 @@ def test_the_served_models_cosines_are_read_on_the_floors_scale(
     and a question the documents answer still is answered."""
     settings = settings_for(tmp_path / "data", proxy.url)
     api.sync([folder], settings=settings)
-    raw = settings.model_copy(
-        update={"query": settings.query.model_copy(update={"cosine_scale": False})}
-    )
-    with Client(settings=raw) as client:
-        answered_raw = [q for q in OFF_TOPIC if client.query(q).refusal is None]
-    with Client(settings=settings) as client:
-        answered = [q for q in OFF_TOPIC if client.query(q).refusal is None]
-        on_topic = client.query("Which chunker keeps lines of code or logs intact?")
+    answered_raw, answered, on_topic = off_topic_on_and_off_the_scale(settings)
     assert answered_raw and not answered, (answered_raw, answered)
     assert on_topic.refusal is None and any("chunking" in c.path for c in on_topic.citations)
     (kept,) = settings.scales_dir.glob("*.json")

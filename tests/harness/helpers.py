@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from ragstream.core.answers import Answer
 from ragstream.core.models import IndexedChunk
 from ragstream.core.settings import Settings
 
@@ -124,3 +125,33 @@ def served_over_http(settings: Settings) -> Iterator[str]:
         serving(Serving(settings, ServedIndex(engine, maintainer)), "127.0.0.1", 0) as address,
     ):
         yield address
+
+
+# general-knowledge questions no document of the shared docs answers
+OFF_TOPIC = [
+    "What is the capital city of Australia?",
+    "Who painted the ceiling of the Sistine Chapel?",
+    "In which year did the Berlin Wall fall?",
+    "How many players are on a rugby union team?",
+    "Who wrote the novel One Hundred Years of Solitude?",
+    "What is the tallest waterfall in the world?",
+    "Which planet has the most moons?",
+    "What is the boiling point of water at the top of Mount Everest?",
+]
+
+
+def off_topic_on_and_off_the_scale(settings: Settings) -> tuple[list[str], list[str], Answer]:
+    """The `OFF_TOPIC` questions answered with the embedder's cosines read raw, those
+    answered on the cosine scale (`query.cosine_scale`), and the answer to a question the
+    shared docs answer (on the scale)."""
+    from ragstream.client import Client
+
+    raw = settings.model_copy(
+        update={"query": settings.query.model_copy(update={"cosine_scale": False})}
+    )
+    with Client(settings=raw) as client:
+        answered_raw = [q for q in OFF_TOPIC if client.query(q).refusal is None]
+    with Client(settings=settings) as client:
+        answered = [q for q in OFF_TOPIC if client.query(q).refusal is None]
+        on_topic = client.query("Which chunker keeps lines of code or logs intact?")
+    return answered_raw, answered, on_topic
