@@ -51,7 +51,7 @@ def not_answerable(
             f"the retrieved text covers {coverage:.0%} of what the question asks about "
             f"(minimum {limits.other_coverage:.0%} for text in {verdict.language!r}, which the "
             f"trained answer judge does not read) and matches it in meaning at {dense:.2f} "
-            f"(enough: {limits.other_dense:.2f})"
+            f"(enough, where both retrieval legs agree: {limits.other_dense:.2f})"
         )
     elif coverage < limits.floor and dense < enough:
         detail = (

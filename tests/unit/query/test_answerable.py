@@ -15,6 +15,7 @@ from ragstream.query.answerable import (
     idf,
     judge,
     named_terms,
+    reading_language,
     unmentioned,
 )
 
@@ -133,3 +134,38 @@ def test_named_terms_are_among_the_question_terms(question: str) -> None:
     from ragstream.query.answerable import question_terms
 
     assert set(named_terms(question)) <= set(question_terms(question))
+
+
+class _Reads:
+    """An answer judge that says every sentence holds the answer (it must not be asked)."""
+
+    version = "reads-everything"
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def holds(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        self.asked += len(pairs)
+        return [1.0] * len(pairs)
+
+
+def test_another_language_is_read_on_coverage_and_never_by_the_english_judge() -> None:
+    texts = ["扁豆汤是用扁豆和番茄慢慢炖成的。", "豆腐是一种用大豆做成的食品。"]
+    chunks = [chunk(t) for t in texts]
+    scorer = _Reads()
+    for question, answered in (("扁豆汤是用什么炖成的？", True), ("长城有多长？", False)):
+        asked = Asked(
+            question, chunks, corpus_freqs(texts), language=reading_language(question, chunks)
+        )
+        verdict, evidence = judge(asked, Limits(), scorer)
+        assert verdict.decided_by == "other_language" and verdict.language == "zh"
+        assert verdict.answerable is answered and verdict.judge == ""
+        assert not answered or texts[0] in chunks[evidence[0].chunk].text[evidence[0].start :]
+    assert scorer.asked == 0
+
+
+def test_a_sources_language_wins_over_detection_for_its_chunks() -> None:
+    german = chunk("Edison: Glühbirne, 1879.")  # too short to tell
+    assert reading_language("When was it invented?", [german]).code == "en"
+    assert reading_language("When was it invented?", [german], {"s": "de"}).code == "de"
+    assert reading_language("When was it invented?", [german], {"other": "de"}).code == "en"
