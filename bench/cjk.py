@@ -15,11 +15,13 @@ of the dense leg alone, of the fused ranking and of the engine's final ranking (
 reranker); then, over `--questions` of them and as many gold-removed ones, the answer:
 how often it holds a gold answer string, how often an answerable question is refused, how
 often a gold-removed one is, and which path decided (`Answerability.decided_by`). `--tune`
-(on the tune half) answers with no coverage floor and prints what each floor would do.
-`--english` prints what the script-aware reading changes on English text.
+(on the tune half) answers with no coverage floor and no cosine rule, and prints what each
+pair of them would do.
+`--english` prints what the script-aware reading changes on English text; `--fusion dbsf`
+fuses the fused column's list by DBSF instead of the engine's RRF.
 
     .venv/bin/python bench/cjk.py [--half report] [--embedders minilm-l6,multilingual-e5-small]
-        [--langs zh,ja] [--questions 300] [--removed 60] [--tune] [--english]
+        [--langs zh,ja] [--questions 300] [--removed 60] [--tune] [--english] [--fusion dbsf]
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragstream.core.answers import Answer, QueryRequest
+from ragstream.core.answers import Answer, Fusion, QueryRequest
 from ragstream.eval.beir import doc_key, index_corpus
 from ragstream.eval.squad import SquadDataset, SquadQuestion, contains_answer, load_squad
 from ragstream.query.engine import QueryEngine
@@ -85,9 +87,9 @@ def _top_doc(ranked: Sequence[tuple[int, str]]) -> str | None:
     return min(ranked)[1] if ranked else None
 
 
-def rank_hits(engine: QueryEngine, q: SquadQuestion, t: Tally) -> None:
-    """hit@1 of each leg, of the fused list and of the engine's final ranking."""
-    fused = engine.retriever.retrieve(q.text, n=20)
+def rank_hits(engine: QueryEngine, q: SquadQuestion, t: Tally, fusion: Fusion = "rrf") -> None:
+    """hit@1 of each leg, of the fused list (`fusion`) and of the engine's final ranking."""
+    fused = engine.retriever.retrieve(q.text, n=20, fusion=fusion)
     t.asked += 1
     for leg in ("lexical", "dense"):
         ranked = [
@@ -141,7 +143,7 @@ def run(lang: str, embedder: str, args: argparse.Namespace) -> Tally:
     t = Tally()
     with QueryEngine.open(settings) as engine:
         for q in answerable[: args.limit or None]:
-            rank_hits(engine, q, t)
+            rank_hits(engine, q, t, args.fusion)
         asked = rng.sample(answerable, min(args.questions, len(answerable)))
         gone = rng.sample(negatives, min(args.questions, len(negatives)))
         for q, is_removed in [(q, False) for q in asked] + [(q, True) for q in gone]:
@@ -224,6 +226,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
     parser.add_argument("--tune", action="store_true", help="print each coverage floor's figures")
     parser.add_argument("--english", action="store_true", help="what changes on English text")
+    parser.add_argument("--fusion", choices=("rrf", "dbsf"), default="rrf", help="fused column")
     args = parser.parse_args()
     if args.english:
         english_check()

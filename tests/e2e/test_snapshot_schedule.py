@@ -23,6 +23,7 @@ from ragstream.service import snapshots
 pytestmark = pytest.mark.slow
 
 FIXTURE = sorted(Path(__file__).parents[1].joinpath("data").glob("datadir-format*.tar.gz"))[-1]
+FIXTURE_CHUNKS = 5  # its docs: three chunks of English notes, one each of a Chinese and a Japanese
 
 
 def _watching(tmp_path: Path, every: str, keep: str) -> tuple[subprocess.Popen[bytes], Settings]:
@@ -86,7 +87,7 @@ def test_a_watch_killed_mid_snapshot_leaves_earlier_ones_whole(tmp_path: Path) -
     for path in before:  # every listed file is whole
         snapshots.verify(settings, path)
     with Client(settings=settings) as c:  # the index is as it was, and snapshots again
-        assert c.status().chunks_live == 3
+        assert c.status().chunks_live == FIXTURE_CHUNKS
         assert [s.path for s in c.snapshots()] == [str(p) for p in before]
         c.snapshot()
     assert not list(folder.glob(".*")) and not list(folder.glob("*.partial"))  # swept
@@ -135,5 +136,7 @@ def _killed_mid_create(root: Path, grown: int) -> bool:
     assert [p.name for p in listed(folder)] == [Path(earlier.path).name]
     snapshots.verify(settings, Path(earlier.path))
     with Client(settings=settings) as c:
-        assert c.status().chunks_live == 3 and [s.id for s in c.snapshots()] == [earlier.id]
+        assert c.status().chunks_live == FIXTURE_CHUNKS and [s.id for s in c.snapshots()] == [
+            earlier.id
+        ]
     return True

@@ -141,17 +141,25 @@ OFF_TOPIC = [
 
 
 def off_topic_on_and_off_the_scale(settings: Settings) -> tuple[list[str], list[str], Answer]:
-    """The `OFF_TOPIC` questions answered with the embedder's cosines read raw, those
-    answered on the cosine scale (`query.cosine_scale`), and the answer to a question the
-    shared docs answer (on the scale)."""
+    """The `OFF_TOPIC` questions the answerability floors pass with the embedder's cosines
+    read raw, those they pass on the cosine scale (`query.cosine_scale`), and the answer to a
+    question the shared docs answer (on the scale).
+
+    The floors' own verdict (`Answer.answerability`), not the final answer: a question that
+    passes them may still be refused by a later check (no sentence to quote, low grounding),
+    and which of those an off-topic question trips is a coin toss between runs."""
     from ragstream.client import Client
+
+    def passed(client: Client, question: str) -> bool:
+        verdict = client.query(question).answerability
+        return verdict is not None and verdict.answerable
 
     raw = settings.model_copy(
         update={"query": settings.query.model_copy(update={"cosine_scale": False})}
     )
     with Client(settings=raw) as client:
-        answered_raw = [q for q in OFF_TOPIC if client.query(q).refusal is None]
+        answered_raw = [q for q in OFF_TOPIC if passed(client, q)]
     with Client(settings=settings) as client:
-        answered = [q for q in OFF_TOPIC if client.query(q).refusal is None]
+        answered = [q for q in OFF_TOPIC if passed(client, q)]
         on_topic = client.query("Which chunker keeps lines of code or logs intact?")
     return answered_raw, answered, on_topic
