@@ -67,9 +67,18 @@ class Language:
         return self.code in ("zh", "ja", "ko")
 
 
+def bigrams(run: str) -> list[str]:
+    """A CJK run's overlapping character bigrams; a run of one character is its unigram.
+
+    >>> bigrams("扁豆汤"), bigrams("汤")
+    (['扁豆', '豆汤'], ['汤'])
+    """
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 def _terms(words: str) -> frozenset[str]:
-    """Interrogatives written out as the bigrams the analyzer cuts them into (`bigrams`)."""
-    return frozenset(w[i : i + 2] for w in words.split() for i in range(max(1, len(w) - 1)))
+    """Interrogatives written out as the bigrams the analyzer cuts them into."""
+    return frozenset(g for w in words.split() for g in bigrams(w))
 
 
 ENGLISH = Language("en", "English", trained_models=True)
@@ -163,15 +172,6 @@ def cjk_runs(text: str) -> Iterator[tuple[str, bool]]:
         at = m.end()
     if at < len(text):
         yield text[at:], False
-
-
-def bigrams(run: str) -> list[str]:
-    """A CJK run's overlapping character bigrams; a run of one character is its unigram.
-
-    >>> bigrams("扁豆汤"), bigrams("汤")
-    (['扁豆', '豆汤'], ['汤'])
-    """
-    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:

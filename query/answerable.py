@@ -7,7 +7,10 @@ terms (the lexical analyzer's stemmed, stop-word-free tokens, weighted by their 
 this index) that one retrieved chunk contains. A term the index has never seen weighs most,
 so a question about something absent from the documents scores low however close its
 embedding lands. It also decides which of the sentences the answer judge read make the
-extractive answer (`answering`): prose only, the lead and what adds to it. Pure functions
+extractive answer (`answering`): prose only, the lead and what adds to it. A question, or
+its best chunk, in a language the trained answer judge does not read (`reading_language`)
+is decided on coverage and an agreeing dense leg alone, and its sentences are read by
+their coverage (`covering_evidence`). Pure functions
 (`judge` records its verdict on a span); the engine supplies the chunks and the IDF
 statistics.
 """
@@ -311,10 +314,22 @@ def read_evidence(
     read = scorer.holds(
         [(question, passage(chunks[i].title, chunks[i].text[a:b])) for i, a, b in spots]
     )
+    return _in_answer_order(chunks, weights, spots, [float(p) for p in read])
+
+
+def _in_answer_order(
+    chunks: Sequence[IndexedChunk],
+    weights: Mapping[str, float],
+    spots: Sequence[tuple[int, int, int]],
+    answers: Sequence[float] | None,
+) -> list[Evidence]:
+    """The sentences `spots` as evidence in answer order (`evidence_order`), each read as
+    holding the answer with its P in `answers` (None: with its coverage of the question)."""
     found = []
-    for (i, a, b), p in zip(spots, read, strict=True):
+    for n, (i, a, b) in enumerate(spots):
         covered = coverage(weights, set(tokenize(chunks[i].text[a:b])))
-        found.append(Evidence(i, a, b, float(p), evidence_order(float(p), i, covered), covered))
+        p = covered if answers is None else answers[n]
+        found.append(Evidence(i, a, b, p, evidence_order(p, i, covered), covered))
     return sorted(found, key=lambda e: -e.order)
 
 
@@ -643,11 +658,8 @@ def covering_evidence(
     """The best candidate sentences read by how much of the question's IDF-weighted terms
     each covers, in answer order: the answer judge's reading where it cannot read the
     language (an `Evidence`'s `answers` is then that coverage)."""
-    found = []
-    for i, a, b in candidate_sentences(weights, chunks, limit, prose_only):
-        covered = coverage(weights, set(tokenize(chunks[i].text[a:b])))
-        found.append(Evidence(i, a, b, covered, evidence_order(covered, i, covered), covered))
-    return sorted(found, key=lambda e: -e.order)
+    spots = candidate_sentences(weights, chunks, limit, prose_only)
+    return _in_answer_order(chunks, weights, spots, None)
 
 
 def answers_from(
