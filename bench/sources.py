@@ -1,8 +1,10 @@
-"""A folder and a git repository of the same N small text files, side by side: the first
-sync, the catch-up scan of an unchanged source (a no-op sync, and the listing alone), and
-the re-sync after one file changes (the git side: one commit), all in one process after a
-warm-up sync (the model loads once, outside the figures). The git side counts the blobs it
-reads: its scan must read none, the one-file re-sync exactly one.
+"""A folder, a git repository and an S3 prefix (moto's S3 server on loopback) of the same N
+small text files, side by side: the first sync, the catch-up scan of an unchanged source (a
+no-op sync, and the listing alone), and the re-sync after one file changes (git: one commit;
+S3: one object overwritten), all in one process after a warm-up sync (the model loads once,
+outside the figures). The git and S3 sides count the blobs / objects they read: a scan must
+read none, the one-file re-sync exactly one. Ratios against the folder: the first sync's
+throughput and the no-op sync (S3 target: within 2x of the folder's no-op).
 
 Then, as a user runs them, the console script in subprocesses on each source's data dir:
 a no-op `ragstream sync SOURCE --data-dir D` against `ragstream status --data-dir D`,
@@ -10,6 +12,7 @@ interleaved, `--repeats` times each; medians and their ratio (target: at most 1.
 embedder (`RAGSTREAM_EMBEDDER`) is `--embedder`: a preset, or a directory by path.
 
     .venv/bin/python bench/sources.py [--files 2000] [--embedder minilm-l6] [--repeats 5]
+        [--kinds folder,git,s3]
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ragstream.connectors import git
+from ragstream.connectors import git, s3
 from ragstream.connectors.sources import open_source, path_filter_of
 from ragstream.core.models import SyncReport
 from ragstream.core.settings import Settings
 from ragstream.service import ingest
 from tests.harness.gitrepo import GitRepo
+from tests.harness.s3server import S3Server
 
 WORDS = [
     "river",
@@ -52,7 +56,7 @@ WORDS = [
 
 @dataclass(frozen=True)
 class Run:
-    """One source's figures (seconds; blob reads on the git side only)."""
+    """One source's figures (seconds; blob / object reads on the git and S3 sides only)."""
 
     kind: str
     first_s: float
@@ -77,11 +81,15 @@ def files_of(n: int, seed: int = 5) -> dict[str, str]:
     return {f"d{i // 100:02d}/doc{i:05d}.txt": text_of(i, rng) for i in range(n)}
 
 
+def reads() -> int:
+    return git.blob_reads() + s3.object_reads()
+
+
 def timed(fn: Callable[[], SyncReport]) -> tuple[float, SyncReport, int]:
-    reads = git.blob_reads()
+    before = reads()
     started = time.perf_counter()
     report = fn()
-    return time.perf_counter() - started, report, git.blob_reads() - reads
+    return time.perf_counter() - started, report, reads() - before
 
 
 def measure(kind: str, spec: str, settings: Settings, edit: Callable[[], None]) -> Run:
@@ -130,7 +138,7 @@ def cli_noop(spec: str, data: Path, embedder: str, repeats: int) -> tuple[float,
     return statistics.median(walls["sync"]), statistics.median(walls["status"])
 
 
-def run(n: int, embedder: str, base: Path, repeats: int) -> list[Run]:
+def run(n: int, embedder: str, base: Path, repeats: int, kinds: list[str]) -> list[Run]:
     files = files_of(n)
     edited = sorted(files)[n // 2]
     new_text = files[edited].replace("Document", "Edited document", 1)
@@ -157,6 +165,13 @@ def run(n: int, embedder: str, base: Path, repeats: int) -> list[Run]:
         repo.write(edited, new_text)
         repo.commit("edit one file")
 
+    server = S3Server().start()
+    os.environ.update(server.environment())  # as a user's shell holds them (the CLI too)
+    bucket = server.bucket(files, prefix="docs/") if "s3" in kinds else ""
+
+    def edit_object() -> None:
+        server.put(bucket, f"docs/{edited}", new_text)
+
     warm = base / "warm"
     (warm / "w.txt").parent.mkdir(parents=True)
     (warm / "w.txt").write_text("A warm-up file: the model loads here, not in the figures.\n")
@@ -165,11 +180,15 @@ def run(n: int, embedder: str, base: Path, repeats: int) -> list[Run]:
     for kind, spec, edit in (
         ("folder", str(folder), edit_folder),
         ("git", f"{repo.url}@main", edit_repo),
+        ("s3", f"s3://{bucket}/docs", edit_object),
     ):
+        if kind not in kinds:
+            continue
         settings = Settings(data_dir=base / f"data-{kind}", embedder=embedder)
         measured = measure(kind, spec, settings, edit)
         noop, status = cli_noop(spec, settings.data_dir, embedder, repeats)
         out.append(replace(measured, cli_noop_s=noop, cli_status_s=status))
+    server.stop()
     return out
 
 
@@ -178,16 +197,17 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--embedder", default="minilm-l6", help="a preset or a directory")
     parser.add_argument("--repeats", type=int, default=5, help="CLI runs of each verb")
+    parser.add_argument("--kinds", default="folder,git,s3", help="sources to run (folder first)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        runs = run(args.files, args.embedder, Path(tmp), args.repeats)
+        runs = run(args.files, args.embedder, Path(tmp), args.repeats, args.kinds.split(","))
     print(f"{args.files} files, embedder {args.embedder}")
     print(
         f"{'source':<8} {'first sync':>11} {'listing':>9} {'no-op sync':>11} {'reads':>6} "
         f"{'1-file sync':>12} {'changed':>8} {'embedded':>9} {'reads':>6}"
     )
     for r in runs:
-        reads = (str(r.noop_reads), str(r.one_reads)) if r.kind == "git" else ("-", "-")
+        reads = (str(r.noop_reads), str(r.one_reads)) if r.kind != "folder" else ("-", "-")
         print(
             f"{r.kind:<8} {r.first_s:>10.1f}s {r.scan_s:>8.3f}s {r.noop_s:>10.2f}s {reads[0]:>6} "
             f"{r.one_s:>11.2f}s {r.one_changed:>8} {r.one_embedded:>9} {reads[1]:>6}"
@@ -197,6 +217,13 @@ def main() -> None:
     for r in runs:
         ratio = r.cli_noop_s / r.cli_status_s
         print(f"{r.kind:<8} {r.cli_noop_s:>10.2f}s {r.cli_status_s:>7.2f}s {ratio:>5.2f}x")
+    folder = next((r for r in runs if r.kind == "folder"), None)
+    if folder is not None:
+        print("against the folder (throughput: files per second of the first sync)")
+        print(f"{'source':<8} {'throughput':>11} {'no-op sync':>11}")
+        for r in runs:
+            speed = folder.first_s / r.first_s
+            print(f"{r.kind:<8} {speed:>10.2f}x {r.noop_s / folder.noop_s:>10.2f}x")
 
 
 if __name__ == "__main__":

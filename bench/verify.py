@@ -39,7 +39,8 @@ from ragstream.connectors.state import SourcesBook
 from ragstream.connectors.stores import open_configured, open_lexical_index
 from ragstream.core.ids import content_hash, point_id
 from ragstream.core.models import EmbedderVersion, IndexedChunk
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.service.audit import verify
 
 EMBEDDER = EmbedderVersion(name="bench/random-384", fingerprint="0" * 16, dimension=384)
@@ -51,7 +52,7 @@ def build(base: Path, chunks: int, per_doc: int, lexical: str, seed: int = 7) ->
     np_rng = np.random.default_rng(seed)
     root = base / "docs"
     root.mkdir(parents=True)
-    source = SourceConfig(name="docs", root=root)
+    source = FolderConfig(name="docs", root=root)
     settings = Settings(
         data_dir=base / "data", sources=[source], store={"lexical_backend": lexical}
     )

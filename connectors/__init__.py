@@ -13,10 +13,11 @@
 - `qdrant_edge`: the embedded vector store, Qdrant Edge in-process.
 - `qdrant_server`: the vector store of a Qdrant server, or qdrant-client's local mode.
 - `retrieval_log`: the append-only JSON-lines log of every query.
+- `s3`: the S3 source: the objects under a bucket's prefix, listed with ETags, polled.
 - `situate_cache`: the situating sentences already paid for, by content hash.
 - `snapshot_files`: a data dir as one checked snapshot file (Edge shards as shard snapshots).
 - `source_input`: the sync flow's bytewax input: every source's catch-up scan, then changes.
-- `sources`: opening a source by its kind, or the one a document's locator belongs to.
+- `sources`: the registry of kinds' openers; the configured sources by name, opened once.
 - `sparse`: BM25 as a Qdrant sparse vector (the lexical leg inside the vector store).
 - `state`: small JSON records in the data dir (dead letters, sync and reindex bookkeeping).
 - `stores`: opening a store by its kind (the one place that picks an implementation).

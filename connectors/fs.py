@@ -25,10 +25,12 @@ import xxhash
 from ragstream.connectors.protocols import SourceEntry, SourceReadError, Touch
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import doc_id as make_doc_id
+from ragstream.core.metadata import RawValue
 from ragstream.core.models import FileEvent, FileFingerprint
 from ragstream.core.permissions import (
     DIR_NEED,
     FILE_NEED,
+    OFF_STAMP,
     AclFormatError,
     ObjectPermissions,
     Readers,
@@ -37,7 +39,7 @@ from ragstream.core.permissions import (
     parse_acl,
     readers,
 )
-from ragstream.core.settings import SourceConfig
+from ragstream.core.source_config import FolderConfig
 
 # doc_id -> the one (size, mtime) the index holds for it (None: several, or unknown)
 KnownKeys = Mapping[str, tuple[int, int] | None]
@@ -124,7 +126,7 @@ def link_problem(path: Path, root: Path) -> str | None:
     return None
 
 
-def walk_source(source: SourceConfig) -> Iterator[tuple[str, Path, str]]:
+def walk_source(source: FolderConfig) -> Iterator[tuple[str, Path, str]]:
     """(doc_id, path, path relative to the root) of every file under the root, wanted or not.
 
     Directory links are never descended; a file link that loops, dangles or leaves the
@@ -169,10 +171,6 @@ def object_permissions(path: Path, need: int) -> ObjectPermissions:
             raise
         acl = None
     return ObjectPermissions(st.st_uid, st.st_gid, st.st_mode & 0o777, acl, need)
-
-
-# the stamp of a document whose source mirrors no permissions (its source token lets it in)
-OFF_STAMP = Readers(principals=(), fingerprint="off")
 
 
 def file_readers(path: Path, root: Path, db: UserDb) -> Readers:
@@ -227,7 +225,7 @@ class FolderSource:
     """The files under one folder (a `Source`): listed by a walk, fingerprinted by a stat,
     read whole, followed by a watchdog observer. A file's locator is its absolute path."""
 
-    def __init__(self, config: SourceConfig, path_filter: PathFilter) -> None:
+    def __init__(self, config: FolderConfig, path_filter: PathFilter) -> None:
         self.config, self.name, self.root = config, config.name, str(config.root)
         self._root = config.root.resolve()
         self._filter = path_filter
@@ -237,6 +235,10 @@ class FolderSource:
         """Who may read the document at `locator` (`OFF_STAMP` where this source mirrors no
         permissions)."""
         return file_readers(Path(locator), self._root, db) if self.mirrors else OFF_STAMP
+
+    def fields(self, locator: str) -> dict[str, RawValue]:
+        """Nothing beyond the file: its size, mtime and extension are read from the file."""
+        return {}
 
     def doc_ids_at(self, locator: str, docs: Iterable[str]) -> list[str]:
         """Those of `docs` at or under the path `locator` (a file, or a folder whose

@@ -18,14 +18,16 @@ import hashlib
 import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 from ragstream.connectors.protocols import SourceEntry, SourceReadError, Touch
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import doc_id as make_doc_id
+from ragstream.core.metadata import RawValue
 from ragstream.core.models import FileEvent, FileFingerprint
-from ragstream.core.settings import GIT_SCHEME, SourceConfig
+from ragstream.core.permissions import OFF_STAMP, Readers, UserDb
+from ragstream.core.source_config import GIT_SCHEME, GitConfig
 
 _READS = [0]  # blobs read by this process (the bench checks a re-scan reads none unchanged)
 _READS_LOCK = threading.Lock()
@@ -34,10 +36,6 @@ _READS_LOCK = threading.Lock()
 def blob_reads() -> int:
     """How many blobs this process has read so far."""
     return _READS[0]
-
-
-def _same(fp: FileFingerprint) -> FileFingerprint:
-    return fp
 
 
 def scan_key(blob_id: str) -> tuple[int, int]:
@@ -80,7 +78,7 @@ class GitSource:
     reads the ref; when it moved, the whole tree is re-listed against the index (a reset or
     a force-push is one more change)."""
 
-    def __init__(self, config: SourceConfig, poll_s: float = 5.0) -> None:
+    def __init__(self, config: GitConfig, poll_s: float = 5.0) -> None:
         self.config, self.name, self.ref = config, config.name, config.ref
         self.root = str(config.root.expanduser().resolve())
         self.poll_s = poll_s
@@ -114,9 +112,7 @@ class GitSource:
         commit = self.head()
         for rel, sha in self._tree(commit):
             fp = fingerprint(sha, commit)
-            yield SourceEntry(
-                make_doc_id(self.name, rel), self.locator(rel), rel, partial(_same, fp)
-            )
+            yield SourceEntry.listed(make_doc_id(self.name, rel), self.locator(rel), rel, fp)
 
     def _tree(self, commit: str) -> list[tuple[str, str]]:
         from dulwich.object_store import iter_tree_contents
@@ -178,6 +174,15 @@ class GitSource:
         except KeyError:
             return None
         return fingerprint(sha.decode(), commit)
+
+    def fields(self, locator: str) -> dict[str, RawValue]:
+        """The last commit's time and author for the path (`commit_time`, `commit_author`)."""
+        last = self.last_commit(parse_locator(locator)[2])
+        return {} if last is None else {"commit_time": last[0], "commit_author": last[1]}
+
+    def stamp(self, locator: str, db: UserDb) -> Readers:
+        """A tree at a ref has no file permissions to mirror."""
+        return OFF_STAMP
 
     def last_commit(self, path: str) -> tuple[datetime.datetime, str] | None:
         """(author time in UTC, author name without the email) of the last commit at the ref

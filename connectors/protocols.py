@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from ragstream.core.filters import Where
-from ragstream.core.metadata import FieldType
+from ragstream.core.metadata import FieldType, RawValue
 from ragstream.core.models import EmbedderVersion, FileEvent, FileFingerprint, IndexedChunk
+from ragstream.core.permissions import Readers, UserDb
 
 # what a point cut by another chunker config reports as its file fingerprint: matches no file
 STALE_FINGERPRINT = (-1, -1)
@@ -211,6 +212,14 @@ class SourceReadError(Exception):
         return SourceReadError, (self.reason,)  # survives pickling between workers
 
 
+class SourceUnavailable(SourceReadError):
+    """The source cannot be reached for now (a store that refuses connections or times out):
+    the document is not recorded as read, so the next sync reads it again."""
+
+    def __reduce__(self) -> tuple[type[SourceReadError], tuple[str]]:
+        return SourceUnavailable, (self.reason,)
+
+
 @dataclass
 class SourceEntry:
     """One document a source lists: its id, its locator (what the parse step opens and a
@@ -226,6 +235,15 @@ class SourceEntry:
     @cached_property
     def fingerprint(self) -> FileFingerprint | None:
         return self.stat()
+
+    @classmethod
+    def listed(cls, doc_id: str, locator: str, rel: str, fp: FileFingerprint) -> SourceEntry:
+        """An entry whose fingerprint came with the listing (a git tree, an object store)."""
+        return cls(doc_id, locator, rel, partial(_given, fp))
+
+
+def _given(fp: FileFingerprint) -> FileFingerprint:
+    return fp
 
 
 # a watching source reports a changed locator (a folder: a path; `""`: re-list everything),
@@ -260,6 +278,15 @@ class Source(Protocol):
 
     def watch(self, touch: Touch) -> Callable[[], None]:
         """Start reporting changes to `touch`; returns the function that stops it."""
+
+    def fields(self, locator: str) -> dict[str, RawValue]:
+        """What the source says of the document beyond its bytes (a git source: its last
+        commit's time and author; an object store: the object's user metadata), which joins
+        the document's metadata as the "source" reading; {} when it says nothing."""
+
+    def stamp(self, locator: str, db: UserDb) -> Readers:
+        """Who may read the document now (`OFF_STAMP` where the source mirrors no
+        permissions: only a folder with `permissions = "posix"` does)."""
 
     def changed(
         self, locator: str, known: Mapping[str, tuple[int, int] | None]

@@ -22,7 +22,6 @@ from typing import TypeVar
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
 from ragstream.connectors.fs import (
-    OFF_STAMP,
     FolderSource,
     PathFilter,
     _Debouncer,
@@ -31,7 +30,7 @@ from ragstream.connectors.fs import (
 from ragstream.connectors.protocols import STALE_FINGERPRINT, Source, SourceEntry
 from ragstream.core.ids import partition_of
 from ragstream.core.models import FileEvent, FileFingerprint, GuardReport
-from ragstream.core.permissions import Readers, UserDb
+from ragstream.core.permissions import UserDb
 
 KnownDocs = Mapping[str, set[tuple[int, int]]]  # doc_id -> fingerprints the index holds
 KnownStamps = Mapping[str, set[str]]  # doc_id -> permission stamps (fingerprints) it holds
@@ -136,12 +135,6 @@ def plan_catch_up(
     return events, None
 
 
-def stamp_of(source: Source, locator: str, db: UserDb) -> Readers:
-    """Who may read a source's document now: a folder that mirrors permissions reads them;
-    any other source stamps `OFF_STAMP`."""
-    return source.stamp(locator, db) if isinstance(source, FolderSource) else OFF_STAMP
-
-
 def _one(held: set[T]) -> T | None:
     """The one value a document's points agree on, else None."""
     return next(iter(held)) if len(held) == 1 else None
@@ -239,7 +232,7 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
             self._cfg.min_docs_for_guard,
             self._cfg.allow_mass_delete,
             stamps,
-            lambda entry: stamp_of(source, entry.locator, db).fingerprint,
+            lambda entry: source.stamp(entry.locator, db).fingerprint,
         )
         self._on_scan(ScanSummary(source.name, len(found), len(events), guard))
         return events

@@ -1,54 +1,119 @@
 """Sources by kind: the one place that picks a `Source` implementation.
 
-`open_source` opens the source a `SourceConfig` names (a folder, connectors/fs.py; a git
-repository at a ref, connectors/git.py); `source_at` finds the one a document's locator
-belongs to, so the parse step in any process and an answer's freshness ask the source, never
-the disk. Nothing here imports bytewax (connectors/source_input.py is the flow's input).
+`OPENERS` maps each kind of `core.source_config.SOURCE_KINDS` to what opens it (a folder,
+connectors/fs.py; a git repository at a ref, connectors/git.py; an S3 prefix,
+connectors/s3.py). `configured` opens every configured source once per process and hands
+them out by name: the flow's input lists them, the parse step reads through them, the writer
+stamps permissions through them, and an answer's freshness asks them, so a source with an
+endpoint or credentials from the settings is never rebuilt from a locator string. Only a
+document whose source is not configured here (a query process without the sources'
+settings) falls back on `source_at`, which rebuilds one from its locator with boto3's own
+environment for an S3 object. Nothing here imports bytewax (connectors/source_input.py is
+the flow's input).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from ragstream.connectors.fs import FolderSource, PathFilter
 from ragstream.connectors.git import GitSource, parse_locator
 from ragstream.connectors.protocols import Source
+from ragstream.connectors.s3 import S3Source, spec_of
+from ragstream.connectors.state import SourcesBook
 from ragstream.core.models import FileFingerprint
-from ragstream.core.settings import GIT_SCHEME, Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import (
+    GIT_SCHEME,
+    S3_SCHEME,
+    FolderConfig,
+    GitConfig,
+    SourceConfig,
+)
+
+Opener = Callable[[Any, PathFilter, float], Source]
+OPENERS: dict[str, Opener] = {
+    "folder": lambda config, path_filter, poll_s: FolderSource(config, path_filter),
+    "git": lambda config, path_filter, poll_s: GitSource(config, poll_s),
+    "s3": lambda config, path_filter, poll_s: S3Source(config),
+}
+_OPENED: dict[str, Source] = {}  # config (JSON) + filter -> the source opened in this process
+_OPENED_LOCK = threading.Lock()
 
 
 def open_source(config: SourceConfig, path_filter: PathFilter, git_poll_s: float = 5.0) -> Source:
-    """The source a config names: a git repository at a ref, else a folder."""
-    if config.kind == "git":
-        return GitSource(config, git_poll_s)
-    return FolderSource(config, path_filter)
+    """A new source for the config, opened by its kind's opener."""
+    return OPENERS[config.kind](config, path_filter, git_poll_s)
+
+
+def configured(settings: Settings, recorded: bool = False) -> dict[str, Source]:
+    """Every configured source by name, each opened once per process (nothing is read yet):
+    the same objects for the flow, the writer and the answers. `recorded`: without
+    configured sources, the ones the data dir was last synced from (what a query process
+    started without the sources' settings answers from)."""
+    pf = path_filter_of(settings)
+    out = {}
+    configs = settings.sources
+    if recorded and not configs:
+        configs = SourcesBook(settings.state_dir).load()
+    for config in configs:
+        key = f"{config.model_dump_json()}|{pf}|{settings.sync.git_poll_s}"
+        with _OPENED_LOCK:
+            if key not in _OPENED:
+                _OPENED[key] = open_source(config, pf, settings.sync.git_poll_s)
+            out[config.name] = _OPENED[key]
+    return out
 
 
 def sources_of(settings: Settings) -> list[Source]:
     """Every configured source, opened (nothing is read yet)."""
-    pf = path_filter_of(settings)
-    return [open_source(c, pf, settings.sync.git_poll_s) for c in settings.sources]
+    return list(configured(settings).values())
 
 
 def path_filter_of(settings: Settings) -> PathFilter:
     return PathFilter(tuple(settings.include), tuple(settings.exclude))
 
 
+def source_for(sources: Mapping[str, Source], name: str, locator: str, root: str = "") -> Source:
+    """The source named `name` when it is configured here at `root`, else the one the
+    locator names (`source_at`)."""
+    found = sources.get(name)
+    if found is not None and (not root or found.root == root):
+        return found
+    return source_at(locator, root)
+
+
 def source_at(locator: str, root: str = "") -> Source:
-    """The source a document's locator belongs to (a git locator names its repository and
-    ref; any other is a path, whose folder is `root`, else its parent)."""
+    """A source rebuilt from a document's locator alone: a git locator names its repository
+    and ref; an S3 locator its bucket (boto3's environment names the endpoint); any other is
+    a path, whose folder is `root`, else its parent."""
     if locator.startswith(GIT_SCHEME):
         repo, ref, _ = parse_locator(locator)
-        return GitSource(SourceConfig(name="", root=repo, git=repo, ref=ref))
+        return GitSource(GitConfig(name="", root=repo, git=repo, ref=ref))
+    if locator.startswith(S3_SCHEME):
+        return S3Source(spec_of(locator))
     folder = root or locator.rsplit("/", 1)[0] or "/"
-    return FolderSource(SourceConfig(name="", root=folder), PathFilter((), ()))
+    return FolderSource(FolderConfig(name="", root=folder), PathFilter((), ()))
 
 
-def changed_since(locator: str, version: FileFingerprint | None) -> bool | None:
+def changed_since(
+    locator: str,
+    version: FileFingerprint | None,
+    sources: Mapping[str, Source] | None = None,
+    name: str = "",
+) -> bool | None:
     """True if the document differs from `version` or is gone; None when this process cannot
-    see its source (a query pod that mounts no folder) or knows no version."""
+    see its source (a query pod that mounts no folder, an object store it has no endpoint
+    for) or knows no version."""
     if version is None or version.size < 0:
         return None
     try:
-        now = source_at(locator).version(locator)
+        source = source_for(sources or {}, name, locator)
+        if isinstance(source, S3Source) and source.config.name != name:
+            return None  # an object store is asked only through its configured source
+        now = source.version(locator)
     except (OSError, ValueError):
         return None
     return now is None or (now.size, now.mtime_ns) != (version.size, version.mtime_ns)

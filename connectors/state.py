@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ragstream.connectors.protocols import STALE_FINGERPRINT, ParserKeys, parsed_elsewise
 from ragstream.core.jsonfile import read_json, write_json_atomic
 from ragstream.core.models import DeadLetter, Redaction, ReindexRecord, VerifyReport
-from ragstream.core.settings import SourceConfig
+from ragstream.core.source_config import SourceConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -118,12 +118,15 @@ class SourcesBook:
         self.path = state_dir / "sources.json"
 
     def load(self) -> list[SourceConfig]:
-        return [SourceConfig.model_validate(v) for v in read_json(self.path, [])]
+        return [_CONFIG.validate_python(v) for v in read_json(self.path, [])]
 
     def record(self, sources: list[SourceConfig]) -> None:
         """Merge by name: a later sync of another folder adds it, of the same name replaces."""
         merged = {s.name: s for s in self.load()} | {s.name: s for s in sources}
         write_json_atomic(self.path, [merged[k].model_dump(mode="json") for k in sorted(merged)])
+
+
+_CONFIG: TypeAdapter[SourceConfig] = TypeAdapter(SourceConfig)
 
 
 class VerifyBook:

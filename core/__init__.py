@@ -19,6 +19,7 @@ Nothing here imports any other ragstream package.
 - `rwlock`: a readers–writer lock (queries read at once; a write waits for them).
 - `settings`: the settings (environment over TOML file over defaults).
 - `settings_check`: the settings' machinery: typos refused, each value's source reported.
+- `source_config`: one config class per kind of source (folder, git, s3), one registry.
 - `snapshot`: a snapshot's manifest and listing, and the storage format version.
 - `telemetry`: the OpenTelemetry tracer, exporters and the drift gauge.
 """

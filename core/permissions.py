@@ -185,6 +185,10 @@ class Readers(Frozen):
     reason: str = ""
 
 
+# the stamp of a document whose source mirrors no permissions (its source token lets it in)
+OFF_STAMP = Readers(principals=(), fingerprint="off")
+
+
 def fingerprint_of(principals: Sequence[str]) -> str:
     return xxhash.xxh3_64_hexdigest("\n".join(principals).encode())
 

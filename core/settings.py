@@ -25,6 +25,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -38,7 +39,6 @@ from pydantic_settings import (
 from pydantic_settings import SettingsError as _SourceError
 
 from ragstream.core.errors import SettingsError  # a setting that cannot be used; one line
-from ragstream.core.language import LANGUAGES
 from ragstream.core.permissions import EVERYONE, Principal, source_token
 from ragstream.core.settings_check import (  # SettingRow is importable from here too
     Origins,
@@ -51,6 +51,7 @@ from ragstream.core.settings_check import (  # SettingRow is importable from her
     unknown_env,
     unknown_file_keys,
 )
+from ragstream.core.source_config import SourceConfig, source_from_argument
 
 ENV_PREFIX = "RAGSTREAM_"
 CONFIG_ENV = "RAGSTREAM_CONFIG"
@@ -110,70 +111,6 @@ DEFAULT_EXCLUDES = (
     "**/*.swp",
     "**/*~",
 )
-
-
-GIT_SCHEME = "git+file://"  # a git source on the command line: `git+file:///repo@ref`
-
-
-def git_spec(text: str) -> tuple[Path, str] | None:
-    """(repository, ref) of a `git+file:///path/to/repo@ref` argument (ref default HEAD), or
-    None for a folder. One slash after the scheme is accepted too (what `Path` leaves)."""
-    if not text.startswith("git+file:"):
-        return None
-    rest = "/" + text[len("git+file:") :].lstrip("/")
-    repo, at, ref = rest.rpartition("@")
-    if not at or "/" in ref:
-        repo, ref = rest, "HEAD"
-    return Path(repo), ref or "HEAD"
-
-
-class SourceConfig(BaseModel):
-    """One source of documents: a folder (`root`, the default kind) or a git repository at
-    a ref (`git`: `file:///path/to/repo`, `git+file://...` or a path; `ref`: a branch, tag or
-    commit, default HEAD; `root` is then the repository). Its name prefixes every doc_id;
-    its tenant tags every point. `permissions = "posix"` mirrors each file's permissions onto
-    its chunks (a folder only; docs/guide/permissions.md)."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    root: Path
-    tenant: str = ""
-    git: str | None = None
-    ref: str = "HEAD"
-    permissions: Literal["off", "posix"] = "off"
-    # the language its documents are written in (ISO 639-1: "zh", "ja", "de", ...): which
-    # answer path reads their text (`core.language`); None: detected from each chunk's text
-    language: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _root_of_git(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("git") and not data.get("root"):
-            url = str(data["git"])
-            spec = git_spec(url if url.startswith("git+") else "git+" + url)
-            data = {**data, "root": spec[0] if spec else Path(url)}
-        return data
-
-    @field_validator("language")
-    @classmethod
-    def _known_language(cls, code: str | None) -> str | None:
-        if code is not None and code.split("-")[0].casefold() not in LANGUAGES:
-            raise ValueError(f"language {code!r} is none of {sorted(LANGUAGES)} (ISO 639-1)")
-        return code
-
-    @model_validator(mode="after")
-    def _posix_of_a_folder(self) -> SourceConfig:
-        if self.permissions == "posix" and self.git:
-            raise ValueError(
-                f"source {self.name!r}: permissions = 'posix' mirrors a folder's file "
-                "permissions; a git repository at a ref has none to mirror"
-            )
-        return self
-
-    @property
-    def kind(self) -> Literal["folder", "git"]:
-        """The kind of source: "git" for a repository at a ref, else "folder" (the default)."""
-        return "git" if self.git else "folder"
 
 
 class ChunkSettings(BaseModel):
@@ -836,30 +773,33 @@ class Settings(BaseSettings):
         return (*tokens, *open_)
 
     def with_paths(self, paths: Sequence[str | Path]) -> Settings:
-        """Settings whose sources are these folders or `git+file:///repo@ref` repositories
-        (CLI arguments), named by folder (repository) name."""
+        """Settings whose sources are the ones these CLI arguments name (a folder, a
+        `git+file:///repo@ref` repository, an `s3://bucket/prefix`: each kind reads its own
+        form, `core.source_config.source_from_argument`), named by their last path part. A
+        source configured at the same place keeps its configuration, renamed."""
         names: set[str] = set()
-        sources = []
+        sources: list[SourceConfig] = []
         for path in paths:
-            spec = git_spec(str(path))
-            root = (spec[0] if spec else Path(path)).expanduser().resolve()
-            base = name = root.name or "root"
+            fields = source_from_argument(str(path))
+            base = name = fields.pop("name")
             n = 1
             while name in names:
                 n += 1
                 name = f"{base}-{n}"
             names.add(name)
-            same = next((s for s in self.sources if s.root.resolve() == root), None)
-            tenant = same.tenant if same is not None else ""
-            permissions = same.permissions if same is not None else "off"
-            git = {"git": root.as_uri(), "ref": spec[1]} if spec else {}
-            sources.append(
-                SourceConfig(name=name, root=root, tenant=tenant, permissions=permissions, **git)
-            )
+            probe = _SOURCE_ADAPTER.validate_python({**fields, "name": name})
+            same = next((s for s in self.sources if s.location == probe.location), None)
+            if same is not None and same.kind == probe.kind:
+                keep = {k: v for k, v in same.model_dump().items() if k not in fields}
+                probe = _SOURCE_ADAPTER.validate_python({**keep, **fields, "name": name})
+            sources.append(probe)
         chosen = self.model_copy(update={"sources": sources or self.sources})
         if sources:
             chosen._origins = {**self._origins, "sources": "argument"}
         return chosen
+
+
+_SOURCE_ADAPTER: TypeAdapter[SourceConfig] = TypeAdapter(SourceConfig)
 
 
 def load_settings(data_dir: str | Path | None = None, **overrides: Any) -> Settings:

@@ -13,9 +13,10 @@ import difflib
 import json
 import os
 import tomllib
+import types
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, get_origin
+from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
@@ -77,10 +78,34 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _item_model(annotation: Any) -> type[BaseModel] | None:
-    """The model of a list-of-tables field's entries (`[[sources]]`), if any."""
+def _item_model(annotation: Any, entry: Mapping[str, Any] | None = None) -> type[BaseModel] | None:
+    """The model of a list-of-tables field's entries (`[[sources]]`), if any. Entries of a
+    union of models (one per `kind`) are read as the member `entry` names by its `kind`, else
+    the one that knows most of its keys (the first, without an entry)."""
     args = getattr(annotation, "__args__", ())
-    return _submodel(args[0]) if get_origin(annotation) is list and args else None
+    models = _models_of(args[0]) if get_origin(annotation) is list and args else ()
+    if not models:
+        return None
+    given = entry or {}
+
+    def fit(model: type[BaseModel]) -> tuple[bool, int]:
+        kind = model.model_fields.get("kind")
+        named = kind is not None and given.get("kind") == kind.default
+        return named, sum(key in model.model_fields for key in given)
+
+    return max(models, key=fit)
+
+
+def _models_of(annotation: Any) -> tuple[type[BaseModel], ...]:
+    """The models an annotation names: one, or each member of a (tagged) union."""
+    sub = _submodel(annotation)
+    if sub is not None:
+        return (sub,)
+    if get_origin(annotation) is Annotated:
+        return _models_of(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return tuple(m for arg in get_args(annotation) for m in _models_of(arg))
+    return ()
 
 
 def _leaves(
@@ -194,12 +219,13 @@ def _unknown_keys(
             near = _closest(key, model.model_fields)
             yield at + key, at + near if near else None
             continue
-        sub, item = _submodel(field.annotation), _item_model(field.annotation)
+        sub = _submodel(field.annotation)
         if sub is not None and isinstance(value, Mapping):
             yield from _unknown_keys(value, sub, f"{at}{key}.")
-        if item is not None and isinstance(value, list):
+        if isinstance(value, list):
             for i, entry in enumerate(value):
-                if isinstance(entry, Mapping):
+                item = _item_model(field.annotation, entry if isinstance(entry, Mapping) else {})
+                if item is not None and isinstance(entry, Mapping):
                     yield from _unknown_keys(entry, item, f"{at}{key}[{i}].")
 
 
@@ -364,6 +390,8 @@ def describe(
     """pydantic's errors as one line: unknown keys with a suggestion (a `renamed` one with its
     new name), else the first error (a value under one of `secrets` shown as '***')."""
     errors = err.errors()
+    for e in errors:
+        e["loc"] = _untagged(e["loc"], root)
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
     if unknown:
         return "; ".join(_describe_unknown(e["loc"], origins, root, renamed) for e in unknown)
@@ -379,6 +407,31 @@ def describe(
     return f"invalid value {shown} for setting '{key}'{where}: {first['msg']}{more}"
 
 
+def _untagged(loc: Sequence[str | int], root: type[BaseModel]) -> tuple[str | int, ...]:
+    """An error location without the tag pydantic puts after a tagged union's index
+    (`sources.0.folder.name` -> `sources.0.name`)."""
+    out: list[str | int] = []
+    parent: type[BaseModel] | None = root
+    annotation: Any = None
+    for part in loc:
+        if isinstance(part, int):
+            out.append(part)
+            continue
+        if out and isinstance(out[-1], int) and len(_models_of(_list_item(annotation))) > 1:
+            annotation = None  # the tag: the entry's own fields follow
+            continue
+        field = parent.model_fields.get(part) if parent is not None else None
+        annotation = field.annotation if field else None
+        parent = _submodel(annotation)
+        out.append(part)
+    return tuple(out)
+
+
+def _list_item(annotation: Any) -> Any:
+    args = getattr(annotation, "__args__", ())
+    return args[0] if get_origin(annotation) is list and args else None
+
+
 def _describe_unknown(
     loc: Sequence[str | int],
     origins: Origins,
@@ -388,14 +441,15 @@ def _describe_unknown(
     key = _dotted(loc)
     if key in renamed:
         return _moved(key, renamed[key], root, _place(origins.source(loc), root))
-    parent: type[BaseModel] | None = root
+    parents: tuple[type[BaseModel], ...] = (root,)
     for part in loc[:-1]:
-        if parent is None or isinstance(part, int):
+        if not parents or isinstance(part, int):
             continue
-        field = parent.model_fields.get(part)
+        field = parents[0].model_fields.get(part)
         annotation = field.annotation if field else None
-        parent = _submodel(annotation) or _item_model(annotation)
-    near = _closest(str(loc[-1]), parent.model_fields) if parent else None
+        parents = _models_of(annotation) or _models_of(_list_item(annotation))
+    names = {name for model in parents for name in model.model_fields}
+    near = _closest(str(loc[-1]), sorted(names)) if names else None
     hint = f" (did you mean '{_dotted([*loc[:-1], near])}'?)" if near else ""
     return f"unknown setting '{key}'{_place(origins.source(loc), root)}{hint}"
 

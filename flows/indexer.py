@@ -15,10 +15,9 @@ crash is repaired by the reindex backfill, which reconciles it against the live 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
@@ -26,15 +25,18 @@ import xxhash
 from opentelemetry import trace
 
 from ragstream.connectors.fields import NO_META, Admitted, FieldCatalog
-from ragstream.connectors.fs import OFF_STAMP, file_readers
-from ragstream.connectors.git import GitSource, parse_locator
 from ragstream.connectors.lexical import section_contexts
-from ragstream.connectors.protocols import LexicalIndex, Source, SourceReadError, VectorStore
-from ragstream.connectors.sources import source_at
+from ragstream.connectors.protocols import (
+    LexicalIndex,
+    Source,
+    SourceReadError,
+    SourceUnavailable,
+    VectorStore,
+)
+from ragstream.connectors.sources import source_for
 from ragstream.connectors.state import DeadLetterBook, RedactionBook
 from ragstream.connectors.vector_stores import READER_FIELDS
 from ragstream.core.errors import EmbedderDriftError, EndpointDownError
-from ragstream.core.metadata import RawValue
 from ragstream.core.models import (
     Chunk,
     DeadLetter,
@@ -46,7 +48,7 @@ from ragstream.core.models import (
     Redaction,
     VectorOrigin,
 )
-from ragstream.core.permissions import Readers, UserDb, source_token
+from ragstream.core.permissions import OFF_STAMP, Readers, UserDb, source_token
 from ragstream.core.telemetry import span
 from ragstream.operators.chunk import ChunkerConfig, chunk_document, embedding_text
 from ragstream.operators.diff import DocDiff, diff_document
@@ -103,6 +105,7 @@ class DocReader:
     parse_timeout_s: float | None = None
     ocr: OcrOptions = field(default_factory=OcrOptions)  # `parse.*`: which pages OCR reads
     ocr_cache: OcrCache | None = None  # what OCR already read (`<state_dir>/ocr.sqlite3`)
+    sources: Mapping[str, Source] = field(default_factory=dict)  # the configured, by name
 
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
         out = []
@@ -113,9 +116,10 @@ class DocReader:
         return out
 
     def _parse_one(self, event: FileEvent) -> ParsedWork:
-        """Read the document through its source (`connectors.sources.source_at`: the folder,
-        or the git repository, named by the event), then parse its bytes. A delete, or a
-        change of permissions only, reads nothing."""
+        """Read the document through its source (the configured source the event names,
+        `connectors.sources.source_for`), then parse its bytes. A delete, or a change of
+        permissions only, reads nothing. A source that cannot be reached for now
+        (`SourceUnavailable`) dead-letters the document unrecorded: the next sync reads it."""
         if event.kind in ("delete", "permissions"):
             return ParsedWork(event)
         fp = event.fingerprint
@@ -126,9 +130,12 @@ class DocReader:
         too_large = f"file too large: {{}} bytes > limit {self.max_file_bytes}"
         if fp.size > self.max_file_bytes:
             return ParsedWork(event, dead=self._letter(event, "read", too_large.format(fp.size)))
-        source = source_at(event.path, event.root)
+        source = source_for(self.sources, event.source, event.path, event.root)
         try:
             data = source.read(event)
+        except SourceUnavailable as err:
+            dead = self._letter(event, "read", err.reason).model_copy(update={"fingerprint": None})
+            return ParsedWork(event, dead=dead)
         except SourceReadError as err:
             return ParsedWork(event, dead=self._letter(event, "read", err.reason))
         if len(data) > self.max_file_bytes:  # a git blob's size is known once it is read
@@ -145,7 +152,7 @@ class DocReader:
                 self.parse_timeout_s,
                 ocr=self.ocr,
                 ocr_cache=self.ocr_cache,
-                source_fields=source_fields(source, event.path),
+                source_fields=source.fields(event.path),
             )
         except ParseError as err:
             return ParsedWork(event, dead=self._letter(event, err.stage, err.reason))
@@ -167,15 +174,6 @@ class DocReader:
                 parser=parser_key(event.path, self.ocr),
             )
         )
-
-
-def source_fields(source: Source, locator: str) -> dict[str, RawValue]:
-    """What the source says of a document: a git source, its last commit's time and author
-    for the path (`commit_time`, `commit_author`); a folder, nothing beyond the file."""
-    if not isinstance(source, GitSource):
-        return {}
-    last = source.last_commit(parse_locator(locator)[2])
-    return {} if last is None else {"commit_time": last[0], "commit_author": last[1]}
 
 
 def _reject(plans: Sequence[_DocPlan], rejected: dict[str, str]) -> None:
@@ -215,11 +213,14 @@ class Indexer:
     ocr: OcrOptions = field(default_factory=OcrOptions)
     ocr_cache: OcrCache | None = None
     mirrored: frozenset[str] = frozenset()  # sources whose file permissions are mirrored
+    sources: Mapping[str, Source] = field(default_factory=dict)  # the configured, by name
     fields: FieldCatalog | None = None  # the metadata fields' types (None: none recorded)
 
     # ---- step 1: read + parse -------------------------------------------------------
     def parse_batch(self, events: Sequence[FileEvent]) -> list[ParsedWork]:
-        reader = DocReader(self.max_file_bytes, self.parse_timeout_s, self.ocr, self.ocr_cache)
+        reader = DocReader(
+            self.max_file_bytes, self.parse_timeout_s, self.ocr, self.ocr_cache, self.sources
+        )
         return reader.parse_batch(events)
 
     # ---- step 2: chunk → diff → embed → write ----------------------------------------
@@ -335,11 +336,11 @@ class Indexer:
         return vectors, todo, rejected
 
     def _stamp(self, event: FileEvent, db: UserDb) -> Readers:
-        """Who may read the document of `event` now (`OFF_STAMP`: its source mirrors no
-        permissions)."""
+        """Who may read the document of `event` now, as its source says (`OFF_STAMP`: its
+        source mirrors no permissions)."""
         if event.source not in self.mirrored:
             return OFF_STAMP
-        return file_readers(Path(event.path), Path(event.root).resolve(), db)
+        return source_for(self.sources, event.source, event.path, event.root).stamp(event.path, db)
 
     def _restamps(
         self, live: Side, works: Sequence[ParsedWork], db: UserDb

@@ -1,6 +1,6 @@
-"""The sources a sync pass reads: PATH arguments (folders, or `git+file:///repo@ref`
-repositories), else the configured sources, each checked to be there, and recorded in the
-data dir, so `verify` and `files` audit them by default."""
+"""The sources a sync pass reads: PATH arguments (folders, `git+file:///repo@ref`
+repositories, `s3://bucket/prefix`), else the configured sources, each checked to be there,
+and recorded in the data dir, so `verify` and `files` audit them by default."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from ragstream.core.settings import Settings
 
 def with_folders(settings: Settings, paths: Sequence[str | Path]) -> Settings:
     """The settings whose sources are `paths` (else the configured ones), each one there: a
-    folder, or a git repository whose ref names a commit (else `InvalidRequestError`)."""
+    folder, a git repository whose ref names a commit, a bucket that answers (else
+    `InvalidRequestError`)."""
     chosen = settings.with_paths(paths)
     if not chosen.sources:
         raise InvalidRequestError(
-            "no folders to sync: pass PATH arguments (or git+file:///repo@ref) or configure "
-            "`sources`"
+            "no folders to sync: pass PATH arguments (or git+file:///repo@ref, s3://bucket/prefix) "
+            "or configure `sources`"
         )
     for src in chosen.sources:
         if src.kind == "folder" and not src.root.is_dir():

@@ -60,7 +60,7 @@ from ragstream.connectors.source_input import (
     SourceFeed,
     SourceFeedConfig,
 )
-from ragstream.connectors.sources import path_filter_of, sources_of
+from ragstream.connectors.sources import configured, path_filter_of, sources_of
 from ragstream.connectors.vector_stores import StoreBusyError
 from ragstream.core.errors import InvalidRequestError, RagstreamError
 from ragstream.core.memory import release_free_heap
@@ -184,6 +184,7 @@ def make_indexer(rt: Runtime) -> Indexer:
         ocr=ocr_options(s),
         ocr_cache=ocr_cache(s),
         mirrored=s.mirrored(),
+        sources=configured(s),
         fields=FieldCatalog(s.state_dir, s.parse.metadata_timezone),
     )
 
@@ -309,7 +310,9 @@ def build_flow(
     source = SourceFeed(
         cfg, lambda: known_docs(owner.runtime(), force), on_scan, owns=owner.owns, stamps=stamps
     )
-    reader = DocReader(s.sync.max_file_bytes, s.sync.parse_timeout_s, ocr_options(s), ocr_cache(s))
+    reader = DocReader(
+        s.sync.max_file_bytes, s.sync.parse_timeout_s, ocr_options(s), ocr_cache(s), configured(s)
+    )
     flow = Dataflow("ragstream_sync")
     events = op.input("folders", flow, source)
     by_doc = op.key_on("by_doc", events, parse_key)

@@ -20,6 +20,7 @@ from typing import Any, Protocol, cast
 
 from opentelemetry.trace import Span
 
+from ragstream.connectors.sources import configured
 from ragstream.core.answers import (
     Answer,
     Answerability,
@@ -394,7 +395,7 @@ def cite(parts: EngineParts, run: AnswerRun) -> Refusal | None:
     for name in ("text", "claims", "grounding", "invented_cids", "injection_flags"):
         setattr(answer, name, getattr(result, name))
     stored = parts.side().vectors.get([s.point_id for s in run.sources]) if run.sources else []
-    answer.sources = with_versions(run.sources, stored)
+    answer.sources = with_versions(run.sources, stored, configured(parts.settings, recorded=True))
     answer.citations = shapes.citations(result.claims, answer.sources)
     judged = answer.answerability is not None and parts.answer_judge is not None
     scores = [s.score for s in answer.sources]

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ragstream.core.telemetry import install_exporter
 from tests.harness.infinity_server import tiny_cross_encoder
+from tests.harness.s3server import S3Server
 
 # The watch/serve tests stop their child process with SIGINT (Ctrl-C). A shell without job
 # control starts background commands (`cmd &`, nohup) with SIGINT *ignored*, children inherit
@@ -60,6 +61,22 @@ SQUAD = SHARED / "squad2-half"
 def shared_docs() -> Path:
     assert DOCS.is_dir(), f"shared documents not found at {DOCS}"
     return DOCS
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server on loopback, one per test process (tests/harness/s3server.py)."""
+    server = S3Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The S3 server, with boto3's environment pointing at it (endpoint, region, keys)."""
+    for name, value in s3_server.environment().items():
+        monkeypatch.setenv(name, value)
+    return s3_server
 
 
 @pytest.fixture(scope="session")

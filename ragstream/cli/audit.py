@@ -9,7 +9,6 @@ pass), so they ask the holder to stop.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,8 +27,8 @@ from ragstream.core.errors import EXIT_DRIFT
 from ragstream.core.models import FILE_STATES
 
 AuditPaths = Annotated[
-    list[Path] | None,
-    typer.Argument(help="folders to audit (default: the ones last synced into the data dir)"),
+    list[str] | None,
+    typer.Argument(help="sources to audit (default: the ones last synced into the data dir)"),
 ]
 
 

@@ -23,9 +23,13 @@ AsJson = Annotated[
         "--json", help="print JSON on stdout (watch: one line per change, then the totals)"
     ),
 ]
+# text, not Path: each kind of source parses its own form (core.source_config), and a Path
+# would fold the `//` of a URI
 Paths = Annotated[
-    list[Path],
-    typer.Argument(help="folders (or git+file:///repo@ref repositories) to keep in sync"),
+    list[str],
+    typer.Argument(
+        help="folders, git+file:///repo@ref repositories or s3://bucket/prefix to keep in sync"
+    ),
 ]
 AllowMass = Annotated[
     bool,

@@ -37,7 +37,7 @@ def audited(settings: Settings, paths: Sequence[str | Path] = ()) -> Settings:
     """The settings whose sources are audited: PATH arguments, else the configured sources,
     else the folders the data dir was last synced from."""
     if paths:
-        return settings.with_paths([Path(p) for p in paths])
+        return settings.with_paths([str(p) for p in paths])
     if settings.sources:
         return settings
     return settings.model_copy(update={"sources": SourcesBook(settings.state_dir).load()})

@@ -47,8 +47,9 @@ from ragstream.core.models import (
 )
 from ragstream.core.permissions import Principal
 from ragstream.core.rwlock import StoreLock, Unlocked
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
 from ragstream.core.snapshot import SnapshotInfo
+from ragstream.core.source_config import SourceConfig
 from ragstream.core.telemetry import configure, span
 from ragstream.flows.runtime import Runtime
 from ragstream.flows.sides import IndexSides, open_sides

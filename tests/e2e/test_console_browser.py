@@ -291,7 +291,8 @@ def test_a_tenant_key_sees_only_its_own_files_and_answers(
     browser: webdriver.Chrome,  # noqa: F811
 ) -> None:
     from ragstream import api
-    from ragstream.core.settings import Settings, SourceConfig
+    from ragstream.core.settings import Settings
+    from ragstream.core.source_config import FolderConfig
     from ragstream.http import Serving, serving
     from ragstream.query.engine import QueryEngine
     from ragstream.service.served import ServedIndex
@@ -303,7 +304,7 @@ def test_a_tenant_key_sees_only_its_own_files_and_answers(
         (root / "drink.md").write_text(
             f"# Drink\n\n{drink} is steeped at 80 degrees Celsius for three minutes.\n"
         )
-        sources.append(SourceConfig(name=tenant, root=root, tenant=tenant))
+        sources.append(FolderConfig(name=tenant, root=root, tenant=tenant))
     settings = Settings(
         data_dir=tmp_path / "data",
         sources=sources,

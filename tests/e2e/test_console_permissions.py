@@ -21,7 +21,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from ragstream import api
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
 from ragstream.service.served import ServedIndex
@@ -65,7 +66,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Folder]:
     settings = Settings(
         data_dir=tmp_path_factory.mktemp("console-perm") / "data",
         embedder="static",
-        sources=[SourceConfig(name="docs", root=docs, permissions="posix")],
+        sources=[FolderConfig(name="docs", root=docs, permissions="posix")],
         server={"api_key_principals": {f"key-{u}": {"user": u} for u in users}},
     )
     report = api.sync([docs], settings=settings)

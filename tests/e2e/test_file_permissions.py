@@ -39,7 +39,8 @@ from ragstream import api
 from ragstream.cli import app
 from ragstream.client import AsyncClient, Client
 from ragstream.core.errors import InvalidRequestError
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
 from ragstream.service.base import USER_HEADER
@@ -110,7 +111,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
     settings = Settings(
         data_dir=tmp_path_factory.mktemp("perm") / "data",
         embedder="static",
-        sources=[SourceConfig(name="docs", root=docs, permissions="posix")],
+        sources=[FolderConfig(name="docs", root=docs, permissions="posix")],
         server={"api_key_principals": keys},
     )
     report = api.sync([docs], settings=settings)
@@ -492,7 +493,7 @@ def test_unreadable_permissions_leave_a_file_to_its_owner_and_the_ledger_says_wh
         settings = Settings(
             data_dir=tmp_path / "data",
             embedder="static",
-            sources=[SourceConfig(name="docs", root=docs, permissions="posix")],
+            sources=[FolderConfig(name="docs", root=docs, permissions="posix")],
             server={"trust_user_header": True},
         )
         api.sync([docs], settings=settings)
@@ -583,7 +584,7 @@ def tenanted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenanted]:
                 set_acl(path, rng.choice(ACLS))
             did = f"{tenant}:{path.relative_to(docs).as_posix()}"
             files[did], tenant_of[did], tag_of[did] = path, tenant, tag
-        sources.append(SourceConfig(name=tenant, root=docs, tenant=tenant, permissions="posix"))
+        sources.append(FolderConfig(name=tenant, root=docs, tenant=tenant, permissions="posix"))
     keys = {grid_key(t, u): t for t in TENANTS for u in [*users, None]}
     principals = {grid_key(t, u): {"user": u} for t in TENANTS for u in users}
     settings = Settings(

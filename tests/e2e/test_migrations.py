@@ -31,8 +31,9 @@ from ragstream.connectors.protocols import SearchFilter
 from ragstream.connectors.vector_stores import BaseQdrantStore, Match
 from ragstream.core.errors import StorageFormatError
 from ragstream.core.permissions import principal_of
-from ragstream.core.settings import Settings, SourceConfig, StoreSettings
+from ragstream.core.settings import Settings, StoreSettings
 from ragstream.core.snapshot import STORAGE_FORMAT
+from ragstream.core.source_config import FolderConfig
 from ragstream.service import snapshots
 from ragstream.service.stores import open_stores
 
@@ -257,7 +258,7 @@ def test_format_1_tombstones_of_a_mirrored_source_lose_their_readers(tmp_path: P
     docs.mkdir()
     (docs / "lighthouse.md").write_text("# Lighthouse\n\nThe lighthouse keepers' log.\n")
     (docs / "tides.md").write_text("# Tides\n\nThe lighthouse keepers' tide table.\n")
-    source = SourceConfig(name="docs", root=docs, permissions="posix")
+    source = FolderConfig(name="docs", root=docs, permissions="posix")
     settings = Settings(
         data_dir=tmp_path / "data",
         embedder="static",

@@ -16,7 +16,8 @@ from ragstream.client import Client
 from ragstream.connectors.protocols import SearchFilter
 from ragstream.connectors.vector_stores import BaseQdrantStore
 from ragstream.core.permissions import principal_of
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.service.stores import open_stores
 from tests.harness.users import cat_readable, real_users, shared_root
 
@@ -57,7 +58,7 @@ def test_an_edited_away_chunk_stays_hidden_through_a_restamp(tmp_path: Path) -> 
         settings = Settings(
             data_dir=tmp_path / "data",
             embedder="static",
-            sources=[SourceConfig(name="docs", root=docs, permissions="posix")],
+            sources=[FolderConfig(name="docs", root=docs, permissions="posix")],
         )
         api.sync([docs], settings=settings)
         assert any("basalt" in t for t in leg_texts(settings, alice)[1])

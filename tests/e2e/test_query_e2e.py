@@ -18,7 +18,8 @@ from conftest import StorePairing, Stub
 from ragstream import api
 from ragstream.client import Client
 from ragstream.core.answers import Answer, QueryRequest
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.core.telemetry import install_exporter
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
@@ -58,8 +59,8 @@ def engine(
         data_dir=base / "data",
         store={"vector_backend": vector, "lexical_backend": lexical},
         sources=[
-            SourceConfig(name="alpha", root=alpha, tenant="t1"),
-            SourceConfig(name="beta", root=beta, tenant="t2"),
+            FolderConfig(name="alpha", root=alpha, tenant="t1"),
+            FolderConfig(name="beta", root=beta, tenant="t2"),
         ],
     )
     report = api.sync([alpha, beta], settings=settings)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ragstream import Client
-from ragstream.core.errors import DataDirBusyError, RagstreamError
+from ragstream.core.errors import DataDirBusyError, OverloadedError, RagstreamError
 from ragstream.core.settings import Settings
 from ragstream.service import exports, snapshots
 from ragstream.service.stores import open_live
@@ -48,7 +48,9 @@ def _querying(url: str, stop: threading.Event, answered: list[int], failed: list
             try:
                 assert c.retrieve("Which cove did the survey record?", k=5).results
                 answered.append(1)
-            except Exception as exc:  # every failure is a test failure, collected
+            except OverloadedError:  # shed under load, its retries spent: ask again, as a
+                time.sleep(0.5)  # real client does (the server said it is full, not broken)
+            except Exception as exc:  # every other failure is a test failure, collected
                 failed.append(repr(exc))
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ragstream import Client, api
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.service import snapshots
 from ragstream.service.stores import open_live
 from tests.harness.helpers import copy_docs
@@ -33,7 +34,7 @@ def test_a_restored_snapshot_on_another_path_is_the_same_index(
 ) -> None:
     folder = copy_docs(shared_docs, DOCS, tmp_path / "docs", flat=True)
     save_pdf([render_page(REPORT)], folder / "maintenance-scan.pdf")
-    source = SourceConfig(name="docs", root=folder, tenant="acme")
+    source = FolderConfig(name="docs", root=folder, tenant="acme")
     settings = Settings(data_dir=tmp_path / "data", sources=[source])
     first = api.sync([], settings=settings)
     assert first.chunks_embedded > 0

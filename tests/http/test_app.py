@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragstream import api
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.http import MAX_BODY, Serving, create_app
 from ragstream.service.served import ServedIndex, open_engine
 
@@ -110,7 +111,7 @@ def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     for name, text in texts.items():
         (root / name).mkdir()
         (root / name / f"{name}.md").write_text(f"# {name.title()}\n\n{text}\n")
-    sources = [SourceConfig(name=n, root=root / n, tenant=n) for n in ("acme", "initech")]
+    sources = [FolderConfig(name=n, root=root / n, tenant=n) for n in ("acme", "initech")]
     s = Settings(
         data_dir=root / "data",
         sources=sources,

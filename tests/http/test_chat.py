@@ -35,7 +35,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from ragstream import api
 from ragstream.client import AsyncClient, ChatMessage, Client
 from ragstream.core.answers import Answer, ChatRequest
-from ragstream.core.settings import ServerSettings, Settings, SourceConfig
+from ragstream.core.settings import ServerSettings, Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
 from ragstream.service.served import ServedIndex
@@ -65,7 +66,7 @@ def volcanoes(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         (root / name).write_text(text, encoding="utf-8")
     settings = Settings(
         data_dir=tmp_path_factory.mktemp("data"),
-        sources=[SourceConfig(name="notes", root=root, tenant="geo")],
+        sources=[FolderConfig(name="notes", root=root, tenant="geo")],
     )
     settings.query.log_queries = False
     report = api.sync([root], settings=settings)

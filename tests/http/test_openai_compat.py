@@ -17,7 +17,8 @@ import openai
 import pytest
 
 from ragstream import api
-from ragstream.core.settings import ServerSettings, Settings, SourceConfig
+from ragstream.core.settings import ServerSettings, Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
 from ragstream.service.served import ServedIndex
@@ -41,7 +42,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         (root / name).write_text(text, encoding="utf-8")
     settings = Settings(
         data_dir=tmp_path_factory.mktemp("data"),
-        sources=[SourceConfig(name="notes", root=root, tenant="geo")],
+        sources=[FolderConfig(name="notes", root=root, tenant="geo")],
         server=ServerSettings(api_keys=KEYS),
     )
     settings.query.log_queries = False

@@ -15,7 +15,8 @@ import pytest
 from conftest import StorePairing
 from ragstream import api
 from ragstream.connectors.protocols import SearchFilter
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.http import Serving, serving
 from ragstream.query.engine import QueryEngine
 from ragstream.service.served import ServedIndex
@@ -66,7 +67,7 @@ def engine(
         for i in range(8):  # every tenant writes about the same topics
             words = " ".join(rng.choice(VOCAB) for _ in range(40))
             (root / f"doc{i}.md").write_text(f"# {tenant} report {i}\n\n{words}.\n")
-        sources.append(SourceConfig(name=tenant, root=root, tenant=tenant))
+        sources.append(FolderConfig(name=tenant, root=root, tenant=tenant))
     settings = Settings(
         data_dir=base / "data",
         store={"vector_backend": vector, "lexical_backend": lexical},
@@ -203,8 +204,8 @@ def test_a_tenant_sees_its_own_dead_letters_and_none_of_the_operators_warnings()
 
     settings = Settings(
         sources=[
-            SourceConfig(name="acme", root="/srv/acme", tenant="acme"),
-            SourceConfig(name="initech", root="/srv/initech", tenant="initech"),
+            FolderConfig(name="acme", root="/srv/acme", tenant="acme"),
+            FolderConfig(name="initech", root="/srv/initech", tenant="initech"),
         ]
     )
     letters = [

@@ -16,7 +16,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from ragstream import api
-from ragstream.core.settings import ServerSettings, Settings, SourceConfig
+from ragstream.core.settings import ServerSettings, Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.http import Serving, serving
 from ragstream.service.served import ServedIndex, open_engine
 from tests.harness.mcp_client import call, http_session
@@ -35,7 +36,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, 
     for tenant, (name, text) in DOCS.items():
         (base / tenant).mkdir()
         (base / tenant / name).write_text(text)
-        sources.append(SourceConfig(name=tenant, root=base / tenant, tenant=tenant))
+        sources.append(FolderConfig(name=tenant, root=base / tenant, tenant=tenant))
     settings = Settings(
         data_dir=base / "data", sources=sources, server=ServerSettings(api_keys=KEYS)
     )

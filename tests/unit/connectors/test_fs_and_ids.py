@@ -12,7 +12,8 @@ from ragstream.connectors.protocols import SourceEntry
 from ragstream.connectors.source_input import plan_catch_up
 from ragstream.core.ids import content_hash, doc_id, normalize_text, point_id
 from ragstream.core.models import FileFingerprint
-from ragstream.core.settings import DEFAULT_EXCLUDES, Settings, SourceConfig
+from ragstream.core.settings import DEFAULT_EXCLUDES, Settings
+from ragstream.core.source_config import FolderConfig
 
 
 def test_globs() -> None:
@@ -50,7 +51,7 @@ def _found(root: Path, names: list[str], mtime: int = 1) -> list[SourceEntry]:
 
 
 def _folder(root: Path) -> FolderSource:
-    return FolderSource(SourceConfig(name="s", root=root), PathFilter((), ()))
+    return FolderSource(FolderConfig(name="s", root=root), PathFilter((), ()))
 
 
 def test_catch_up_emits_only_changes_and_deletes(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from dulwich import porcelain
 
 from ragstream.connectors.git import GitSource
-from ragstream.core.settings import SourceConfig
+from ragstream.core.source_config import GitConfig
 from tests.harness.gitrepo import GitRepo
 
 ADA = b"Ada Lovelace <ada@example.invalid>"
@@ -45,7 +45,7 @@ def history(tmp_path: Path) -> tuple[GitRepo, str, str]:
 
 
 def _source(repo: GitRepo, ref: str = "main") -> GitSource:
-    return GitSource(SourceConfig(name="repo", root=repo.root, git=repo.url, ref=ref))
+    return GitSource(GitConfig(name="repo", root=repo.root, git=repo.url, ref=ref))
 
 
 def _utc(seconds: int) -> datetime.datetime:

@@ -1,7 +1,9 @@
-"""The source contract: a folder and a git repository at a ref, on the same small files,
-pass the same checks (`connectors.protocols.Source`). Then what only a git source has to
-show: it lists without reading a blob, reads exactly the listed blob, and refuses a path
-that is no repository, an unknown ref and a corrupt object clearly."""
+"""The source contract: a folder, a git repository at a ref and an S3 prefix (moto's S3
+server on loopback), on the same small files, pass the same checks
+(`connectors.protocols.Source`). Then what only a git source has to show: it lists without
+reading a blob, reads exactly the listed blob, and refuses a path that is no repository, an
+unknown ref and a corrupt object clearly. The S3 source's own checks (a copy, a large object,
+an emptied prefix, an outage, the missing extra) are in tests/unit/connectors/test_s3.py."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
 from ragstream.connectors import git
 from ragstream.connectors.fs import PathFilter
@@ -20,8 +23,10 @@ from ragstream.connectors.source_input import plan_catch_up
 from ragstream.connectors.sources import changed_since, open_source, source_at
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import FileEvent
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig, GitConfig, S3Config, SourceConfig
 from tests.harness.gitrepo import GitRepo
+from tests.harness.s3server import S3Server
 
 FILES = {
     "a.md": "# Alpha\n\nThe alpha document talks about apples.\n",
@@ -38,7 +43,7 @@ class Kit:
     source: Source
     edit: Callable[[str, str], None]
     delete: Callable[[str], None]
-    root: Path
+    root: Path  # where the kit's files are written (a folder, a repository's work tree)
 
 
 def _folder(tmp_path: Path) -> Kit:
@@ -53,7 +58,7 @@ def _folder(tmp_path: Path) -> Kit:
         path.write_text(text)
         os.utime(path, ns=(before + 10**9, before + 10**9))  # a new mtime, however fast
 
-    source = open_source(SourceConfig(name="docs", root=root), PF)
+    source = open_source(FolderConfig(name="docs", root=root), PF)
     return Kit(source, edit, lambda rel: (root / rel).unlink(), root)
 
 
@@ -71,12 +76,31 @@ def _git(tmp_path: Path) -> Kit:
         repo.remove(rel)
         repo.commit(f"delete {rel}")
 
-    config = SourceConfig(name="docs", git=repo.url, ref="main")
+    config = GitConfig(name="docs", git=repo.url, ref="main")
     return Kit(open_source(config, PF, git_poll_s=0.05), edit, delete, repo.root)
 
 
-@pytest.fixture(params=["folder", "git"])
+def s3_kit(s3: S3Server, tmp_path: Path, files: dict[str, str] = FILES) -> Kit:
+    """A prefix of a new bucket holding `files`, read through an `S3Config` naming the
+    server's endpoint (boto3's environment holds the keys)."""
+    bucket = s3.bucket(dict(files), prefix="team/docs/")
+    config = S3Config(
+        name="docs", s3=f"s3://{bucket}/team/docs", endpoint_url=s3.endpoint, poll_s=0.05
+    )
+
+    def edit(rel: str, text: str) -> None:
+        s3.put(bucket, f"team/docs/{rel}", text)
+
+    def delete(rel: str) -> None:
+        s3.client().delete_object(Bucket=bucket, Key=f"team/docs/{rel}")
+
+    return Kit(open_source(config, PF), edit, delete, tmp_path)
+
+
+@pytest.fixture(params=["folder", "git", "s3"])
 def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Kit:
+    if request.param == "s3":
+        return s3_kit(request.getfixturevalue("s3"), tmp_path)
     make = _folder if request.param == "folder" else _git
     return make(tmp_path)
 
@@ -140,18 +164,26 @@ def test_an_edit_and_a_delete_plan_one_upsert_and_one_delete(kit: Kit) -> None:
 
 def test_it_says_which_version_is_there_now(kit: Kit) -> None:
     event = _event(kit.source, "a.md")
-    assert changed_since(event.path, event.fingerprint) is False
+    configured = {kit.source.name: kit.source}  # what an answer's freshness is handed
+
+    def changed() -> bool | None:
+        return changed_since(event.path, event.fingerprint, configured, kit.source.name)
+
+    assert changed() is False
     kit.edit("a.md", "# Alpha\n\nEdited.\n")
-    assert changed_since(event.path, event.fingerprint) is True
+    assert changed() is True
     kit.delete("a.md")
     assert kit.source.version(event.path) is None
-    assert changed_since(event.path, event.fingerprint) is True
+    assert changed() is True
 
 
-def test_a_source_that_is_not_there_is_an_error_not_an_empty_listing(tmp_path: Path) -> None:
+def test_a_source_that_is_not_there_is_an_error_not_an_empty_listing(
+    tmp_path: Path, s3: S3Server
+) -> None:
     for config in (
-        SourceConfig(name="gone", root=tmp_path / "nothing"),
-        SourceConfig(name="gone", git=f"file://{tmp_path}", ref="main"),
+        FolderConfig(name="gone", root=tmp_path / "nothing"),
+        GitConfig(name="gone", git=f"file://{tmp_path}", ref="main"),
+        S3Config(name="gone", s3="s3://no-such-bucket/docs", endpoint_url=s3.endpoint),
     ):
         source = open_source(config, PF)
         with pytest.raises(InvalidRequestError):
@@ -186,7 +218,7 @@ def test_git_fingerprint_is_the_blob_id_and_the_commit(tmp_path: Path) -> None:
     repo = GitRepo(tmp_path / "r")
     repo.write("a.md", FILES["a.md"])
     first = repo.commit()
-    source = open_source(SourceConfig(name="r", git=repo.url, ref="main"), PF)
+    source = open_source(GitConfig(name="r", git=repo.url, ref="main"), PF)
     (entry,) = source.entries()
     fp = entry.fingerprint
     assert fp is not None and fp.commit == first and len(fp.digest) == 40
@@ -203,10 +235,10 @@ def test_git_unknown_ref_and_non_repository_are_clear_errors(tmp_path: Path) -> 
     repo.write("a.md", FILES["a.md"])
     repo.commit()
     with pytest.raises(InvalidRequestError, match="unknown ref 'nope'"):
-        open_source(SourceConfig(name="r", git=repo.url, ref="nope"), PF).check()
+        open_source(GitConfig(name="r", git=repo.url, ref="nope"), PF).check()
     (tmp_path / "plain").mkdir()
     with pytest.raises(InvalidRequestError, match="is not a git repository"):
-        open_source(SourceConfig(name="p", git=str(tmp_path / "plain")), PF).check()
+        open_source(GitConfig(name="p", git=str(tmp_path / "plain")), PF).check()
 
 
 def test_git_corrupt_blob_is_a_read_error_not_a_crash(tmp_path: Path) -> None:
@@ -226,7 +258,7 @@ def test_git_ref_that_suddenly_lists_nothing_trips_the_mass_delete_guard(tmp_pat
     for i in range(12):
         repo.write(f"d{i}.md", f"# Doc {i}\n\ntext {i}\n")
     repo.commit()
-    source = open_source(SourceConfig(name="r", git=repo.url, ref="main"), PF)
+    source = open_source(GitConfig(name="r", git=repo.url, ref="main"), PF)
     known = _known(source)
     for i in range(12):
         repo.remove(f"d{i}.md")
@@ -237,11 +269,28 @@ def test_git_ref_that_suddenly_lists_nothing_trips_the_mass_delete_guard(tmp_pat
 
 def test_settings_name_a_source_kind_and_the_cli_form_parses(tmp_path: Path) -> None:
     s = Settings(data_dir=tmp_path / "d").with_paths(
-        ["git+file:///srv/repo@release-1", tmp_path, "git+file:///srv/other"]
-    )
-    kinds = [(c.name, c.kind, c.ref) for c in s.sources]
-    assert kinds == [("repo", "git", "release-1"), (tmp_path.name, "folder", "HEAD"),
-                     ("other", "git", "HEAD")]  # fmt: skip
-    toml = SourceConfig.model_validate({"name": "r", "git": "file:///srv/repo", "ref": "main"})
-    assert toml.root == Path("/srv/repo") and toml.kind == "git"
-    assert SourceConfig(name="f", root=tmp_path).kind == "folder"
+        ["git+file:///srv/repo@release-1", str(tmp_path), "git+file:///srv/other",
+         "s3://bucket/team/docs/", "s3://bucket"]
+    )  # fmt: skip
+    kinds = [(c.name, c.kind, c.location) for c in s.sources]
+    assert kinds == [
+        ("repo", "git", "/srv/repo"),
+        (tmp_path.name, "folder", str(tmp_path.resolve())),
+        ("other", "git", "/srv/other"),
+        ("docs", "s3", "s3://bucket/team/docs/"),
+        ("bucket", "s3", "s3://bucket/"),
+    ]
+    assert [c.ref for c in s.sources if isinstance(c, GitConfig)] == ["release-1", "HEAD"]
+    adapter: TypeAdapter[SourceConfig] = TypeAdapter(SourceConfig)
+    # a table without `kind` is read as it always was; `kind` picks one explicitly
+    toml = adapter.validate_python({"name": "r", "git": "file:///srv/repo", "ref": "main"})
+    assert isinstance(toml, GitConfig) and toml.root == Path("/srv/repo")
+    bucket = adapter.validate_python({"name": "b", "s3": "s3://b/p", "endpoint_url": "http://x"})
+    assert isinstance(bucket, S3Config) and (bucket.bucket, bucket.prefix) == ("b", "p/")
+    assert isinstance(adapter.validate_python({"name": "f", "root": "/x"}), FolderConfig)
+    with pytest.raises(ValidationError, match="root"):
+        adapter.validate_python({"name": "f", "kind": "s3", "root": "/x", "s3": "s3://b"})
+    with pytest.raises(ValidationError, match="no bucket"):
+        adapter.validate_python({"name": "b", "s3": "s3:///p"})
+    with pytest.raises(ValidationError, match="none to mirror"):
+        adapter.validate_python({"name": "b", "s3": "s3://b", "permissions": "posix"})

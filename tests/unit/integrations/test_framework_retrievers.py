@@ -26,7 +26,8 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 from ragstream import api
 from ragstream.client import AsyncClient, Client
 from ragstream.core.answers import RetrievedChunk
-from ragstream.core.settings import ServerSettings, Settings, SourceConfig, load_settings
+from ragstream.core.settings import ServerSettings, Settings, load_settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.integrations.langchain import RagstreamRetriever as LangChainRetriever
 from ragstream.integrations.llamaindex import RagstreamRetriever as LlamaIndexRetriever
 from tests.harness.helpers import served_over_http
@@ -228,8 +229,8 @@ def tenants_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         root / "data",
         embedder="static",
         sources=[
-            SourceConfig(name="one", root=root / "one", tenant="t1"),
-            SourceConfig(name="two", root=root / "two", tenant="t2"),
+            FolderConfig(name="one", root=root / "one", tenant="t1"),
+            FolderConfig(name="two", root=root / "two", tenant="t2"),
         ],
         server=ServerSettings(api_keys={"k1": "t1", "k2": "t2"}),
     )

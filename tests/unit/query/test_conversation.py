@@ -21,7 +21,8 @@ from ragstream import api
 from ragstream.connectors.lexical import tokenize
 from ragstream.core.answers import Answer, ChatMessage, ChatRequest, QueryRequest
 from ragstream.core.models import IndexedChunk
-from ragstream.core.settings import ConversationSettings, Settings, SourceConfig
+from ragstream.core.settings import ConversationSettings, Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.operators.embed import Embedder
 from ragstream.query.answerable import (
     CHAT_WORDS,
@@ -244,7 +245,7 @@ def volcano_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     for name, text in VOLCANOES.items():
         (root / name).write_text(text, encoding="utf-8")
     s = Settings(
-        data_dir=tmp_path_factory.mktemp("data"), sources=[SourceConfig(name="notes", root=root)]
+        data_dir=tmp_path_factory.mktemp("data"), sources=[FolderConfig(name="notes", root=root)]
     )
     s.query.log_queries = False
     report = api.sync([root], settings=s)

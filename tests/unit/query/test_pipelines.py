@@ -20,7 +20,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from conftest import Stub
 from ragstream import api
 from ragstream.core.answers import QueryRequest
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.operators.judge import BUNDLED, load_judge
 from ragstream.query import pipelines
 from ragstream.query.engine import QueryEngine
@@ -48,7 +49,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryEngine]:
         (root / name).write_text(text, encoding="utf-8")
     settings = Settings(
         data_dir=tmp_path_factory.mktemp("data"),
-        sources=[SourceConfig(name="alpha", root=root)],
+        sources=[FolderConfig(name="alpha", root=root)],
         query={"log_queries": False},
     )
     report = api.sync([root], settings=settings)

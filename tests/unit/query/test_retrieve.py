@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ragstream import api
 from ragstream.connectors.protocols import SearchFilter
 from ragstream.connectors.stores import live_collection
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.operators.embed import EmbedderUnavailable
 from ragstream.query.retrieve import EmbedderMismatch, Fusion, NoIndexError, Retriever
 
@@ -56,8 +57,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     s = Settings(
         data_dir=tmp_path_factory.mktemp("data"),
         sources=[
-            SourceConfig(name="alpha", root=folders[0], tenant="t1"),
-            SourceConfig(name="beta", root=folders[1], tenant="t2"),
+            FolderConfig(name="alpha", root=folders[0], tenant="t1"),
+            FolderConfig(name="beta", root=folders[1], tenant="t2"),
         ],
     )
     first = api.sync(folders, settings=s)

@@ -19,7 +19,8 @@ from ragstream import api
 from ragstream.connectors.protocols import Hit
 from ragstream.core.answers import QueryRequest
 from ragstream.core.models import IndexedChunk
-from ragstream.core.settings import Settings, SourceConfig
+from ragstream.core.settings import Settings
+from ragstream.core.source_config import FolderConfig
 from ragstream.eval.evaluation import EvalConfig, default_configs, fused_config, run_eval
 from ragstream.query.assemble import SYSTEM
 from ragstream.query.engine import QueryEngine
@@ -58,7 +59,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     for name, text in DOCS.items():
         (root / name).write_text(text, encoding="utf-8")
     s = Settings(
-        data_dir=tmp_path_factory.mktemp("data"), sources=[SourceConfig(name="alpha", root=root)]
+        data_dir=tmp_path_factory.mktemp("data"), sources=[FolderConfig(name="alpha", root=root)]
     )
     report = api.sync([root], settings=s)
     assert report.docs_changed == len(DOCS) and not report.dead_letters

@@ -1,0 +1,286 @@
+"""The S3 source (`S3Source`, a `connectors.protocols.Source`): the objects under a key prefix
+of a bucket in any S3-compatible store, listed with their ETags, read exactly as listed.
+
+A document's identity is its key below the prefix (`<source>:<rel>`, as for a folder), its
+locator `s3://bucket/key`, its version the ETag: the scan key is (the object's size, the
+first 60 bits of the ETag's xxh3) and the fingerprint's digest and `commit` carry the ETag
+itself, which citations show. A listing reads no object, so a re-sync of an unchanged prefix
+costs one LIST page per thousand keys; a copied object (same bytes, another key) is read and
+chunked but re-embeds nothing (its chunks' content hashes are known); a deleted one is gone
+from the next listing and tombstoned like a deleted file, under the same mass-delete guard.
+
+A read asks for the listed ETag (`If-Match`): an object overwritten since it was listed is a
+read error for this pass, and the next listing picks the new version up. A store that cannot
+be reached (connection refused, timeouts, 5xx after boto3's retries) raises
+`SourceUnavailable`: the parse step then leaves the document unrecorded, so the next sync
+reads it again. `watch` lists the prefix every `poll_s` and re-plans it when a key or an ETag
+changed.
+
+boto3 is an optional extra (`ragstream[s3]`). It reads the endpoint, region and credentials
+as it always does (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, a profile in
+`~/.aws`); the config may name an endpoint, a region and a profile, never a key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import xxhash
+
+from ragstream.connectors.protocols import (
+    SourceEntry,
+    SourceReadError,
+    SourceUnavailable,
+    Touch,
+)
+from ragstream.core.errors import InvalidRequestError
+from ragstream.core.ids import doc_id as make_doc_id
+from ragstream.core.metadata import RawValue
+from ragstream.core.models import FileEvent, FileFingerprint
+from ragstream.core.permissions import OFF_STAMP, Readers, UserDb
+from ragstream.core.source_config import S3_SCHEME, S3Config
+
+MISSING_EXTRA = (
+    "an s3:// source needs boto3, which is the optional extra 's3': pip install 'ragstream[s3]'"
+)
+_GONE = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchVersion"})
+_CHANGED = frozenset({"412", "PreconditionFailed"})
+_RETRIES = {"max_attempts": 3, "mode": "standard"}
+_READS = [0]  # objects read by this process (the bench checks a re-scan reads none unchanged)
+_READS_LOCK = threading.Lock()
+
+
+def object_reads() -> int:
+    """How many objects this process has read so far."""
+    return _READS[0]
+
+
+def scan_key(size: int, etag: str) -> tuple[int, int]:
+    """The (size, mtime) slots of an object's fingerprint: its size, and 60 bits of its
+    ETag's hash (an object has no mtime that a same-second overwrite would move)."""
+    return size, xxhash.xxh3_64_intdigest(etag.encode()) >> 4
+
+
+def fingerprint(size: int, etag: str) -> FileFingerprint:
+    tag = etag.strip('"')
+    size, key = scan_key(size, tag)
+    return FileFingerprint(size=size, mtime_ns=key, digest=tag, commit=tag)
+
+
+def locator(bucket: str, key: str) -> str:
+    return f"{S3_SCHEME}{bucket}/{key}"
+
+
+def parse_locator(text: str) -> tuple[str, str]:
+    """(bucket, key) of an `s3://bucket/key` locator."""
+    bucket, _, key = text[len(S3_SCHEME) :].partition("/")
+    return bucket, key
+
+
+def _error_code(err: Exception) -> str:
+    response = getattr(err, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _errors() -> tuple[type[Exception], type[Exception]]:
+    """botocore's (transport error, service error) classes; InvalidRequestError without the
+    extra."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        raise InvalidRequestError(MISSING_EXTRA) from None
+    return BotoCoreError, ClientError
+
+
+def open_client(config: S3Config) -> Any:
+    """A boto3 S3 client for the config's endpoint, region and profile (boto3 reads the rest
+    from its environment and shared files); InvalidRequestError without the extra."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise InvalidRequestError(MISSING_EXTRA) from None
+    session = boto3.session.Session(profile_name=config.profile)
+    return session.client(
+        "s3",
+        endpoint_url=config.endpoint_url,
+        region_name=config.region,
+        config=Config(retries=_RETRIES, connect_timeout=5, read_timeout=60),
+    )
+
+
+class S3Source:
+    """The objects under `config.prefix` of `config.bucket`; `poll_s`: how often `watch`
+    lists them again."""
+
+    def __init__(self, config: S3Config, poll_s: float | None = None) -> None:
+        self.config, self.name = config, config.name
+        self.bucket, self.prefix = config.bucket, config.prefix
+        self.root = config.location
+        self.poll_s = config.poll_s if poll_s is None else poll_s
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = open_client(self.config)
+            return self._client
+
+    def _unreachable(self, err: Exception, what: str) -> InvalidRequestError:
+        return InvalidRequestError(
+            f"source {self.name!r}: {what} {self.root} failed ({type(err).__name__}: {err}); "
+            "nothing was changed"
+        )
+
+    def check(self) -> None:
+        BotoCoreError, ClientError = _errors()
+
+        try:
+            self.client().head_bucket(Bucket=self.bucket)
+        except ClientError as err:
+            if _error_code(err) in _GONE | {"NoSuchBucket"}:
+                raise InvalidRequestError(
+                    f"source {self.name!r}: no bucket {self.bucket!r} at the endpoint"
+                ) from None
+            raise self._unreachable(err, "reaching") from None
+        except BotoCoreError as err:
+            raise self._unreachable(err, "reaching") from None
+
+    def listing(self) -> list[tuple[str, int, str]]:
+        """(key, size, ETag) of every object under the prefix, in key order; a listing that
+        cannot be completed is an error (never a short listing that would read as deletes)."""
+        BotoCoreError, ClientError = _errors()
+
+        found = []
+        try:
+            pages = self.client().get_paginator("list_objects_v2")
+            for page in pages.paginate(Bucket=self.bucket, Prefix=self.prefix):
+                for obj in page.get("Contents", ()):
+                    if not obj["Key"].endswith("/"):  # a "folder" marker holds no document
+                        found.append((obj["Key"], int(obj["Size"]), str(obj["ETag"])))
+        except (BotoCoreError, ClientError) as err:
+            raise self._unreachable(err, "listing") from None
+        return sorted(found)
+
+    def entries(self) -> Iterator[SourceEntry]:
+        self.check()
+        for key, size, etag in self.listing():
+            rel = key[len(self.prefix) :]
+            fp = fingerprint(size, etag)
+            yield SourceEntry.listed(make_doc_id(self.name, rel), self.locator(rel), rel, fp)
+
+    def locator(self, rel: str) -> str:
+        return locator(self.bucket, self.prefix + rel)
+
+    def read(self, event: FileEvent) -> bytes:
+        """The object at the event's key, exactly the listed version (its ETag)."""
+        BotoCoreError, ClientError = _errors()
+
+        fp = event.fingerprint
+        if fp is None or not fp.digest:
+            raise SourceReadError("no ETag to read")
+        bucket, key = parse_locator(event.path)
+        try:
+            got = self.client().get_object(Bucket=bucket, Key=key, IfMatch=f'"{fp.digest}"')
+            data = bytes(got["Body"].read())
+        except ClientError as err:
+            code = _error_code(err)
+            if code in _GONE:
+                raise SourceReadError(f"object {event.path} is gone") from None
+            if code in _CHANGED:
+                raise SourceReadError(
+                    f"object {event.path} changed since it was listed (ETag {fp.digest}); "
+                    "the next listing reads the new version"
+                ) from None
+            raise SourceUnavailable(f"object {event.path} cannot be read ({code}: {err})") from None
+        except BotoCoreError as err:
+            raise SourceUnavailable(f"object {event.path} cannot be read: {err}") from None
+        with _READS_LOCK:
+            _READS[0] += 1
+        return data
+
+    def head(self, locator: str) -> dict[str, Any] | None:
+        """The object's HEAD response, None when it is gone; OSError when the store cannot
+        be reached from here."""
+        BotoCoreError, ClientError = _errors()
+
+        bucket, key = parse_locator(locator)
+        try:
+            return dict(self.client().head_object(Bucket=bucket, Key=key))
+        except ClientError as err:
+            if _error_code(err) in _GONE:
+                return None
+            raise OSError(str(err)) from None
+        except (BotoCoreError, InvalidRequestError) as err:
+            raise OSError(str(err)) from None
+
+    def version(self, locator: str) -> FileFingerprint | None:
+        found = self.head(locator)
+        if found is None:
+            return None
+        return fingerprint(int(found["ContentLength"]), str(found["ETag"]))
+
+    def fields(self, locator: str) -> dict[str, RawValue]:
+        """What the store says of the object: its user metadata (`x-amz-meta-*`, each a text
+        field) and its last-modified time (`mtime`); nothing when it cannot be asked."""
+        try:
+            found = self.head(locator)
+        except OSError:
+            return {}
+        if found is None:
+            return {}
+        out: dict[str, RawValue] = {str(k): str(v) for k, v in found.get("Metadata", {}).items()}
+        when = found.get("LastModified")
+        if isinstance(when, datetime.datetime):
+            out["mtime"] = when.astimezone(datetime.UTC)
+        return out
+
+    def stamp(self, locator: str, db: UserDb) -> Readers:
+        """An object has no POSIX permissions to mirror: the source's tenant and name scope
+        who reads it (a bucket policy is the store's, not the index's)."""
+        return OFF_STAMP
+
+    def watch(self, touch: Touch) -> Callable[[], None]:
+        """List the prefix every `poll_s`; a changed listing (a key or an ETag) touches `""`
+        (re-plan it as a whole). A listing that fails is skipped: the next poll sees again."""
+        stop = threading.Event()
+        seen = [self._listing_or_none()]
+
+        def loop() -> None:
+            while not stop.wait(self.poll_s):
+                now = self._listing_or_none()
+                if now is not None and now != seen[0]:
+                    seen[0] = now
+                    touch("", True)
+
+        thread = threading.Thread(target=loop, name=f"ragstream-s3-{self.name}", daemon=True)
+        thread.start()
+
+        def halt() -> None:
+            stop.set()
+            thread.join(timeout=5)
+
+        return halt
+
+    def _listing_or_none(self) -> list[tuple[str, int, str]] | None:
+        try:
+            return self.listing()
+        except InvalidRequestError:
+            return None
+
+    def changed(
+        self, locator: str, known: Mapping[str, tuple[int, int] | None]
+    ) -> Iterator[FileEvent]:
+        return iter(())  # the prefix is re-listed as a whole (`""`), never a key at a time
+
+
+def spec_of(locator: str) -> S3Config:
+    """The config of a source rebuilt from a locator alone (boto3's environment names the
+    endpoint and credentials): what a process without the configured source falls back on."""
+    return S3Config(name="", s3=f"{S3_SCHEME}{parse_locator(locator)[0]}/")

@@ -1,0 +1,75 @@
+"""A real S3 server on loopback for tests and benches: moto's standalone server
+(`moto.server.ThreadedMotoServer`, the S3 REST API over HTTP), started in this process on a
+free port. Its buckets live in this process, so `stop` then `start` on the same port is an
+outage the store comes back from with its objects.
+
+`environment` is what a user's shell would hold for boto3: the endpoint, a region and a key
+pair whose secret is a marker a test can grep for.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+SECRET_MARKER = "rs-test-secret-"  # every test secret starts with it
+
+
+class S3Server:
+    """moto's S3 server on 127.0.0.1; `client()` is a boto3 client for it."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.secret = f"{SECRET_MARKER}{uuid.uuid4().hex}"
+        self._server: Any = None
+
+    def start(self) -> S3Server:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        self.port = self._server.get_host_and_port()[1]
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "rs-test-key",
+            "AWS_SECRET_ACCESS_KEY": self.secret,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def client(self) -> Any:
+        import boto3
+
+        env = self.environment()
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=env["AWS_DEFAULT_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def bucket(self, files: dict[str, str | bytes] | None = None, prefix: str = "") -> str:
+        """A new bucket (unique name) holding `files` under `prefix`."""
+        name = f"rs-{uuid.uuid4().hex[:12]}"
+        client = self.client()
+        client.create_bucket(Bucket=name)
+        for rel, body in (files or {}).items():
+            self.put(name, prefix + rel, body)
+        return name
+
+    def put(self, bucket: str, key: str, body: str | bytes, **meta: str) -> None:
+        data = body.encode() if isinstance(body, str) else body
+        self.client().put_object(Bucket=bucket, Key=key, Body=data, Metadata=meta)
