@@ -92,12 +92,13 @@ def duplicates(doc_id: str, points: Sequence[IndexedChunk]) -> list[str]:
 
 
 def same_version(held: set[FileFingerprint], disk: FileFingerprint, digest: str | None) -> bool:
-    """Whether the index holds the file's current version: one recorded version, equal in
-    size and mtime, or (touched) equal in bytes. `digest` is the disk file's, when read."""
+    """Whether the index holds the file's current version: one recorded version, with its
+    version token (`size:mtime`, a blob id, an ETag), or (touched) equal in bytes. `digest`
+    is the disk file's, when read."""
     if len(held) != 1:
         return False  # a write interrupted between versions: the next pass re-diffs it
     (version,) = held
-    if (version.size, version.mtime_ns) == (disk.size, disk.mtime_ns):
+    if version.token == disk.token:
         return True
     return bool(version.digest) and version.digest == digest
 
@@ -123,7 +124,7 @@ def classify(
         fp = disk.fingerprint
         if view.dead is not None:
             dead, dead_fp = view.dead, view.dead.fingerprint
-            if dead_fp is None or (dead_fp.size, dead_fp.mtime_ns) != (fp.size, fp.mtime_ns):
+            if dead_fp is None or dead_fp.token != fp.token:
                 out["retry_due"] = f"dead letter ({dead.reason}) but the file changed since"
             elif parsed_elsewise(dead.parser, dead.path, parser):
                 out["retry_due"] = f"dead letter ({dead.reason}) read under other OCR settings"
@@ -157,7 +158,7 @@ def _stale(
     version of the file, another chunker configuration, other OCR settings."""
     held = {p.fingerprint for p in points}
     if not same_version(held, fp, digest):
-        return {"stale": f"disk {fp.size} B @{fp.mtime_ns}; index holds {_versions(held)}"}
+        return {"stale": f"source holds {_version(fp)}; index holds {_versions(held)}"}
     if chunker and {p.chunker for p in points if p.chunker} - {chunker}:
         return {"stale": "chunks cut by another chunker configuration"}
     if any(parsed_elsewise(p.parser, p.path, parser) for p in points):
@@ -166,15 +167,13 @@ def _stale(
 
 
 def needs_digest(view: DocView) -> bool:
-    """Hash the bytes only when size or mtime moved and the index recorded a digest."""
+    """Hash the bytes only when the version token moved and the index recorded a digest."""
     disk = view.disk
     if disk is None or disk.fingerprint is None or not view.points:
         return False
     fp = disk.fingerprint
     held = {p.fingerprint for p in view.points}
-    return len(held) == 1 and any(
-        (h.size, h.mtime_ns) != (fp.size, fp.mtime_ns) and h.digest for h in held
-    )
+    return len(held) == 1 and any(h.token != fp.token and h.digest for h in held)
 
 
 def file_state(view: DocView, drift: dict[DriftKind, str]) -> tuple[FileState, str]:
@@ -363,6 +362,11 @@ def _record(view: DocView, state: FileState, reason: str) -> FileRecord:
     )
 
 
+def _version(fp: FileFingerprint) -> str:
+    """A version as a person reads it: `12 B @<mtime>` for a file, the token otherwise."""
+    return f"{fp.size} B @{fp.mtime_ns}" if fp.token == f"{fp.size}:{fp.mtime_ns}" else fp.token
+
+
 def _versions(held: set[FileFingerprint]) -> str:
-    shown = sorted(f"{h.size} B @{h.mtime_ns}" for h in held)
+    shown = sorted(_version(h) for h in held)
     return "; ".join(shown) if len(shown) == 1 else f"{len(shown)} versions ({'; '.join(shown)})"

@@ -41,8 +41,8 @@ from ragstream.core.permissions import (
 )
 from ragstream.core.source_config import FolderConfig
 
-# doc_id -> the one (size, mtime) the index holds for it (None: several, or unknown)
-KnownKeys = Mapping[str, tuple[int, int] | None]
+# doc_id -> the one version token the index holds for it (None: several, or unknown)
+KnownKeys = Mapping[str, str | None]
 
 
 @lru_cache(maxsize=256)
@@ -340,7 +340,7 @@ class FolderSource:
 
     def _upsert_if_changed(self, did: str, path: Path, known: KnownKeys) -> Iterator[FileEvent]:
         fp = fingerprint_of(path)
-        if fp is not None and known.get(did) == (fp.size, fp.mtime_ns):
+        if fp is not None and known.get(did) == fp.token:
             return
         yield FileEvent(
             source=self.name,

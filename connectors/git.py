@@ -38,15 +38,10 @@ def blob_reads() -> int:
     return _READS[0]
 
 
-def scan_key(blob_id: str) -> tuple[int, int]:
-    """The (size, mtime) slots of a blob's fingerprint: 0 and the first 60 bits of its id (a
-    git blob has no mtime, and its size is only known once it is opened)."""
-    return 0, int(blob_id[:15], 16)
-
-
 def fingerprint(blob_id: str, commit: str) -> FileFingerprint:
-    size, key = scan_key(blob_id)
-    return FileFingerprint(size=size, mtime_ns=key, digest=blob_id, commit=commit)
+    """A blob's version: its id is the token (a blob has no mtime, and its size is only
+    known once it is opened)."""
+    return FileFingerprint(size=0, mtime_ns=0, digest=blob_id, commit=commit)
 
 
 def locator(repo: str, ref: str, rel: str) -> str:
@@ -233,7 +228,5 @@ class GitSource:
         except InvalidRequestError:  # the ref went away for now: the next poll sees again
             return None
 
-    def changed(
-        self, locator: str, known: Mapping[str, tuple[int, int] | None]
-    ) -> Iterator[FileEvent]:
+    def changed(self, locator: str, known: Mapping[str, str | None]) -> Iterator[FileEvent]:
         return iter(())  # the tree is re-listed as a whole (`""`), never a path at a time

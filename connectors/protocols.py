@@ -26,7 +26,7 @@ from ragstream.core.models import EmbedderVersion, FileEvent, FileFingerprint, I
 from ragstream.core.permissions import Readers, UserDb
 
 # what a point cut by another chunker config reports as its file fingerprint: matches no file
-STALE_FINGERPRINT = (-1, -1)
+STALE_FINGERPRINT = "stale"  # a version token no document has: the scan re-reads it
 # a file's path -> every parser key under which it reads now as it did then
 # (`operators.parse.parser_keys` of the current settings)
 ParserKeys = Callable[[str], Collection[str]]
@@ -114,8 +114,9 @@ class VectorStore(Protocol):
 
     def live_doc_fingerprints(
         self, chunker: str = "", parser: ParserKeys | None = None
-    ) -> dict[str, set[tuple[int, int]]]:
-        """doc_id -> set of (file_size, file_mtime_ns) over its live points (catch-up scan).
+    ) -> dict[str, set[str]]:
+        """doc_id -> the version tokens of its live points (`FileFingerprint.token`: what
+        the catch-up scan compares).
 
         With `chunker`, a point cut by another chunker config counts as `STALE_FINGERPRINT`,
         which no file matches, so a settings change re-reads the documents it affects; with
@@ -288,8 +289,6 @@ class Source(Protocol):
         """Who may read the document now (`OFF_STAMP` where the source mirrors no
         permissions: only a folder with `permissions = "posix"` does)."""
 
-    def changed(
-        self, locator: str, known: Mapping[str, tuple[int, int] | None]
-    ) -> Iterator[FileEvent]:
-        """The events of one touched locator, given the scan key the index holds per doc
+    def changed(self, locator: str, known: Mapping[str, str | None]) -> Iterator[FileEvent]:
+        """The events of one touched locator, given the version token the index holds per doc
         (a source that only ever touches `""`, re-list everything, yields none here)."""

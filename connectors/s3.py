@@ -2,19 +2,19 @@
 of a bucket in any S3-compatible store, listed with their ETags, read exactly as listed.
 
 A document's identity is its key below the prefix (`<source>:<rel>`, as for a folder), its
-locator `s3://bucket/key`, its version the ETag: the scan key is (the object's size, the
-first 60 bits of the ETag's xxh3) and the fingerprint's digest and `commit` carry the ETag
-itself, which citations show. A listing reads no object, so a re-sync of an unchanged prefix
-costs one LIST page per thousand keys; a copied object (same bytes, another key) is read and
-chunked but re-embeds nothing (its chunks' content hashes are known); a deleted one is gone
-from the next listing and tombstoned like a deleted file, under the same mass-delete guard.
+locator `s3://bucket/key`, its version the ETag: the fingerprint's digest and `commit` carry
+it, so it is the version token the scan compares, and citations show it. A listing reads no
+object, so a re-sync of an unchanged prefix costs one LIST page per thousand keys; a copied
+object (same bytes, another key) is read and chunked but re-embeds nothing (its chunks'
+content hashes are known); a deleted one is gone from the next listing and tombstoned like a
+deleted file, under the same mass-delete guard.
 
 A read asks for the listed ETag (`If-Match`): an object overwritten since it was listed is a
 read error for this pass, and the next listing picks the new version up. A store that cannot
 be reached (connection refused, timeouts, 5xx after boto3's retries) raises
 `SourceUnavailable`: the parse step then leaves the document unrecorded, so the next sync
-reads it again. `watch` lists the prefix every `poll_s` and re-plans it when a key or an ETag
-changed.
+reads it again. `watch` lists the prefix every `poll_s` and re-plans it when a key or an
+ETag changed.
 
 boto3 is an optional extra (`ragstream[s3]`). It reads the endpoint, region and credentials
 as it always does (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, a profile in
@@ -24,11 +24,10 @@ as it always does (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, a prof
 from __future__ import annotations
 
 import datetime
+import email.utils
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-
-import xxhash
 
 from ragstream.connectors.protocols import (
     SourceEntry,
@@ -58,16 +57,11 @@ def object_reads() -> int:
     return _READS[0]
 
 
-def scan_key(size: int, etag: str) -> tuple[int, int]:
-    """The (size, mtime) slots of an object's fingerprint: its size, and 60 bits of its
-    ETag's hash (an object has no mtime that a same-second overwrite would move)."""
-    return size, xxhash.xxh3_64_intdigest(etag.encode()) >> 4
-
-
 def fingerprint(size: int, etag: str) -> FileFingerprint:
+    """An object's version: its ETag is the token (an object has no mtime that a
+    same-second overwrite would move); its size is known from the listing."""
     tag = etag.strip('"')
-    size, key = scan_key(size, tag)
-    return FileFingerprint(size=size, mtime_ns=key, digest=tag, commit=tag)
+    return FileFingerprint(size=size, mtime_ns=0, digest=tag, commit=tag)
 
 
 def locator(bucket: str, key: str) -> str:
@@ -98,15 +92,19 @@ def _errors() -> tuple[type[Exception], type[Exception]]:
 
 
 def open_client(config: S3Config) -> Any:
-    """A boto3 S3 client for the config's endpoint, region and profile (boto3 reads the rest
-    from its environment and shared files); InvalidRequestError without the extra."""
+    """An S3 client (botocore's, which boto3's is) for the config's endpoint, region and
+    profile; the rest is read from its environment and shared files, as boto3 reads it.
+    Timestamps stay text: a listing never reads them, and parsing each key's Last-Modified
+    was a third of a listing's cost. InvalidRequestError without the extra."""
     try:
-        import boto3
+        import boto3  # noqa: F401  (the extra: it brings botocore, and is what users install)
         from botocore.config import Config
+        from botocore.session import Session
     except ImportError:
         raise InvalidRequestError(MISSING_EXTRA) from None
-    session = boto3.session.Session(profile_name=config.profile)
-    return session.client(
+    session = Session(profile=config.profile)
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
+    return session.create_client(
         "s3",
         endpoint_url=config.endpoint_url,
         region_name=config.region,
@@ -236,9 +234,11 @@ class S3Source:
         if found is None:
             return {}
         out: dict[str, RawValue] = {str(k): str(v) for k, v in found.get("Metadata", {}).items()}
-        when = found.get("LastModified")
-        if isinstance(when, datetime.datetime):
-            out["mtime"] = when.astimezone(datetime.UTC)
+        try:
+            when = email.utils.parsedate_to_datetime(str(found.get("LastModified", "")))
+        except (TypeError, ValueError):
+            return out
+        out["mtime"] = when.astimezone(datetime.UTC)
         return out
 
     def stamp(self, locator: str, db: UserDb) -> Readers:
@@ -274,9 +274,7 @@ class S3Source:
         except InvalidRequestError:
             return None
 
-    def changed(
-        self, locator: str, known: Mapping[str, tuple[int, int] | None]
-    ) -> Iterator[FileEvent]:
+    def changed(self, locator: str, known: Mapping[str, str | None]) -> Iterator[FileEvent]:
         return iter(())  # the prefix is re-listed as a whole (`""`), never a key at a time
 
 

@@ -32,7 +32,7 @@ from ragstream.core.ids import partition_of
 from ragstream.core.models import FileEvent, FileFingerprint, GuardReport
 from ragstream.core.permissions import UserDb
 
-KnownDocs = Mapping[str, set[tuple[int, int]]]  # doc_id -> fingerprints the index holds
+KnownDocs = Mapping[str, set[str]]  # doc_id -> the version tokens the index holds
 KnownStamps = Mapping[str, set[str]]  # doc_id -> permission stamps (fingerprints) it holds
 RELIST = ""  # the locator a source touches to be listed again as a whole
 T = TypeVar("T")
@@ -104,7 +104,7 @@ def plan_catch_up(
     for entry in found:
         did, fp = entry.doc_id, entry.fingerprint
         present.add(did)
-        if fp is None or known.get(did) != {(fp.size, fp.mtime_ns)}:
+        if fp is None or known.get(did) != {fp.token}:
             events.append(_event(source, did, entry.locator, "upsert", fp))
         elif stamps is not None and stamp is not None and stamps.get(did) != {stamp(entry)}:
             events.append(_event(source, did, entry.locator, "permissions", fp))
@@ -187,7 +187,7 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
         self._cfg, self._known_fn, self._on_scan = cfg, known, on_scan
         self._stamps_fn = stamps  # None: no source mirrors permissions
         self._queue: list[FileEvent] = []
-        self._known: dict[str, tuple[int, int] | None] = {}
+        self._known: dict[str, str | None] = {}
         self._stamps: dict[str, str | None] = {}  # doc_id -> the one stamp the index holds
         self._planned = False
         self._debouncer = _Debouncer(cfg.debounce_s, cfg.settle_s)
@@ -244,7 +244,7 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
             self._stamps.pop(event.doc_id, None)
         else:
             fp = event.fingerprint
-            self._known[event.doc_id] = (fp.size, fp.mtime_ns) if fp else None
+            self._known[event.doc_id] = fp.token if fp else None
 
     def _events_for(self, raw: str) -> Iterator[FileEvent]:
         index, _, loc = raw.partition("\0")

@@ -116,4 +116,4 @@ def changed_since(
         now = source.version(locator)
     except (OSError, ValueError):
         return None
-    return now is None or (now.size, now.mtime_ns) != (version.size, version.mtime_ns)
+    return now is None or now.token != version.token

@@ -55,7 +55,7 @@ class DeadLetterBook(DocBook[DeadLetter]):
     def __init__(self, state_dir: Path) -> None:
         super().__init__(state_dir / "dead_letters.json", DeadLetter)
 
-    def fingerprints(self, parser: ParserKeys | None = None) -> dict[str, set[tuple[int, int]]]:
+    def fingerprints(self, parser: ParserKeys | None = None) -> dict[str, set[str]]:
         """What the catch-up scan treats as 'already seen' for dead-lettered files; with
         `parser`, one read under a parser key it would no longer get is `STALE_FINGERPRINT`
         (retried: e.g. an image-only PDF dead-lettered while OCR was off)."""
@@ -63,7 +63,7 @@ class DeadLetterBook(DocBook[DeadLetter]):
             d.doc_id: {
                 STALE_FINGERPRINT
                 if parsed_elsewise(d.parser, d.path, parser)
-                else (d.fingerprint.size, d.fingerprint.mtime_ns)
+                else d.fingerprint.token
             }
             for d in self.all()
             if d.fingerprint is not None

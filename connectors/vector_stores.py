@@ -33,7 +33,7 @@ from ragstream.core.errors import DataDirBusyError
 from ragstream.core.filters import Where, meta_key
 from ragstream.core.ids import doc_prefixes, prefix_key
 from ragstream.core.metadata import FieldType
-from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk
+from ragstream.core.models import EmbedderVersion, FileFingerprint, IndexedChunk, version_token
 from ragstream.core.settings import Settings, StoreSettings
 
 VECTOR = "dense"  # the one named dense vector of every collection (room for a sparse one later)
@@ -461,16 +461,22 @@ class BaseQdrantStore(ABC):
 
     def live_doc_fingerprints(
         self, chunker: str = "", parser: ParserKeys | None = None
-    ) -> dict[str, set[tuple[int, int]]]:
-        out: dict[str, set[tuple[int, int]]] = {}
-        fields = ["doc_id", "file_size", "file_mtime_ns", "chunker", "parser", "path"]
+    ) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        fields = ["doc_id", "file_size", "file_mtime_ns", "file_digest", "file_commit"]
+        fields += ["chunker", "parser", "path"]
         for r in self._scroll_all([LIVE], fields, False):
             p = r.payload
             held = p.get("chunker") or ""
             stale = bool(chunker and held and held != chunker)
             stale = stale or parsed_elsewise(p.get("parser") or "", p["path"], parser)
-            fp = STALE_FINGERPRINT if stale else (int(p["file_size"]), int(p["file_mtime_ns"]))
-            out.setdefault(p["doc_id"], set()).add(fp)
+            token = version_token(
+                int(p["file_size"]),
+                int(p["file_mtime_ns"]),
+                p.get("file_digest") or "",
+                p.get("file_commit") or "",
+            )
+            out.setdefault(p["doc_id"], set()).add(STALE_FINGERPRINT if stale else token)
         return out
 
     def live_pages(self, size: int = PAGE) -> Iterator[list[IndexedChunk]]:

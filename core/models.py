@@ -33,18 +33,36 @@ class Frozen(BaseModel):
 
 
 class FileFingerprint(Frozen):
-    """What the catch-up scan compares before it reads a byte (size and mtime), plus the
-    xxh3-128 of the bytes that were read, once they were: a touched file with the same bytes
-    is not a changed one (`ragstream verify`), and a citation names the bytes it quotes.
+    """A document's version: what the catch-up scan compares before it reads a byte (its
+    `token`), plus the xxh3-128 of the bytes that were read, once they were: a touched file
+    with the same bytes is not a changed one (`ragstream verify`), and a citation names the
+    bytes it quotes.
 
-    A document of a git source (connectors/git.py) has no size or mtime to read without
-    opening its blob: its scan key is (0, the first 60 bits of the blob id), its digest the
-    whole blob id, and `commit` the commit it was read at (what a citation names)."""
+    A folder's file has a size and an mtime, and its token is `size:mtime`. A source that
+    names its versions itself gives them as `digest` with a `commit`: a git blob id with the
+    commit it was read at, an S3 object's ETag (its `commit` too); the token is then that
+    name, and `mtime_ns` is 0 (a git blob's size is only known once it is read, so `size`
+    is 0 there too)."""
 
     size: int
     mtime_ns: int
     digest: str = ""  # "" until the file was read (a scan event), or for points indexed before
-    commit: str = ""  # a git source's commit this version was read at; "" for a folder
+    commit: str = ""  # the version a source named (git: the commit read at); "" for a folder
+
+    @property
+    def token(self) -> str:
+        """The opaque version token the scan, the stores' fingerprints and the audit compare."""
+        return version_token(self.size, self.mtime_ns, self.digest, self.commit)
+
+
+def version_token(size: int, mtime_ns: int, digest: str, commit: str) -> str:
+    """A version's token: the name a source gave it (`digest`, given with a `commit`), else
+    `size:mtime` (a folder's file).
+
+    >>> version_token(12, 34, "", ""), version_token(0, 0, "9f2c", "a1b2")
+    ('12:34', '9f2c')
+    """
+    return digest if digest and commit else f"{size}:{mtime_ns}"
 
 
 class FileEvent(Frozen):

@@ -10,18 +10,16 @@ every `Client` method.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ragstream.core.models import DocOutcome, SyncReport
+from ragstream.core.models import SyncReport
 from ragstream.core.settings import Settings, load_settings
-from ragstream.flows.runtime import Runtime
-from ragstream.flows.sync import OutcomeHandler
 from ragstream.service import ingest
 from ragstream.service.feed import OutcomeFeed
-from ragstream.service.ingest import gc, optimize, rebuild_lexical, sync
+from ragstream.service.ingest import OutcomeHandler, gc, optimize, rebuild_lexical, sync
 
 if TYPE_CHECKING:
     from ragstream.service.served import Servable
@@ -46,39 +44,23 @@ def watch(
     and passed to `on_serving`, and the console's Live page follows the outcomes. `workers`
     bytewax worker threads share the parsing; one of them writes.
     """
-    if serve is None:
-        return ingest.watch(
-            paths,
-            settings=settings,
-            data_dir=data_dir,
-            allow_mass_delete=allow_mass_delete,
-            on_outcome=on_outcome,
-            workers=workers,
-        )
-    feed = OutcomeFeed()  # the console's Live page
-
-    def published(outcome: DocOutcome) -> None:
-        feed.publish(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
-
-    @contextmanager
-    def http(rt: Runtime) -> Iterator[str]:
-        from ragstream.http import serve as serve_http
-
-        host, port = serve
-        with serve_http(rt, host=host, port=port, on_serving=on_serving, feed=feed) as url:
-            yield url
-
-    return ingest.watch(
-        paths,
+    common: dict[str, Any] = dict(
         settings=settings,
         data_dir=data_dir,
         allow_mass_delete=allow_mass_delete,
-        on_outcome=published,
-        alongside=http,
+        on_outcome=on_outcome,
         workers=workers,
     )
+    if serve is None:
+        return ingest.watch(paths, **common)
+    host, port = serve
+
+    def http(target: Servable, feed: OutcomeFeed) -> AbstractContextManager[str]:
+        from ragstream.http import serve as serve_http
+
+        return serve_http(target, host=host, port=port, on_serving=on_serving, feed=feed)
+
+    return ingest.watch_serving(paths, http, **common)
 
 
 def serve(

@@ -1,5 +1,6 @@
 """Keeping an embedded index equal to its folders, and its upkeep: `sync` (catch up once),
-`watch` (catch up, then follow every change), `gc` (purge old tombstones),
+`watch` (catch up, then follow every change), `watch_serving` (the same, serving queries
+from the flow's own stores beside it), `gc` (purge old tombstones),
 `rebuild_lexical` (BM25 from the vector store), `status` (counts, no model) and
 `query_log` (the retrieval log)."""
 
@@ -17,7 +18,7 @@ from ragstream.connectors.retrieval_log import RetrievalLog
 from ragstream.connectors.source_input import ScanHandler
 from ragstream.connectors.stores import open_lexical_index
 from ragstream.core.errors import InvalidRequestError
-from ragstream.core.models import StatusReport, SyncReport
+from ragstream.core.models import DocOutcome, StatusReport, SyncReport
 from ragstream.core.settings import Settings, load_settings
 from ragstream.flows.runtime import Runtime
 from ragstream.flows.sources import with_folders
@@ -25,10 +26,14 @@ from ragstream.flows.sync import OutcomeHandler, run_sync
 from ragstream.query.retrieve import no_index
 from ragstream.service import snapshots
 from ragstream.service.audit import scheduled_verify
+from ragstream.service.feed import OutcomeFeed
 from ragstream.service.status import status_report
 from ragstream.service.stores import live_vectors, open_live
 
 Alongside = Callable[[Runtime], AbstractContextManager[object]]
+# what serves a running flow's stores (an HTTP server, given the outcomes to publish),
+# yielding its URL: the face passes it in, so this floor composes serving beside the flow
+ServeBeside = Callable[[Runtime, OutcomeFeed], AbstractContextManager[str]]
 
 
 def sync(
@@ -90,6 +95,37 @@ def watch(
         allow_mass_delete=allow_mass_delete,
         on_outcome=on_outcome,
         alongside=beside,
+    )
+
+
+def watch_serving(
+    paths: Sequence[str | Path],
+    serve_beside: ServeBeside,
+    *,
+    settings: Settings | None = None,
+    data_dir: str | Path | None = None,
+    allow_mass_delete: bool = False,
+    on_outcome: OutcomeHandler | None = None,
+    workers: int = 1,
+) -> SyncReport:
+    """`watch`, with `serve_beside(runtime, feed)` answering queries from the flow's own
+    stores (one process owns an embedded data dir); every outcome is published to `feed`
+    (the console's Live page) before `on_outcome` sees it."""
+    feed = OutcomeFeed()
+
+    def published(outcome: DocOutcome) -> None:
+        feed.publish(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
+    return watch(
+        paths,
+        settings=settings,
+        data_dir=data_dir,
+        allow_mass_delete=allow_mass_delete,
+        on_outcome=published,
+        alongside=lambda rt: serve_beside(rt, feed),
+        workers=workers,
     )
 
 

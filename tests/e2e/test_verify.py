@@ -138,10 +138,10 @@ def test_a_file_read_under_other_ocr_settings_is_stale_or_a_retry(tmp_path: Path
     assert drift == {"retry_due": "dead letter (no text content) read under other OCR settings"}
     book = DeadLetterBook(tmp_path)
     book.put(dead)
-    assert book.fingerprints() == {"s:a.pdf": {(10, 5)}}
+    assert book.fingerprints() == {"s:a.pdf": {"10:5"}}
     assert book.fingerprints(parser) == {"s:a.pdf": {STALE_FINGERPRINT}}
     book.put(dead.model_copy(update={"parser": "pdf:auto"}))
-    assert book.fingerprints(parser) == {"s:a.pdf": {(10, 5)}}
+    assert book.fingerprints(parser) == {"s:a.pdf": {"10:5"}}
 
 
 def test_duplicates_are_exactly_the_points_beyond_the_derived_ids() -> None:

@@ -9,6 +9,7 @@ pair whose secret is a marker a test can grep for.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -25,6 +26,8 @@ class S3Server:
 
     def start(self) -> S3Server:
         from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
 
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()

@@ -57,10 +57,10 @@ def _folder(root: Path) -> FolderSource:
 def test_catch_up_emits_only_changes_and_deletes(tmp_path: Path) -> None:
     src = _folder(tmp_path)
     known = {
-        "s:a.md": {(10, 1)},
-        "s:b.md": {(10, 0)},
-        "s:gone.md": {(10, 1)},
-        "other:x.md": {(1, 1)},
+        "s:a.md": {"10:1"},
+        "s:b.md": {"10:0"},
+        "s:gone.md": {"10:1"},
+        "other:x.md": {"1:1"},
     }
     events, guard = plan_catch_up(
         src, _found(tmp_path, ["a.md", "b.md", "c.md"]), known, 0.9, 10, False
@@ -74,14 +74,14 @@ def test_catch_up_rereads_a_doc_with_mixed_fingerprints(tmp_path: Path) -> None:
     """A crash between write and tombstone leaves two fingerprints: re-diff that doc."""
     src = _folder(tmp_path)
     events, _ = plan_catch_up(
-        src, _found(tmp_path, ["a.md"]), {"s:a.md": {(10, 1), (9, 0)}}, 0.5, 10, False
+        src, _found(tmp_path, ["a.md"]), {"s:a.md": {"10:1", "9:0"}}, 0.5, 10, False
     )
     assert [(e.doc_id, e.kind) for e in events] == [("s:a.md", "upsert")]
 
 
 def test_mass_delete_guard(tmp_path: Path) -> None:
     src = _folder(tmp_path)
-    known = {f"s:{i}.md": {(10, 1)} for i in range(20)}
+    known = {f"s:{i}.md": {"10:1"} for i in range(20)}
     events, guard = plan_catch_up(src, [], known, 0.5, 10, False)
     assert guard is not None and guard.would_delete == 20 and events == []
     events, guard = plan_catch_up(src, [], known, 0.5, 10, True)

@@ -200,9 +200,9 @@ def test_fingerprints_positions_and_live_chunks(store: VectorStore) -> None:
     assert got[x[2].point_id].fingerprint == x[2].fingerprint  # only the named points
     store.tombstone([c.point_id for c in chunks if c.doc_id == "other:a/w.md"], 5.0)
     assert store.live_doc_fingerprints() == {
-        "src:a/x.md": {(200, 7), (100, 5)},
-        "src:a/b/y.md": {(100, 5)},
-        "src:c/z.txt": {(100, 5)},
+        "src:a/x.md": {"200:7", "100:5"},
+        "src:a/b/y.md": {"100:5"},
+        "src:c/z.txt": {"100:5"},
     }
     moved = x[2].model_copy(update={"ordinal": 0, "char_start": 0, "char_end": 5, "page": 2})
     store.set_positions([moved])
@@ -226,17 +226,17 @@ def test_a_point_parsed_under_another_parser_key_reads_stale(store: VectorStore)
     def parser(path: str) -> set[str]:
         return keys.get(path, {"image:rapidocr:eng"})
 
-    fresh = {"src:a/x.md": {(100, 5)}, "src:a/b/y.md": {(100, 5)}, "src:c/z.txt": {(100, 5)}}
-    fresh["other:a/w.md"] = {(100, 5)}
+    fresh = {"src:a/x.md": {"100:5"}, "src:a/b/y.md": {"100:5"}, "src:c/z.txt": {"100:5"}}
+    fresh["other:a/w.md"] = {"100:5"}
     assert store.live_doc_fingerprints() == fresh  # not checked without `parser`
     got = store.live_doc_fingerprints("", parser)
-    assert got["src:a/x.md"] == {(100, 5)}  # its key is still one of its path's
-    assert got["src:a/b/y.md"] == {(100, 5), STALE_FINGERPRINT}  # y[0] read by tesseract
-    assert got["src:c/z.txt"] == {(100, 5)}  # no key recorded: never stale
+    assert got["src:a/x.md"] == {"100:5"}  # its key is still one of its path's
+    assert got["src:a/b/y.md"] == {"100:5", STALE_FINGERPRINT}  # y[0] read by tesseract
+    assert got["src:c/z.txt"] == {"100:5"}  # no key recorded: never stale
     keys["/data/src:a/x.md"] = {"pdf:force:tesseract:eng:200dpi"}
     assert store.live_doc_fingerprints("", parser)["src:a/x.md"] == {STALE_FINGERPRINT}
     store.set_positions([stamped(c, parser="image:rapidocr:eng") for c in y])
-    assert store.live_doc_fingerprints("", parser)["src:a/b/y.md"] == {(100, 5)}
+    assert store.live_doc_fingerprints("", parser)["src:a/b/y.md"] == {"100:5"}
     assert {c.parser for c in store.live_chunks("src:a/b/y.md")} == {"image:rapidocr:eng"}
 
 
