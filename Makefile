@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM := false
 # the BEIR SciFact dataset the tuning targets read (shared data, never copied here)
 SCIFACT ?= ../shared/data/scifact
 
-.PHONY: help install demo test test-fast lint bench clean traces llm test-llm judge answer-judge decision tune tune-embedder docs docs-serve infinity
+.PHONY: help install demo test test-fast lint generate bench clean traces llm test-llm judge answer-judge decision tune tune-embedder docs docs-serve infinity
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-docs.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,6 +41,13 @@ lint: install  ## ruff check, ruff format --check, mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The asyncio twins AsyncRemoteIndex and AsyncClient (ragstream/service/remote_async.py and
+# client_async.py) are generated from the blocking RemoteIndex and Client by an AST transform
+# (tools/generate_async.py, its rules and override table); edit the blocking class, then run
+# this. tests/unit/service/test_generated_async.py fails while the files are stale.
+generate: install  ## rewrite the generated asyncio clients from the blocking ones (AsyncClient, AsyncRemoteIndex)
+	$(BIN)/python tools/generate_async.py
 
 # Scans and images are read by Tesseract (Debian's tesseract-ocr 5 and its English data,
 # docs/ocr.md), checked like Chromium below: nothing is downloaded at run time.

@@ -21,12 +21,14 @@ answered: a URL, the endpoint a running server recorded in the data dir, or the 
 opened here (stores at once, query models on the first question); `status` is
 `Client.status` asked once, so it answers while a `watch --serve` owns the data dir. The
 HTTP clients import neither torch nor any store. Failures raise the typed errors of
-`ragstream.core.errors`, with the server's message.
+`ragstream.core.errors`, with the server's message. `AsyncClient`, `Client`'s asyncio twin
+over HTTP, is generated from `Client` into `ragstream.service.client_async` by
+`make generate` and exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +52,8 @@ from ragstream.service.base import (
     States,
     StreamEvent,
 )
+from ragstream.service.client_async import AsyncClient
 from ragstream.service.connect import connect
-from ragstream.service.remote import AsyncRemoteIndex
 
 
 def status(*, settings: Settings | None = None, data_dir: str | Path | None = None) -> StatusReport:
@@ -83,6 +85,10 @@ class Client:
             (docs/guide/permissions.md): a `Principal`, or a user name or uid whose groups
             the system gives (`id`). None: `everyone`'s files only. Over HTTP its user name
             travels in `X-Ragstream-User`, honoured by a server that trusts the header.
+        tenant: The index as this tenant sees it (None: every tenant). Embedded, every call
+            is scoped to its sources, and the operator's commands (log, audit, snapshots,
+            reindex) are refused; over HTTP, the key `server.api_keys` maps to it is sent
+            unless `api_key` is given.
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class Client:
         settings: Settings | None = None,
         timeout_s: float = 120.0,
         principal: Principal | str | None = None,
+        tenant: str | None = None,
     ) -> None:
         if isinstance(principal, str):
             principal = principal_of(principal)
@@ -104,6 +111,7 @@ class Client:
             settings=settings,
             timeout_s=timeout_s,
             principal=principal,
+            tenant=tenant,
         )
 
     @property
@@ -242,145 +250,6 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class AsyncClient:
-    """`Client`'s methods as coroutines over HTTP (httpx.AsyncClient); `stream` is an async
-    iterator. Embedded use is the sync `Client`: the stores are not async.
-
-    Args:
-        url: A running `ragstream serve` or `watch --serve`, e.g. `http://127.0.0.1:8765`.
-        api_key: The key sent as `Authorization: Bearer ...` (`server.api_keys`).
-        timeout_s: Seconds a request may take.
-        principal: Who the questions read as where sources mirror file permissions: its
-            user name travels in `X-Ragstream-User`, honoured by a server that trusts the
-            header (`server.trust_user_header`), as `Client`'s does over HTTP.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        api_key: str | None = None,
-        timeout_s: float = 120.0,
-        principal: Principal | str | None = None,
-    ):
-        user = principal.user if isinstance(principal, Principal) else principal
-        self._index = AsyncRemoteIndex(url, api_key=api_key, timeout_s=timeout_s, user=user)
-
-    @property
-    def mode(self) -> Mode:
-        """Always "http"."""
-        return self._index.mode
-
-    @property
-    def url(self) -> str | None:
-        """The server's URL."""
-        return self._index.url
-
-    async def status(self) -> StatusReport:
-        """`Client.status`, awaited."""
-        return await self._index.status()
-
-    async def query(self, question: Question, **options: Any) -> Answer:
-        """`Client.query`, awaited: an answer with verified citations, or a refusal."""
-        return await self._index.query(question, **options)
-
-    def stream(self, question: Question, **options: Any) -> AsyncIterator[StreamEvent]:
-        """`Client.stream` as an async iterator: str deltas, then the verified `Answer`."""
-        return self._index.stream(question, **options)
-
-    async def chat(self, messages: Messages, **options: Any) -> Answer:
-        """`Client.chat`, awaited: a conversation's last message answered with its history."""
-        return await self._index.chat(messages, **options)
-
-    def chat_stream(self, messages: Messages, **options: Any) -> AsyncIterator[StreamEvent]:
-        """`Client.chat_stream` as an async iterator: str deltas, then the verified `Answer`."""
-        return self._index.chat_stream(messages, **options)
-
-    async def retrieve(self, question: Question, **options: Any) -> Retrieval:
-        """`Client.retrieve`, awaited: ranked candidates, no generation."""
-        return await self._index.retrieve(question, **options)
-
-    async def verify(
-        self,
-        *,
-        sample: int | None = None,
-        paths: Sequence[str | Path] = (),
-        repair: bool = False,
-        allow_mass_delete: bool = False,
-    ) -> VerifyReport:
-        """`Client.verify`, awaited (an admin key; `paths` and `repair` are refused over
-        HTTP: they need the data dir itself)."""
-        return await self._index.verify(
-            sample=sample, paths=paths, repair=repair, allow_mass_delete=allow_mass_delete
-        )
-
-    async def files(
-        self, *, state: States = None, paths: Sequence[str | Path] = ()
-    ) -> list[FileRecord]:
-        """`Client.files`, awaited: the key's tenant only."""
-        return await self._index.files(state=state, paths=paths)
-
-    async def file(self, doc_id: str) -> FileDetail:
-        """`Client.file`, awaited: one file's record and live chunks."""
-        return await self._index.file(doc_id)
-
-    async def fields(self) -> list[FieldInfo]:
-        """`Client.fields`, awaited: the metadata fields of the key's tenant's documents."""
-        return await self._index.fields()
-
-    async def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
-        """`Client.log`, awaited (an admin key)."""
-        return await self._index.log(limit=limit)
-
-    async def snapshot(self) -> SnapshotInfo:
-        """`Client.snapshot`, awaited (an admin key)."""
-        return await self._index.snapshot()
-
-    async def snapshots(self) -> list[SnapshotInfo]:
-        """`Client.snapshots`, awaited."""
-        return await self._index.snapshots()
-
-    async def reindex_status(self) -> ReindexStatus:
-        """`Client.reindex_status`, awaited."""
-        return await self._index.reindex_status()
-
-    async def reindex_start(
-        self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
-    ) -> ReindexStatus:
-        """`Client.reindex_start`, awaited; `wait` polls the server's backfill."""
-        return await self._index.reindex_start(embedder, wait=wait, on_progress=on_progress)
-
-    async def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
-        """`Client.reindex_run`, awaited."""
-        return await self._index.reindex_run(on_progress)
-
-    async def reindex_promote(self, **options: Any) -> ReindexStatus:
-        """`Client.reindex_promote`, awaited (the same options)."""
-        return await self._index.reindex_promote(**options)
-
-    async def reindex_rollback(self) -> ReindexStatus:
-        """`Client.reindex_rollback`, awaited."""
-        return await self._index.reindex_rollback()
-
-    async def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
-        """`Client.reindex_cleanup`, awaited."""
-        return await self._index.reindex_cleanup(confirm=confirm)
-
-    async def reindex_abort(self) -> ReindexStatus:
-        """`Client.reindex_abort`, awaited."""
-        return await self._index.reindex_abort()
-
-    async def close(self) -> None:
-        """Close the HTTP connection pool; `async with` does it."""
-        await self._index.aclose()
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 __all__ = ["AsyncClient", "ChatMessage", "Client", "StreamEvent", "status"]

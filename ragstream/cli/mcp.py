@@ -30,10 +30,10 @@ def mcp(
     here. Logs go to stderr; stdout carries the protocol."""
     from ragstream.core.settings import load_settings
     from ragstream.mcp.server import run_stdio
-    from ragstream.mcp.stdio import stdio_index
+    from ragstream.service.connect import connect
 
     principal = principal_option(as_user)
-    with stdio_index(
-        data_dir, tenant=tenant, url=url, api_key=api_key, principal=principal
-    ) as index:
+    # `connect` scopes the index to the tenant: embedded, every call in the one index it
+    # opens; over HTTP, by the tenant's API key (`server.api_keys`)
+    with connect(data_dir, url=url, api_key=api_key, principal=principal, tenant=tenant) as index:
         run_stdio(index, warm=load_settings(data_dir).server.warm)

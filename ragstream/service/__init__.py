@@ -4,7 +4,10 @@ base     the `IndexService` and `ServedService` protocols and the types their me
 served   `ServedIndex`: the index a process holds open, scoped per caller's tenants
 connect  `connect()`: the recorded-endpoint rule, the only copy
 local    `LocalIndex`: an embedded data dir opened in this process
-remote   `RemoteIndex`, `AsyncRemoteIndex`: a running server over HTTP
+remote   `RemoteIndex`: a running server over HTTP (blocking); exports `AsyncRemoteIndex`
+remote_calls  the API's routes as `Call`s, their replies, retries and the `Endpoint` base
+remote_async  `AsyncRemoteIndex`: `RemoteIndex` over asyncio, generated from it (`make generate`)
+client_async  `AsyncClient`: `Client` over asyncio, generated from it; `ragstream.client` exports it
 stores   opening an embedded data dir's stores without any model
 ingest   sync, watch, gc, rebuild_lexical, status, query_log over a data dir
 audit    verify and the per-file ledger over open stores

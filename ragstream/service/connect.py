@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ragstream.connectors.state import endpoint_path
-from ragstream.core.errors import DataDirBusyError
+from ragstream.core.errors import DataDirBusyError, InvalidRequestError
 from ragstream.core.jsonfile import read_json, write_json_atomic
 from ragstream.core.permissions import Principal
 from ragstream.core.settings import Settings, load_settings
@@ -29,28 +29,56 @@ def connect(
     settings: Settings | None = None,
     timeout_s: float = 120.0,
     principal: Principal | None = None,
+    tenant: str | None = None,
 ) -> IndexService:
     """The index at `url`, else the one of `data_dir` (or `settings`): over HTTP when a
     process serves it, else opened here (stores now, query models on the first query).
     Questions read as `principal` where sources mirror file permissions: here, as given;
     over HTTP, its user name in `X-Ragstream-User`, which a server honours only when it
-    trusts that header (`server.trust_user_header`)."""
+    trusts that header (`server.trust_user_header`). With `tenant`, the index as that tenant
+    sees it: here, every call scoped to its sources (`LocalIndex`); over HTTP the server
+    decides the tenant from the API key, so without `api_key` the key `server.api_keys`
+    maps to the tenant is sent (InvalidRequestError when none does)."""
     user = principal.user if principal is not None else None
-    if url is not None:
-        return RemoteIndex(url, api_key=api_key, timeout_s=timeout_s, user=user)
     s = settings or load_settings(data_dir)
+    if tenant is not None and api_key is None:
+        api_key = key_of(s, tenant)
+    remote_key = _remote_key(api_key, tenant)
+    if url is not None:
+        return RemoteIndex(url, api_key=remote_key(), timeout_s=timeout_s, user=user)
     recorded = recorded_endpoint(s)
     if recorded is None:
         from ragstream.connectors.vector_stores import StoreBusyError
         from ragstream.service.local import LocalIndex
 
         try:
-            return LocalIndex(s, principal).open()
+            tenants = (tenant,) if tenant is not None else None
+            return LocalIndex(s, principal, tenants).open()
         except StoreBusyError as err:
             recorded = recorded_endpoint(s)  # it may have started serving meanwhile
             if recorded is None:
                 raise DataDirBusyError(busy_message(s)) from err
-    return RemoteIndex(recorded, api_key=api_key, timeout_s=timeout_s, user=user)
+    return RemoteIndex(recorded, api_key=remote_key(), timeout_s=timeout_s, user=user)
+
+
+def key_of(settings: Settings, tenant: str) -> str | None:
+    """The API key `server.api_keys` maps to `tenant` (the first, when several do)."""
+    return next((k for k, t in settings.server.api_keys.items() if t == tenant), None)
+
+
+def _remote_key(api_key: str | None, tenant: str | None) -> Callable[[], str | None]:
+    """The key requests carry over HTTP, asked only when the index is remote: a tenant's
+    must be there (the server decides the tenant from it)."""
+
+    def key() -> str | None:
+        if api_key is None and tenant is not None:
+            raise InvalidRequestError(
+                f"the server decides the tenant from the API key: pass an API key, or map "
+                f"a key to {tenant!r} in server.api_keys"
+            )
+        return api_key
+
+    return key
 
 
 @contextmanager

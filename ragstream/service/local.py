@@ -15,6 +15,7 @@ from ragstream.connectors.fields import FieldCatalog, field_catalogue
 from ragstream.connectors.protocols import LexicalIndex, SearchFilter, VectorStore
 from ragstream.connectors.state import SourcesBook
 from ragstream.core.answers import Answer, QueryFilters, Retrieval
+from ragstream.core.errors import ForbiddenError
 from ragstream.core.models import (
     FieldInfo,
     FileDetail,
@@ -37,6 +38,7 @@ from ragstream.service.base import (
     Question,
     States,
     StreamEvent,
+    Tenants,
     state_list,
 )
 from ragstream.service.ingest import query_log
@@ -46,11 +48,17 @@ from ragstream.service.stores import LiveStores, open_live
 
 
 class LocalIndex:
-    """An embedded data dir, held by this process until `close`; its questions are read as
-    `principal` where sources mirror file permissions (None: `everyone`'s files only)."""
+    """An embedded data dir, held by this process until `close`, as `tenants` see it (None:
+    every tenant): every read, count, ledger row and answer restricted to their sources, as
+    a served index restricts an API key's; its questions are read as `principal` where
+    sources mirror file permissions (None: `everyone`'s files only). What a server keeps for
+    admin keys (the retrieval log, the audit, snapshots, reindex commands) is refused to a
+    tenant-scoped index."""
 
-    def __init__(self, settings: Settings, principal: Principal | None = None) -> None:
-        self.settings, self.principal = settings, principal
+    def __init__(
+        self, settings: Settings, principal: Principal | None = None, tenants: Tenants = None
+    ) -> None:
+        self.settings, self.principal, self.tenants = settings, principal, tenants
         self._scope = ExitStack()
         self._lock = threading.Lock()  # the stores are swapped once, for the engine's
         self._live: LiveStores | None = None
@@ -71,11 +79,13 @@ class LocalIndex:
 
     # ---- what the open stores answer --------------------------------------------------------
     def _held(self) -> LiveStores | None:
-        """The live collection's name, its store and BM25, as this process holds them."""
-        if self._index is not None:
-            side, lexical = self._index.engine.retriever.side, self._index.engine.retriever.lexical
-            return side.collection, side.vectors, lexical
-        return self._live
+        """The live collection's name, its store and BM25, as this process holds them (once
+        a swap to the served index under way is done: the stores are closed meanwhile)."""
+        with self._lock:
+            if self._index is not None:
+                retriever = self._index.engine.retriever
+                return retriever.side.collection, retriever.side.vectors, retriever.lexical
+            return self._live
 
     def _stores(self) -> tuple[VectorStore, LexicalIndex]:
         held = self._held()
@@ -90,8 +100,8 @@ class LocalIndex:
             return status_report(self.settings, None, None)
         synced = SourcesBook(self.settings.state_dir).load()
         live = (held[0], held[1])
-        report = view_status(self.settings, live, held[2], None, self._readers(), synced)
-        if self._index is None:
+        report = view_status(self.settings, live, held[2], self.tenants, self._readers(), synced)
+        if self._index is None or self.tenants is not None:  # a tenant sees no endpoint
             return report
         return with_endpoint(report, self._index.engine.retriever.embedder.endpoint)
 
@@ -105,6 +115,7 @@ class LocalIndex:
     ) -> VerifyReport:
         """Audit the index against its folders; `repair` runs a sync pass, which opens the
         stores itself, so this index lets go of them first (the next call reopens them)."""
+        self._operator("the audit")
         if repair:
             self._release()
             report = audit.verify(
@@ -122,19 +133,21 @@ class LocalIndex:
     def files(self, *, state: States = None, paths: Sequence[str | Path] = ()) -> list[FileRecord]:
         vectors, lexical = self._stores()
         s, readers = audit.audited(self.settings, paths), self._readers()
-        return audit.files_of_stores(s, vectors, lexical, state_list(state), None, readers)
+        states = state_list(state)
+        return audit.files_of_stores(s, vectors, lexical, states, self.tenants, readers)
 
     def file(self, doc_id: str) -> FileDetail:
         vectors, lexical = self._stores()
         s, readers = audit.audited(self.settings), self._readers()
-        return audit.file_detail(s, vectors, lexical, doc_id, None, readers)
+        return audit.file_detail(s, vectors, lexical, doc_id, self.tenants, readers)
 
     def fields(self) -> list[FieldInfo]:
         """The catalogue of metadata fields (`state/fields.json`) with each field's count,
         examples and origins among the documents this index's principal may read."""
         vectors, _ = self._stores()
         readers = self._readers()
-        flt = search_filter(QueryFilters(), None, readers) if readers is not None else None
+        scoped = self.tenants is not None or readers is not None
+        flt = search_filter(QueryFilters(), self.tenants, readers) if scoped else None
         s = self.settings
         types = FieldCatalog(s.state_dir, s.parse.metadata_timezone).types()
         return field_catalogue(vectors, types, flt or SearchFilter())
@@ -147,11 +160,19 @@ class LocalIndex:
             return None
         return self.settings.readers_of(self.principal, SourcesBook(self.settings.state_dir).load())
 
+    def _operator(self, what: str) -> None:
+        """Refuse an operator's command to a tenant-scoped index (a server keeps them for
+        admin keys)."""
+        if self.tenants is not None:
+            raise ForbiddenError(f"{what} is the operator's: this index is scoped to a tenant")
+
     def log(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        self._operator("the retrieval log")
         return query_log(limit=limit, settings=self.settings)
 
     def snapshot(self) -> SnapshotInfo:
         """A snapshot of the data dir, in its `snapshots/` (this process holds it)."""
+        self._operator("a snapshot")
         if self._index is not None:
             return self._index.snapshot()
         if self._live is None:
@@ -160,6 +181,7 @@ class LocalIndex:
         return snapshots.take(self.settings, (name, vectors), lexical, Unlocked())
 
     def snapshots(self) -> list[SnapshotInfo]:
+        self._operator("the snapshots")
         return snapshots.listed_snapshots(self.settings)
 
     # ---- what needs the query models: the served index over every side ---------------------
@@ -170,7 +192,7 @@ class LocalIndex:
             if self._index is None:
                 self._release()
                 self._index = self._scope.enter_context(open_served(self.settings))
-            return self._index.scoped(None, self.principal)
+            return self._index.scoped(self.tenants, self.principal)
 
     def warm(self) -> None:
         """Open what a first question needs now (the served index, the embedder's weights,
@@ -195,30 +217,34 @@ class LocalIndex:
     def retrieve(self, question: Question, **options: Any) -> Retrieval:
         return self._served().retrieve(question, **options)
 
+    def _reindexing(self) -> ServedIndex:
+        self._operator("a reindex command")
+        return self._served()
+
     def reindex_status(self) -> ReindexStatus:
-        return self._served().reindex_status()
+        return self._reindexing().reindex_status()
 
     def reindex_start(
         self, embedder: str, *, wait: bool = False, on_progress: ProgressHandler | None = None
     ) -> ReindexStatus:
         """Open the new embedder's side; `wait` backfills it here."""
-        return self._served().reindex_start(embedder, wait=wait, on_progress=on_progress)
+        return self._reindexing().reindex_start(embedder, wait=wait, on_progress=on_progress)
 
     def reindex_run(self, on_progress: ProgressHandler | None = None) -> ReindexStatus:
-        return self._served().reindex_run(on_progress)
+        return self._reindexing().reindex_run(on_progress)
 
     def reindex_promote(self, **options: Any) -> ReindexStatus:
         """Options: `eval_dataset`, `eval_split`, `eval_margin`, `eval_limit_queries`."""
-        return self._served().reindex_promote(**options)
+        return self._reindexing().reindex_promote(**options)
 
     def reindex_rollback(self) -> ReindexStatus:
-        return self._served().reindex_rollback()
+        return self._reindexing().reindex_rollback()
 
     def reindex_cleanup(self, *, confirm: bool = False) -> ReindexStatus:
-        return self._served().reindex_cleanup(confirm=confirm)
+        return self._reindexing().reindex_cleanup(confirm=confirm)
 
     def reindex_abort(self) -> ReindexStatus:
-        return self._served().reindex_abort()
+        return self._reindexing().reindex_abort()
 
     def _release(self) -> None:
         self._scope.close()
