@@ -21,7 +21,12 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from ragstream.connectors.protocols import SourceEntry, SourceReadError, Touch
+from ragstream.connectors.protocols import (
+    SourceEntry,
+    SourceReadError,
+    Touch,
+    poll_for_changes,
+)
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import doc_id as make_doc_id
 from ragstream.core.metadata import RawValue
@@ -203,24 +208,8 @@ class GitSource:
 
     def watch(self, touch: Touch) -> Callable[[], None]:
         """Poll the ref every `poll_s`; a moved ref touches `""` (re-list the tree)."""
-        stop = threading.Event()
-        seen = [self._head_or_none()]
-
-        def loop() -> None:
-            while not stop.wait(self.poll_s):
-                now = self._head_or_none()
-                if now is not None and now != seen[0]:
-                    seen[0] = now
-                    touch("", True)
-
-        thread = threading.Thread(target=loop, name=f"ragstream-git-{self.name}", daemon=True)
-        thread.start()
-
-        def halt() -> None:
-            stop.set()
-            thread.join(timeout=5)
-
-        return halt
+        name = f"ragstream-git-{self.name}"
+        return poll_for_changes(name, self.poll_s, self._head_or_none, touch)
 
     def _head_or_none(self) -> str | None:
         try:

@@ -13,6 +13,7 @@ tombstones older than a retention window, never a live point.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -250,6 +251,33 @@ def _given(fp: FileFingerprint) -> FileFingerprint:
 # a watching source reports a changed locator (a folder: a path; `""`: re-list everything),
 # `completed` when the change is known to be whole (the writer closed the file)
 Touch = Callable[[str, bool], None]
+
+
+def poll_for_changes(
+    thread_name: str, poll_s: float, read: Callable[[], object | None], touch: Touch
+) -> Callable[[], None]:
+    """Watch a source that cannot push changes: every `poll_s`, `read` what says its version
+    (a git ref's commit, an S3 listing); when that moved, touch `""` (re-list it as a whole).
+    A read of None (the source not there for now) is skipped: the next poll sees again.
+    Returns the function that stops the polling thread."""
+    stop = threading.Event()
+    seen = [read()]
+
+    def loop() -> None:
+        while not stop.wait(poll_s):
+            now = read()
+            if now is not None and now != seen[0]:
+                seen[0] = now
+                touch("", True)
+
+    thread = threading.Thread(target=loop, name=thread_name, daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(timeout=5)
+
+    return halt
 
 
 class Source(Protocol):

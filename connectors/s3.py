@@ -34,6 +34,7 @@ from ragstream.connectors.protocols import (
     SourceReadError,
     SourceUnavailable,
     Touch,
+    poll_for_changes,
 )
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.ids import doc_id as make_doc_id
@@ -249,24 +250,8 @@ class S3Source:
     def watch(self, touch: Touch) -> Callable[[], None]:
         """List the prefix every `poll_s`; a changed listing (a key or an ETag) touches `""`
         (re-plan it as a whole). A listing that fails is skipped: the next poll sees again."""
-        stop = threading.Event()
-        seen = [self._listing_or_none()]
-
-        def loop() -> None:
-            while not stop.wait(self.poll_s):
-                now = self._listing_or_none()
-                if now is not None and now != seen[0]:
-                    seen[0] = now
-                    touch("", True)
-
-        thread = threading.Thread(target=loop, name=f"ragstream-s3-{self.name}", daemon=True)
-        thread.start()
-
-        def halt() -> None:
-            stop.set()
-            thread.join(timeout=5)
-
-        return halt
+        name = f"ragstream-s3-{self.name}"
+        return poll_for_changes(name, self.poll_s, self._listing_or_none, touch)
 
     def _listing_or_none(self) -> list[tuple[str, int, str]] | None:
         try:
