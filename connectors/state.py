@@ -118,7 +118,7 @@ class SourcesBook:
         self.path = state_dir / "sources.json"
 
     def load(self) -> list[SourceConfig]:
-        return [_CONFIG.validate_python(v) for v in read_json(self.path, [])]
+        return [_CONFIG.validate_python(recorded_config(v)) for v in read_json(self.path, [])]
 
     def record(self, sources: list[SourceConfig]) -> None:
         """Merge by name: a later sync of another folder adds it, of the same name replaces."""
@@ -127,6 +127,14 @@ class SourcesBook:
 
 
 _CONFIG: TypeAdapter[SourceConfig] = TypeAdapter(SourceConfig)
+
+
+def recorded_config(fields: dict[str, object]) -> dict[str, object]:
+    """A source as a data dir recorded it, in today's form: a folder recorded before each
+    kind had its own config carries the git fields empty (`git: null, ref: "HEAD"`)."""
+    if fields.get("kind") or fields.get("git"):
+        return fields
+    return {k: v for k, v in fields.items() if k not in ("git", "ref")}
 
 
 class VerifyBook:
