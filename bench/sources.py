@@ -1,10 +1,11 @@
-"""A folder, a git repository and an S3 prefix (moto's S3 server on loopback) of the same N
-small text files, side by side: the first sync, the catch-up scan of an unchanged source (a
-no-op sync, and the listing alone), and the re-sync after one file changes (git: one commit;
-S3: one object overwritten), all in one process after a warm-up sync (the model loads once,
-outside the figures). The git and S3 sides count the blobs / objects they read: a scan must
-read none, the one-file re-sync exactly one. Ratios against the folder: the first sync's
-throughput and the no-op sync (S3 target: within 2x of the folder's no-op).
+"""A folder, a git repository and an S3 prefix (moto's S3 server on loopback, in its own
+process) of the same N small text files, side by side: the first sync, the catch-up scan of
+an unchanged source (a no-op sync, and the listing alone), and the re-sync after one file
+changes (git: one commit; S3: one object overwritten), all in one process after a warm-up
+sync (the model loads once, outside the figures). The git and S3 sides count the blobs /
+objects they read: a scan must read none, the one-file re-sync exactly one. Ratios against
+the folder: the first sync's throughput and the no-op sync (S3 target: within 2x of the
+folder's no-op).
 
 Then, as a user runs them, the console script in subprocesses on each source's data dir:
 a no-op `ragstream sync SOURCE --data-dir D` against `ragstream status --data-dir D`,
@@ -165,7 +166,7 @@ def run(n: int, embedder: str, base: Path, repeats: int, kinds: list[str]) -> li
         repo.write(edited, new_text)
         repo.commit("edit one file")
 
-    server = S3Server().start()
+    server = S3Server(process=True).start()  # a store of its own, as on another machine
     os.environ.update(server.environment())  # as a user's shell holds them (the CLI too)
     bucket = server.bucket(files, prefix="docs/") if "s3" in kinds else ""
 

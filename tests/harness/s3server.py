@@ -1,7 +1,9 @@
 """A real S3 server on loopback for tests and benches: moto's standalone server
 (`moto.server.ThreadedMotoServer`, the S3 REST API over HTTP), started in this process on a
 free port. Its buckets live in this process, so `stop` then `start` on the same port is an
-outage the store comes back from with its objects.
+outage the store comes back from with its objects. `S3Server(process=True)` runs it as its
+own process instead (`python -m moto.server`), as a store on another machine would be: what a
+benchmark times then does not share this process's interpreter with the server.
 
 `environment` is what a user's shell would hold for boto3: the endpoint, a region and a key
 pair whose secret is a marker a test can grep for.
@@ -10,6 +12,10 @@ pair whose secret is a marker a test can grep for.
 from __future__ import annotations
 
 import logging
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from typing import Any
 
@@ -19,12 +25,15 @@ SECRET_MARKER = "rs-test-secret-"  # every test secret starts with it
 class S3Server:
     """moto's S3 server on 127.0.0.1; `client()` is a boto3 client for it."""
 
-    def __init__(self) -> None:
+    def __init__(self, process: bool = False) -> None:
         self.port = 0
         self.secret = f"{SECRET_MARKER}{uuid.uuid4().hex}"
+        self.process = process
         self._server: Any = None
 
     def start(self) -> S3Server:
+        if self.process:
+            return self._start_process()
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
@@ -34,10 +43,30 @@ class S3Server:
         self.port = self._server.get_host_and_port()[1]
         return self
 
+    def _start_process(self, timeout_s: float = 60.0) -> S3Server:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        args = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        quiet = subprocess.DEVNULL
+        self._server = subprocess.Popen(args, stdout=quiet, stderr=quiet)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"moto's S3 server did not listen on {self.port}")
+
     def stop(self) -> None:
-        if self._server is not None:
+        if isinstance(self._server, subprocess.Popen):
+            self._server.terminate()
+            self._server.wait(timeout=30)
+        elif self._server is not None:
             self._server.stop()
-            self._server = None
+        self._server = None
 
     @property
     def endpoint(self) -> str:
