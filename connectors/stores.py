@@ -9,8 +9,10 @@ implementation never closes an import cycle.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from ragstream.connectors.backends import backend_of as _backend
 from ragstream.connectors.data_format import ensure_format
@@ -20,6 +22,8 @@ from ragstream.connectors.sparse import SparseLexicalIndex
 from ragstream.connectors.vector_stores import BaseQdrantStore, RetryPolicy
 from ragstream.core.models import EmbedderVersion
 from ragstream.core.settings import Settings
+
+S = TypeVar("S")  # what a side is to the process that follows the pointer
 
 # --- vector stores and the live pointer ------------------------------------------------------
 
@@ -111,6 +115,64 @@ def list_collections(
 ) -> dict[str, EmbedderVersion]:
     """Collection name -> recorded embedder version, for every collection of `index_name`."""
     return _backend(kind).list(Path(base_dir), index_name, url)
+
+
+class PointerFollower(Generic[S]):
+    """The one follower of an index's live pointer (Qdrant Edge's pointer file, a server's
+    alias), for a process that did not move it: `current()` reads the pointer and hands out
+    the side it names, opened once by `open_side(collection, recorded)`. A side a swap leaves
+    is kept, so a rollback reuses it; with `keep`, those more than `keep` swaps old go to
+    `retire` (a query may still read the side it pinned). A pointer that is gone raises
+    `missing()` when given, else the side held stays. The query engine's `PointerTracker`
+    and the writer's `IndexSides` both follow through one."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        first: tuple[str, S],
+        open_side: Callable[[str, EmbedderVersion], S],
+        *,
+        keep: int | None = None,
+        retire: Callable[[S], None] = lambda side: None,
+        missing: Callable[[], Exception] | None = None,
+    ) -> None:
+        self._settings, self._open, self._retire, self._missing = (
+            settings,
+            open_side,
+            retire,
+            missing,
+        )
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._name, self._side = first
+        self._left: list[tuple[str, S]] = []
+
+    @property
+    def collection(self) -> str:
+        """The collection of the side handed out last."""
+        return self._name
+
+    def current(self) -> S:
+        live = configured_live(self._settings)
+        if live is None:
+            if self._missing is not None:
+                raise self._missing()
+            return self._side
+        with self._lock:
+            if live[0] != self._name:
+                back = [side for name, side in self._left if name == live[0]]  # a rollback
+                self._left = [(n, side) for n, side in self._left if n != live[0]]
+                self._left.append((self._name, self._side))
+                self._side = back[0] if back else self._open(*live)
+                self._name = live[0]
+                while self._keep is not None and len(self._left) > self._keep:
+                    self._retire(self._left.pop(0)[1])
+            return self._side
+
+    def held(self) -> list[S]:
+        """Every side this follower holds: the current one last."""
+        with self._lock:
+            return [side for _, side in self._left] + [self._side]
 
 
 # --- lexical indexes -------------------------------------------------------------------------

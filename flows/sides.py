@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from ragstream.connectors.fields import FieldCatalog
 from ragstream.connectors.protocols import VectorStore
 from ragstream.connectors.state import ReindexBook
-from ragstream.connectors.stores import configured_live, open_configured, set_live_collection
+from ragstream.connectors.stores import (
+    PointerFollower,
+    configured_live,
+    open_configured,
+    set_live_collection,
+)
 from ragstream.connectors.vector_stores import collection_name
 from ragstream.core.models import EmbedderVersion, ReindexRecord
 from ragstream.core.rwlock import IndexLock
@@ -49,9 +54,10 @@ class IndexSides:
         self.settings = settings
         self.book = ReindexBook(settings.state_dir)
         self.lock = IndexLock()
-        self._refresh = threading.Lock()  # a query re-reading a server's alias
+        self._refresh = threading.Lock()  # a query that found the server's alias moved
         self._sides: dict[str, Side] = {}
         self._live = ""
+        self._follower: PointerFollower[Side] | None = None  # a server's alias, followed
         self.record: ReindexRecord | None = None
 
     # ---- opening ----------------------------------------------------------------------
@@ -75,6 +81,12 @@ class IndexSides:
                 )
             for part in (self.record.old, self.record.new):
                 self._open_recorded(part.collection, part.embedder, part.spec)
+        if s.store.vector_backend == "qdrant" and s.store.qdrant_url not in (None, ":memory:"):
+            self._follower = PointerFollower(
+                s,
+                (self._live, self.live),
+                lambda name, recorded: self._open_recorded(name, recorded, embedder_spec(recorded)),
+            )
 
     def open_side(self, spec: str, dimension: int | None = None) -> Side:
         """Open (creating if missing) the collection of the embedder `spec` loads
@@ -108,15 +120,15 @@ class IndexSides:
     def current(self) -> Side:
         """The side a query searches now (`query.retrieve.SideSource`).
 
-        On a Qdrant server another process (the sync worker) may swap the alias, so the alias
-        is read on every query; an embedded pointer only ever changes in this process.
+        On a Qdrant server another process (the sync worker) may swap the alias, so it is
+        followed (`connectors.stores.PointerFollower`, read on every query); an embedded
+        pointer only ever changes in this process.
         """
-        s = self.settings
-        if s.store.vector_backend == "qdrant" and s.store.qdrant_url not in (None, ":memory:"):
-            live = configured_live(s)
-            if live is not None and live[0] != self._live:
+        if self._follower is not None:
+            followed = self._follower.current()
+            if followed.collection != self._live:
                 with self._refresh:  # queries hold the read lock: never the writers' one here
-                    self._live = self._open_recorded(*live, embedder_spec(live[1])).collection
+                    self._live = followed.collection
                     self.record = self.book.load()
         return self.live
 

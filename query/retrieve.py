@@ -9,7 +9,6 @@ so a tenant or path restriction can never be widened by fusion.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,12 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ragstream.connectors.protocols import Hit, LexicalIndex, SearchFilter, VectorStore
-from ragstream.connectors.stores import configured_live, open_configured, open_lexical_index
+from ragstream.connectors.stores import (
+    PointerFollower,
+    configured_live,
+    open_configured,
+    open_lexical_index,
+)
 from ragstream.connectors.vector_stores import collection_name
 from ragstream.core.answers import DEFAULT_RRF_K
 from ragstream.core.errors import NoIndexError
@@ -109,26 +113,32 @@ class PointerTracker:
     """Follows the live pointer on its own: a standalone query process (`serve`, an embedded
     `Client`, eval) searches whatever collection the pointer names at the start of each query,
     with that collection's recorded embedder, so a blue/green promote or rollback made through
-    the same stores is picked up without a restart and a query never mixes the two sides."""
+    the same stores is picked up without a restart and a query never mixes the two sides
+    (`connectors.stores.PointerFollower` reads the pointer; the side a query pinned stays open
+    after the swap, only sides retired `RETIRED_KEPT` swaps ago are closed)."""
 
     RETIRED_KEPT = 2
 
     def __init__(self, settings: Settings, embedder_override: str | Embedder | None = None):
         self._settings, self._override = settings, embedder_override
-        self._lock = threading.Lock()
-        self._retired: list[OpenSide] = []
-        self._side = self._open(self._read())
-
-    def _read(self) -> tuple[str, EmbedderVersion]:
-        s = self._settings
-        live = configured_live(s)
+        live = configured_live(settings)
         if live is None:
-            raise no_index(s)
-        return live
+            raise no_index(settings)
+        self._follower = PointerFollower(
+            settings,
+            (live[0], self._open(*live)),
+            self._open_swapped,
+            keep=self.RETIRED_KEPT,
+            retire=lambda side: side.vectors.close(),
+            missing=lambda: no_index(settings),
+        )
 
-    def _open(self, live: tuple[str, EmbedderVersion]) -> OpenSide:
-        s, (collection, recorded) = self._settings, live
-        override = self._override
+    def _open_swapped(self, collection: str, recorded: EmbedderVersion) -> OpenSide:
+        self._override = None  # an override only ever stood in for the first side
+        return self._open(collection, recorded)
+
+    def _open(self, collection: str, recorded: EmbedderVersion) -> OpenSide:
+        s, override = self._settings, self._override
         if isinstance(override, Embedder):
             embedder = override
         else:
@@ -142,24 +152,11 @@ class PointerTracker:
         return OpenSide(collection, embedder, vectors)
 
     def current(self) -> OpenSide:
-        with self._lock:
-            live = self._read()
-            if live[0] != self._side.collection:
-                self._override = None  # an override only ever stood in for the first side
-                # the side a query pinned stays open after the swap (it may still read it);
-                # only sides retired RETIRED_KEPT swaps ago are closed
-                back = [r for r in self._retired if r.collection == live[0]]  # a rollback
-                self._retired = [r for r in self._retired if r.collection != live[0]]
-                self._retired.append(self._side)
-                self._side = back[0] if back else self._open(live)
-                while len(self._retired) > self.RETIRED_KEPT:
-                    self._retired.pop(0).vectors.close()
-            return self._side
+        return self._follower.current()
 
     def close(self) -> None:
-        for side in (*self._retired, self._side):
+        for side in self._follower.held():
             side.vectors.close()
-        self._retired.clear()
 
 
 class Retriever:

@@ -206,13 +206,15 @@ def test_bad_arguments(retriever: Retriever) -> None:
         retriever.retrieve("volcano", k=0)
 
 
-def test_pointer_tracker_keeps_a_pinned_side_open_across_swaps() -> None:
+def test_the_pointer_follower_keeps_a_pinned_side_open_across_swaps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A query pins the side it started on; a promote (or a rollback back to it) must not
-    close that side's store under it, nor open a second handle on a store it still holds."""
-    import threading
+    close that side's store under it, nor open a second handle on a store it still holds
+    (`connectors.stores.PointerFollower`, as `PointerTracker` uses it)."""
     from dataclasses import dataclass, field
 
-    from ragstream.query.retrieve import OpenSide, PointerTracker
+    from ragstream.connectors import stores
 
     @dataclass
     class Store:
@@ -225,22 +227,21 @@ def test_pointer_tracker_keeps_a_pinned_side_open_across_swaps() -> None:
     closed: list[str] = []
     opened: list[str] = []
     pointer = ["A"]
-    tracker = object.__new__(PointerTracker)
-    tracker._settings, tracker._override = None, None  # type: ignore[assignment]
-    tracker._lock, tracker._retired = threading.Lock(), []
-    tracker._read = lambda: (pointer[0], None)  # type: ignore[assignment,method-assign,return-value]
+    monkeypatch.setattr(stores, "configured_live", lambda settings: (pointer[0], None))
 
-    def open_side(live: tuple[str, object]) -> OpenSide:
-        opened.append(live[0])
-        return OpenSide(live[0], None, Store(live[0], closed))  # type: ignore[arg-type]
+    def open_side(name: str, recorded: object) -> Store:
+        opened.append(name)
+        return Store(name, closed)
 
-    tracker._open = open_side  # type: ignore[method-assign]
-    tracker._side = open_side(("A", None))
-    pinned = tracker.current()
+    follower = stores.PointerFollower(
+        Settings(), ("A", open_side("A", None)), open_side, keep=2, retire=Store.close
+    )
+    pinned = follower.current()
     for name in ("B", "A", "C", "D"):  # promote, rollback, two more promotes
         pointer[0] = name
-        assert tracker.current().collection == name
+        assert follower.current().name == name and follower.collection == name
     assert opened == ["A", "B", "C", "D"]  # the rollback reused the open A
-    assert closed == ["B"] and pinned.collection == "A"  # only sides retired 2 swaps ago close
-    tracker.close()
-    assert sorted(closed) == ["A", "B", "C", "D"]
+    assert closed == ["B"] and pinned.name == "A"  # only sides retired 2 swaps ago close
+    assert [side.name for side in follower.held()] == ["A", "C", "D"]  # the current last
+    monkeypatch.setattr(stores, "configured_live", lambda settings: None)
+    assert follower.current().name == "D"  # no pointer, no `missing`: the side held stays
