@@ -173,23 +173,36 @@ def run(n: int, embedder: str, base: Path, repeats: int, kinds: list[str]) -> li
     def edit_object() -> None:
         server.put(bucket, f"docs/{edited}", new_text)
 
+    try:
+        return measure_each(base, embedder, repeats, kinds, [
+            ("folder", str(folder), edit_folder),
+            ("git", f"{repo.url}@main", edit_repo),
+            ("s3", f"s3://{bucket}/docs", edit_object),
+        ])  # fmt: skip
+    finally:
+        server.stop()  # never left running, whatever failed
+
+
+def measure_each(
+    base: Path,
+    embedder: str,
+    repeats: int,
+    kinds: list[str],
+    sources: list[tuple[str, str, Callable[[], None]]],
+) -> list[Run]:
+    """After a warm-up sync, each chosen source's figures in one process, then its CLI rows."""
     warm = base / "warm"
     (warm / "w.txt").parent.mkdir(parents=True)
     (warm / "w.txt").write_text("A warm-up file: the model loads here, not in the figures.\n")
     ingest.sync([warm], settings=Settings(data_dir=base / "data-warm", embedder=embedder))
     out = []
-    for kind, spec, edit in (
-        ("folder", str(folder), edit_folder),
-        ("git", f"{repo.url}@main", edit_repo),
-        ("s3", f"s3://{bucket}/docs", edit_object),
-    ):
+    for kind, spec, edit in sources:
         if kind not in kinds:
             continue
         settings = Settings(data_dir=base / f"data-{kind}", embedder=embedder)
         measured = measure(kind, spec, settings, edit)
         noop, status = cli_noop(spec, settings.data_dir, embedder, repeats)
         out.append(replace(measured, cli_noop_s=noop, cli_status_s=status))
-    server.stop()
     return out
 
 

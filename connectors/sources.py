@@ -6,16 +6,17 @@ connectors/s3.py). `configured` opens every configured source once per process a
 them out by name: the flow's input lists them, the parse step reads through them, the writer
 stamps permissions through them, and an answer's freshness asks them, so a source with an
 endpoint or credentials from the settings is never rebuilt from a locator string. Only a
-document whose source is not configured here (a query process without the sources'
-settings) falls back on `source_at`, which rebuilds one from its locator with boto3's own
-environment for an S3 object. Nothing here imports bytewax (connectors/source_input.py is
-the flow's input).
+document whose source is not configured here (a query process without the sources' settings)
+is read through `source_at`, which rebuilds one from its locator with boto3's own
+environment for an S3 object; an answer's freshness is then unknown, never guessed. Nothing
+here imports bytewax (connectors/source_input.py is the flow's input).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ragstream.connectors.fs import FolderSource, PathFilter
@@ -41,6 +42,7 @@ OPENERS: dict[str, Opener] = {
 }
 _OPENED: dict[str, Source] = {}  # config (JSON) + filter -> the source opened in this process
 _OPENED_LOCK = threading.Lock()
+_RECORDED: dict[Path, tuple[tuple[int, int], list[SourceConfig]]] = {}  # by sources.json
 
 
 def open_source(config: SourceConfig, path_filter: PathFilter, git_poll_s: float = 5.0) -> Source:
@@ -57,7 +59,7 @@ def configured(settings: Settings, recorded: bool = False) -> dict[str, Source]:
     out = {}
     configs = settings.sources
     if recorded and not configs:
-        configs = SourcesBook(settings.state_dir).load()
+        configs = recorded_sources(settings.state_dir)
     for config in configs:
         key = f"{config.model_dump_json()}|{pf}|{settings.sync.git_poll_s}"
         with _OPENED_LOCK:
@@ -65,6 +67,21 @@ def configured(settings: Settings, recorded: bool = False) -> dict[str, Source]:
                 _OPENED[key] = open_source(config, pf, settings.sync.git_poll_s)
             out[config.name] = _OPENED[key]
     return out
+
+
+def recorded_sources(state_dir: Path) -> list[SourceConfig]:
+    """The sources the data dir was last synced from, read again only when its record
+    changed (an answer asks on every call)."""
+    book = SourcesBook(state_dir)
+    try:
+        st = book.path.stat()
+    except FileNotFoundError:
+        return []
+    stamp = (st.st_mtime_ns, st.st_size)
+    held = _RECORDED.get(book.path)
+    if held is None or held[0] != stamp:
+        held = _RECORDED[book.path] = (stamp, book.load())
+    return held[1]
 
 
 def sources_of(settings: Settings) -> list[Source]:
@@ -99,20 +116,16 @@ def source_at(locator: str, root: str = "") -> Source:
 
 
 def changed_since(
-    locator: str,
-    version: FileFingerprint | None,
-    sources: Mapping[str, Source] | None = None,
-    name: str = "",
+    locator: str, version: FileFingerprint | None, sources: Mapping[str, Source], name: str
 ) -> bool | None:
     """True if the document differs from `version` or is gone; None when this process cannot
-    see its source (a query pod that mounts no folder, an object store it has no endpoint
-    for) or knows no version."""
-    if version is None or version.size < 0:
+    see its source (none configured or recorded as `name` here, a query pod that mounts no
+    folder, a store it cannot reach) or knows no version. Asked of that source only: an
+    answer never guesses a source from a locator string."""
+    source = sources.get(name)
+    if source is None or version is None or version.size < 0:
         return None
     try:
-        source = source_for(sources or {}, name, locator)
-        if isinstance(source, S3Source) and source.config.name != name:
-            return None  # an object store is asked only through its configured source
         now = source.version(locator)
     except (OSError, ValueError):
         return None

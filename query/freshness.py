@@ -24,13 +24,13 @@ from ragstream.core.models import IndexedChunk
 def with_versions(
     sources: Sequence[SourceChunk],
     stored: Sequence[IndexedChunk],
-    configured: Mapping[str, Source] | None = None,
+    configured: Mapping[str, Source],
 ) -> list[SourceChunk]:
     """The sources stamped with the version the vector store records for each, and whether
     the document is still that version: True if it differs or is gone, None if this process
     cannot see its source (a query pod that does not mount the watched folders, an object
     store it is not configured for) or knows no version (`connectors.sources.changed_since`).
-    `configured`: the sources configured here, by name."""
+    `configured`: the sources configured (or recorded) here, by name."""
     held = {c.point_id: c for c in stored}
     out = []
     for source in sources:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,12 +40,23 @@ def connect(
     decides the tenant from the API key, so without `api_key` the key `server.api_keys`
     maps to the tenant is sent (InvalidRequestError when none does)."""
     user = principal.user if principal is not None else None
-    s = settings or load_settings(data_dir)
-    if tenant is not None and api_key is None:
+    s = settings
+    if s is None and (url is None or tenant is not None):  # a plain URL needs no settings
+        s = load_settings(data_dir)
+    if tenant is not None and api_key is None and s is not None:
         api_key = key_of(s, tenant)
-    remote_key = _remote_key(api_key, tenant)
+
+    def remote(at: str) -> RemoteIndex:
+        if tenant is not None and api_key is None:  # the server decides the tenant by key
+            raise InvalidRequestError(
+                f"the server decides the tenant from the API key: pass an API key, or map "
+                f"a key to {tenant!r} in server.api_keys"
+            )
+        return RemoteIndex(at, api_key=api_key, timeout_s=timeout_s, user=user)
+
     if url is not None:
-        return RemoteIndex(url, api_key=remote_key(), timeout_s=timeout_s, user=user)
+        return remote(url)
+    assert s is not None
     recorded = recorded_endpoint(s)
     if recorded is None:
         from ragstream.connectors.vector_stores import StoreBusyError
@@ -58,27 +69,12 @@ def connect(
             recorded = recorded_endpoint(s)  # it may have started serving meanwhile
             if recorded is None:
                 raise DataDirBusyError(busy_message(s)) from err
-    return RemoteIndex(recorded, api_key=remote_key(), timeout_s=timeout_s, user=user)
+    return remote(recorded)
 
 
 def key_of(settings: Settings, tenant: str) -> str | None:
     """The API key `server.api_keys` maps to `tenant` (the first, when several do)."""
     return next((k for k, t in settings.server.api_keys.items() if t == tenant), None)
-
-
-def _remote_key(api_key: str | None, tenant: str | None) -> Callable[[], str | None]:
-    """The key requests carry over HTTP, asked only when the index is remote: a tenant's
-    must be there (the server decides the tenant from it)."""
-
-    def key() -> str | None:
-        if api_key is None and tenant is not None:
-            raise InvalidRequestError(
-                f"the server decides the tenant from the API key: pass an API key, or map "
-                f"a key to {tenant!r} in server.api_keys"
-            )
-        return api_key
-
-    return key
 
 
 @contextmanager

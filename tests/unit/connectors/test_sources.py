@@ -168,6 +168,7 @@ def test_it_says_which_version_is_there_now(kit: Kit) -> None:
         return changed_since(event.path, event.fingerprint, configured, kit.source.name)
 
     assert changed() is False
+    assert changed_since(event.path, event.fingerprint, {}, kit.source.name) is None  # unseen
     kit.edit("a.md", "# Alpha\n\nEdited.\n")
     assert changed() is True
     kit.delete("a.md")
