@@ -58,7 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ragstream.core.settings import ChunkSettings, Settings
 from ragstream.core.telemetry import install_exporter
 from ragstream.eval.beir import beir_subset, index_corpus, load_beir, write_beir
-from ragstream.eval.evaluation import Row, evaluate_dataset, markdown_table
+from ragstream.eval.datasets import evaluate_dataset
+from ragstream.eval.evaluation import Row, markdown_table
 from ragstream.flows.runtime import chunker_for
 from ragstream.operators.embed import Embedder, load_embedder
 from ragstream.service import ingest

@@ -43,7 +43,7 @@ from ragstream.eval.conversations import (  # noqa: E402
     markdown,
     summary,
 )
-from ragstream.eval.kinds import quiet_settings  # noqa: E402
+from ragstream.eval.opened import quiet_settings  # noqa: E402
 from ragstream.query.engine import QueryEngine  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "mtrag-un"

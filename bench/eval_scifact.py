@@ -21,13 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ragstream.eval.evaluation import (
-    DEFAULT_DEPTH,
-    DEFAULT_K,
-    MODES,
-    evaluate_dataset,
-    markdown_report,
-)
+from ragstream.eval.datasets import evaluate_dataset
+from ragstream.eval.evaluation import DEFAULT_DEPTH, DEFAULT_K, MODES, markdown_report
 from tests.harness.scifact import SCIFACT
 
 OUT = Path(__file__).resolve().parent / "out" / "scifact-data"

@@ -1,10 +1,10 @@
 """Refusal on every kind of "not answerable", against the plain top dense cosine, per kind.
 
-Reads every kind of question of a split (`ragstream.eval.kinds`: SQuAD 2.0's articles, SciFact's
-claims and mtrag-un's conversations, each on its own index under `--out`, indexed on first use)
-through the engine, then replays each score on the recorded signals: for every cell (a data
-set and a kind of unanswerable question, against that data set's answerable questions) the
-ROC AUC and the share refused at 90 % (and `--shares`) answered, for the decision's
+Reads every kind of question of a split (`ragstream.eval.kind_sets`: SQuAD 2.0's articles,
+SciFact's claims and mtrag-un's conversations, each on its own index under `--out`, indexed on
+first use) through the engine, then replays each score on the recorded signals: for every cell
+(a data set and a kind of unanswerable question, against that data set's answerable questions)
+the ROC AUC and the share refused at 90 % (and `--shares`) answered, for the decision's
 probability, the top dense cosine and the judge's best reading side by side; then what the
 decision at its shipped floor answers and refuses (the verdict the engine reaches from the
 same signals: coverage rule, overrides, unknown terms, gate).
@@ -38,7 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ragstream.core.settings import QuerySettings  # noqa: E402
-from ragstream.eval.kinds import CHAT, NATURAL, Sets, quiet_engine, read_kinds  # noqa: E402
+from ragstream.eval.kind_sets import Sets, read_kinds  # noqa: E402
+from ragstream.eval.kinds import CHAT, NATURAL  # noqa: E402
+from ragstream.eval.opened import opened  # noqa: E402
 from ragstream.operators.answer_judge import BUNDLED_ANSWER_JUDGE  # noqa: E402
 from ragstream.query.answerable import Limits, answers_from  # noqa: E402
 from ragstream.query.decision import load_decision  # noqa: E402
@@ -78,7 +80,7 @@ def end_to_end(out: Path, off: tuple[tuple[str, str], ...], judge: Path | None) 
     print("\n| index | questions | refused | by check | answered |")
     print("|---|---|---|---|---|")
     for name, own in rows:
-        with quiet_engine(load_settings(out / name), judge) as engine:
+        with opened(load_settings(out / name), judge) as engine:
             for label, questions in ((f"its {len(own)} off-topic", own), ("general", general)):
                 answers = [engine.answer(QueryRequest(query=q)) for q in questions]
                 checks = Counter(a.refusal.check for a in answers if a.refusal)

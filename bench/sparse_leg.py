@@ -42,7 +42,8 @@ from ragstream.connectors.stores import (
 from ragstream.core.ids import content_hash, point_id
 from ragstream.core.models import EmbedderVersion, IndexedChunk
 from ragstream.core.settings import Settings
-from ragstream.eval.evaluation import evaluate_dataset, markdown_table
+from ragstream.eval.datasets import evaluate_dataset
+from ragstream.eval.evaluation import markdown_table
 from tests.harness.scifact import SCIFACT
 
 ALL = SearchFilter()

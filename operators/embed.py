@@ -343,6 +343,22 @@ def files_shape(root: Path) -> _Shape | None:
     return _Shape(dimension, max_len, tokenizer_json)
 
 
+def mean_pooled_layout(root: Path) -> bool | None:
+    """Whether a sentence-transformers directory is a transformer, a pooling by the mean of
+    its tokens alone and a normalize (True) or no normalize (False); None for any other
+    layout (it is opened with sentence-transformers)."""
+    try:
+        modules = json.loads((root / "modules.json").read_text())
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        pooling = json.loads((root / modules[1]["path"] / "config.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True}
+    if kinds[:2] != ["Transformer", "Pooling"] or modes != {"pooling_mode_mean_tokens"}:
+        return None
+    return {2: False, 3: True}.get(len(kinds)) if kinds[2:] in ([], ["Normalize"]) else None
+
+
 def _sentence_transformer(name: str, path: str, shape: _Shape | None = None) -> Embedder:
     """A sentence-transformers model. Given its `shape` (read from its files), the model is
     opened on the first encode; without one (a hub name, a folder of any layout), it is
@@ -356,6 +372,9 @@ def _sentence_transformer(name: str, path: str, shape: _Shape | None = None) -> 
 
     def open_model() -> EncodeFn:
         model = loaded
+        plain = mean_pooled_layout(root) if model is None else None
+        if plain is not None:
+            return _transformer_encoder(root, shape, plain)
         if model is None:
             model = _st_model(path)
             _check_shape(name, shape, _st_shape(model))
@@ -435,8 +454,57 @@ def _onnx_encoder(onnx_path: Path, tokenizer_json: str, dim: int) -> EncodeFn:
         for rows, feeds in padded_batches(tok.encode_batch(texts), batch_size):
             ids, mask = feeds["input_ids"], feeds["attention_mask"]
             states = session.run([hidden], {"input_ids": ids, "attention_mask": mask})[0]
-            weights = mask[..., None].astype(np.float32)
-            out[rows] = (states * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
+            out[rows] = mean_pooled(states, mask)
+        return out
+
+    return encode
+
+
+def mean_pooled(states: np.ndarray, mask: np.ndarray) -> Matrix:
+    """The mean of each row's token states over its attention mask (padding left out), as
+    sentence-transformers' mean pooling computes it.
+
+    >>> states = np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])
+    >>> mean_pooled(states, np.array([[1, 1, 0]])).tolist()
+    [[2.0, 3.0]]
+    """
+    weights = mask[..., None].astype(np.float32)
+    return np.asarray((states * weights).sum(1) / np.maximum(weights.sum(1), 1e-9), np.float32)
+
+
+def _transformer_encoder(root: Path, shape: _Shape, normalize: bool) -> EncodeFn:
+    """A sentence-transformers directory of the plain layout (`mean_pooled_layout`) run
+    with transformers alone: the same model, tokenizer, truncation and pooling as
+    sentence-transformers runs it, without importing sentence-transformers (seconds that
+    every process embedding with it would pay before its first vector)."""
+    import inspect
+
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # never a load's progress bar in a query's output
+    model = AutoModel.from_pretrained(str(root), local_files_only=True).eval()
+    if int(model.config.hidden_size) != shape.dimension:
+        raise EmbedderMismatch(
+            f"embedder at {root} opened with dimension {model.config.hidden_size}, "
+            f"but its files said {shape.dimension}"
+        )
+    takes = set(inspect.signature(model.forward).parameters)
+    tok = Tokenizer.from_str(shape.tokenizer_json)
+    tok.enable_truncation(shape.max_seq_length)
+    tok.no_padding()  # each length-sorted mini-batch is padded to its own width
+
+    def encode(texts: list[str], batch_size: int) -> Matrix:
+        out = np.zeros((len(texts), shape.dimension), np.float32)
+        with torch.inference_mode():
+            for rows, feeds in padded_batches(tok.encode_batch(texts), batch_size):
+                inputs = {k: torch.from_numpy(v) for k, v in feeds.items() if k in takes}
+                states = model(**inputs).last_hidden_state.float().numpy()
+                out[rows] = mean_pooled(states, feeds["attention_mask"])
+        if normalize:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
     return encode

@@ -110,6 +110,11 @@ class QueryEngine:
         engine.readers = self.settings.readers_of(principal, self.synced)
         return engine
 
+    def configured(self, settings: Settings) -> QueryEngine:
+        """An engine over the same stores (this engine's retriever), answering with other
+        `settings` and the models they name."""
+        return QueryEngine(settings, self.retriever)
+
     @classmethod
     @contextmanager
     def open(cls, settings: Settings, models: QueryModels | None = None) -> Iterator[QueryEngine]:

@@ -99,12 +99,8 @@ def eval_(
     DATA_DIR/eval/SPLIT.MODE.json. Per-query details go to DATA_DIR/eval/SPLIT.MODE.details.json.
     Reruns embed nothing.
     """
-    from ragstream.eval.evaluation import (
-        DEFAULT_DEPTH,
-        DEFAULT_K,
-        evaluate_dataset,
-        markdown_report,
-    )
+    from ragstream.eval.datasets import evaluate_dataset
+    from ragstream.eval.evaluation import DEFAULT_DEPTH, DEFAULT_K, markdown_report
 
     check_eval_options(dataset_dir, mode, rows, plot)
     if not as_json:  # a test runner may read stderr and stdout as one stream

@@ -46,12 +46,11 @@ from pydantic import BaseModel
 
 from ragstream.core.answers import Answer, QueryRequest
 from ragstream.core.settings import NAMED_FLOOR, QuerySettings, Settings, switched_off
-from ragstream.eval.answer_eval import eval_engine, latency
+from ragstream.eval.answer_eval import latency
 from ragstream.eval.beir import Qrels, Queries, doc_key
 from ragstream.eval.negate import negate
 from ragstream.query.assemble import render
 from ragstream.query.engine import QueryEngine
-from ragstream.query.retrieve import Retriever
 from ragstream.query.verify import verify
 
 log = logging.getLogger(__name__)
@@ -268,22 +267,22 @@ def summarize(
 
 
 def answer_ablation(
-    settings: Settings,
-    retriever: Retriever,
+    engine: QueryEngine,
     queries: Queries,
     qrels: Qrels,
     k: int,
     rows: str = "all",
 ) -> tuple[AnswerAblation, list[dict[str, Any]]]:
-    """Every question through every row's engine; the report, and one detail per question
-    on which the rows disagree about `answered` or `gold_cited` (where a row made a
-    difference worth reading)."""
+    """Every question through every row's engine (`engine`'s stores, the row's settings);
+    the report, and one detail per question on which the rows disagree about `answered` or
+    `gold_cited` (where a row made a difference worth reading)."""
+    settings = engine.settings
     chosen = {
         name: with_configured_judge(overrides, settings.query.answerable.judge)
         for name, overrides in ROW_SETS[rows].items()
     }
     engines = {
-        name: eval_engine(row_settings(settings, overrides), retriever)
+        name: engine.configured(row_settings(settings, overrides))
         for name, overrides in chosen.items()
     }
     # one-off model / store costs stay out of the latencies (the engines share the retriever)
@@ -292,7 +291,7 @@ def answer_ablation(
     details: list[dict[str, Any]] = []
     for i, (qid, text) in enumerate(queries.items(), 1):
         relevant = {d for d, rel in qrels[qid].items() if rel > 0}
-        mine = {name: _ask(engine, text, k, relevant) for name, engine in engines.items()}
+        mine = {name: _ask(row, text, k, relevant) for name, row in engines.items()}
         for name, s in mine.items():
             scored[name].append(s)
         if len({(s.answered, s.gold_cited) for s in mine.values()}) > 1:

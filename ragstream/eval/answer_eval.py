@@ -12,8 +12,9 @@ path does with it, each isolating one side of the generator + verifier:
   removed (`heldout`, the hard, near-domain case), and general questions from far outside
   the corpus (`offtopic`). The abstention rate is refused ÷ asked.
 
-Both run the real engine (real assembly, generator, verifier, refusal rules) with the
-retrieval log switched off: evaluation questions are not queries anyone asked the index.
+Both run the real engine (real assembly, generator, verifier, refusal rules), opened as
+`eval.opened` opens it: the retrieval log switched off, evaluation questions are not queries
+anyone asked the index.
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragstream.core.answers import Answer, QueryRequest
-from ragstream.core.settings import Settings
 from ragstream.eval.beir import beir_doc_id
 from ragstream.query.decision import Decision
 from ragstream.query.engine import QueryEngine
-from ragstream.query.retrieve import Retriever
 
 # Far outside any scientific corpus; the gate's floor was calibrated on questions like these.
 OFF_TOPIC = (
@@ -59,14 +58,6 @@ def latency(ms: Sequence[float]) -> tuple[float, float]:
     if not ms:
         return 0.0, 0.0
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
-
-
-def eval_engine(settings: Settings, retriever: Retriever) -> QueryEngine:
-    """The real engine on an open retriever, with the retrieval log off."""
-    quiet = settings.model_copy(
-        update={"query": settings.query.model_copy(update={"log_queries": False})}
-    )
-    return QueryEngine(quiet, retriever)
 
 
 def accepted(answer: Answer, min_grounding: float) -> bool:

@@ -14,8 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragstream.core.settings import Settings
-from ragstream.flows.sources import with_folders
-from ragstream.flows.sync import run_sync
+from ragstream.service import ingest
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,8 @@ def markdown_doc(doc: Mapping[str, str]) -> str:
 def index_corpus(
     corpus: Corpus, data_dir: str | Path, settings_overrides: Mapping[str, Any] | None = None
 ) -> Settings:
-    """Write `<data_dir>/corpus/<id>.md` and run the real ingest over that folder.
+    """Write `<data_dir>/corpus/<id>.md` and sync that folder as `ragstream sync` does
+    (`service.ingest.sync`).
 
     Unchanged files are not rewritten (their mtime is the ingest's change signal), files of
     ids no longer in the corpus are removed, so the index always equals this corpus."""
@@ -112,7 +112,7 @@ def index_corpus(
         if stale.name not in wanted:
             stale.unlink()
     settings = Settings(**{**(settings_overrides or {}), "data_dir": data}).with_paths([folder])
-    report = run_sync(with_folders(settings, [folder]), watch=False, allow_mass_delete=True)
+    report = ingest.sync([folder], settings=settings, allow_mass_delete=True)
     log.info("indexed %d docs (%d chunks embedded)", report.docs_seen, report.chunks_embedded)
     if report.dead_letters:
         log.warning("%d documents could not be indexed", len(report.dead_letters))

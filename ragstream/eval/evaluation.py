@@ -1,29 +1,18 @@
-"""Retrieval evaluation on BEIR-format datasets (`ragstream eval`, bench/eval_scifact.py).
+"""Retrieval scoring and the eval reports: the ablation rows over an open retriever
+(`run_eval`, also the promote gate's score of a reindex side), the report `ragstream eval`
+saves and prints, and the saved reports a served index lists.
 
-The point is to measure the system a user runs, not a re-implementation of it: the corpus is
-written as Markdown files and indexed by the real ingest (`flows.sync.run_sync`, what
-`ragstream sync` runs: parse, chunk, embed, both stores), and queries go through the real
-`Retriever` (both legs, real fusion, optional real reranker). The ingest is incremental, so
-re-running on the same data dir embeds nothing: only files whose content changed are
-rewritten, so the other files' fingerprints (and their chunks in the index) stay.
+Everything here takes an index that is already open: opening one, indexing a dataset and
+running each mode is `eval.datasets`. Queries go through the real `Retriever` (both legs, real
+fusion, optional real reranker) under each config (`EvalConfig`): a single leg, both fused by
+RRF or DBSF, reranked, or with a query transform (`hybrid-rrf+keywords`, `+hyde`,
+`+decompose`: rows that exist only when an OpenAI-compatible endpoint is configured, since
+without one there is nothing to write them).
 
 Metrics come from pytrec_eval (trec_eval's own code), never hand-rolled: nDCG@10, recall@10,
 recall@100, and MRR@10 (reciprocal rank over the top-10 run only, as BEIR/MS MARCO define it).
 The index holds chunks but qrels judge documents, so each ranking is collapsed to documents:
 a document ranks where its best (first) chunk ranks.
-
-Beside the ablation rows, every retrieval run classifies each failing query by the first
-stage that broke (`failures`): `not_retrieved@N` (no relevant document among the N chunks per
-leg of the pipeline configuration), `below_k` (retrieved, but not in the top k chunks that go
-to the answer), and, with `answers=True` (the whole answer path per query: slower, so off by
-default), `refused_wrongly` (refused though a relevant document was in the context) and
-`unsupported_answer` (answered, but verification found the citations do not support it).
-Query-transform rows (`hybrid-rrf+keywords`, `+hyde`, `+decompose`) exist only when an
-OpenAI-compatible endpoint is configured: without one there is nothing to write them.
-`--mode gold|abstain` runs the answer-level checks of `ragstream.eval.answer_eval` instead, and
-`--mode answers` the assembly ablation of `ragstream.eval.answer_ablation` (measured on answers).
-A SQuAD 2.0-format set is read with `--mode answers` or `--mode abstain` only, through
-`ragstream.eval.squad_eval`.
 """
 
 from __future__ import annotations
@@ -41,38 +30,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragstream.core.answers import DEFAULT_RRF_K, QueryRequest
 from ragstream.core.settings import Settings
-from ragstream.eval import kinds
-from ragstream.eval.answer_ablation import AnswerAblation, answer_ablation, markdown_answers
+from ragstream.eval.answer_ablation import AnswerAblation, markdown_answers
 from ragstream.eval.answer_eval import (
-    OFF_TOPIC,
     AbstainReport,
     GoldReport,
-    abstain_group,
-    eval_engine,
-    gold_eval,
     latency,
     markdown_abstain,
     markdown_gold,
 )
-from ragstream.eval.beir import (
-    Corpus,
-    Qrels,
-    Queries,
-    beir_doc_id,
-    doc_key,
-    index_corpus,
-    load_beir,
-)
-from ragstream.eval.failures import (
-    FailureDetail,
-    classify_failures,
-    count_failures,
-    markdown_failures,
-)
+from ragstream.eval.beir import Qrels, Queries, doc_key
+from ragstream.eval.failures import markdown_failures
 from ragstream.eval.kinds import FrontierPoint
-from ragstream.eval.squad import load_squad, squad_file
-from ragstream.eval.squad_eval import SquadReport, markdown_squad, squad_answers
-from ragstream.query.engine import QueryEngine
+from ragstream.eval.squad_eval import SquadReport, markdown_squad
 from ragstream.query.rerank import is_tuned, load_reranker, rerank, rerank_depth
 from ragstream.query.retrieve import Candidate, Fusion, RetrievalResult, Retriever
 from ragstream.query.transforms import (
@@ -245,17 +214,12 @@ def run_eval(
     configs: Sequence[EvalConfig] | None = None,
     depth: int = DEFAULT_DEPTH,
     *,
-    retriever: Retriever | None = None,
+    retriever: Retriever,
 ) -> list[Row]:
-    """Every query that has qrels, through the real retriever, scored per config.
-
-    `retriever`: an open one to use (and leave open), e.g. one pinned to a reindex side;
-    by default one is opened on the live index of `settings` and closed after."""
+    """Every query that has qrels, through `retriever` (an open one, left open: the served
+    index's, or one pinned to a reindex side), scored per config."""
     configs = list(configs) if configs is not None else default_configs(settings)
-    if retriever is not None:
-        return _run(settings, retriever, queries, qrels, configs, depth).rows
-    with Retriever.open(settings) as opened:
-        return _run(settings, opened, queries, qrels, configs, depth).rows
+    return run_configs(settings, retriever, queries, qrels, configs, depth).rows
 
 
 def _judged(queries: Queries, qrels: Qrels) -> list[str]:
@@ -266,13 +230,15 @@ def _judged(queries: Queries, qrels: Qrels) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _RunResult:
+class RunResult:
+    """What `run_configs` measured: the rows, one config's chunk rankings, stage latencies."""
+
     rows: list[Row]
     kept: dict[str, list[str]]  # qid -> chunk ranking (BEIR doc ids) of the `keep` config
     stage_ms: dict[str, list[float]]  # stage -> per-query latency of the plain retrieve
 
 
-def _run(
+def run_configs(
     settings: Settings,
     retriever: Retriever,
     queries: Queries,
@@ -280,7 +246,7 @@ def _run(
     configs: Sequence[EvalConfig],
     depth: int,
     keep: str | None = None,
-) -> _RunResult:
+) -> RunResult:
     """Rows per config, plus (for config `keep`) each query's chunk ranking as BEIR doc ids:
     the failure report needs chunk ranks, the metrics only document ranks; and each stage's
     latency per query."""
@@ -326,32 +292,7 @@ def _run(
             runs[config.name][qid] = aggregate(chunks)
             latency_ms[config.name].append(ms)
     rows = [score_run(c.name, runs[c.name], qrels, latency_ms[c.name]) for c in configs]
-    return _RunResult(rows, kept, stage_ms)
-
-
-def evaluate_retrieval(
-    settings: Settings,
-    queries: Queries,
-    qrels: Qrels,
-    *,
-    depth: int = DEFAULT_DEPTH,
-    k: int = DEFAULT_K,
-    answers: bool = False,
-    configs: Sequence[EvalConfig] | None = None,
-) -> tuple[list[Row], EvalConfig, list[FailureDetail], dict[str, list[float]]]:
-    """The ablation rows, the failure report of the pipeline config and each stage's
-    latency per query, in one pass."""
-    configs = list(configs) if configs is not None else default_configs(settings)
-    pipeline = pipeline_config(settings)
-    if pipeline.name not in {c.name for c in configs}:
-        configs.append(pipeline)
-    with Retriever.open(settings) as retriever:
-        run = _run(settings, retriever, queries, qrels, configs, depth, pipeline.name)
-        engine = eval_engine(settings, retriever) if answers else None
-        details = classify_failures(
-            queries, qrels, run.kept, k=k, depth=depth, engine=engine, config=pipeline
-        )
-    return run.rows, pipeline, details, run.stage_ms
+    return RunResult(rows, kept, stage_ms)
 
 
 def score_run(
@@ -443,158 +384,11 @@ def markdown_frontier(points: Sequence[FrontierPoint]) -> str:
     return "\n".join(lines)
 
 
-def evaluate_dataset(
-    dataset_dir: str | Path,
-    data_dir: str | Path,
-    split: str = "test",
-    *,
-    limit_queries: int | None = None,
-    depth: int = DEFAULT_DEPTH,
-    settings_overrides: Mapping[str, Any] | None = None,
-    mode: Mode = "retrieval",
-    answers: bool = False,
-    k: int = DEFAULT_K,
-    row_set: str = "all",
-) -> EvalReport:
-    """Load, index (incrementally), evaluate in `mode`, and save the report to
-    `<data_dir>/eval/<split>.json` (retrieval) or `<split>.<mode>.json`, with per-query
-    details beside it in `<split>.<mode>.details.json`. A SQuAD-format dataset (`answers` or
-    `abstain` only) is asked through the engine instead (`squad_eval`).
-
-    `abstain` re-syncs the data dir without the judged queries' relevant documents, asks, then
-    syncs the full corpus back (the re-added chunks reuse their tombstoned vectors)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}: expected one of {MODES}")
-    if squad_file(dataset_dir) is not None:
-        return _squad_dataset(
-            dataset_dir, data_dir, split, mode, limit_queries, k, settings_overrides
-        )
-    corpus, queries, qrels = load_beir(dataset_dir, split)
-    judged = [q for q in queries if q in qrels][:limit_queries]  # None keeps all
-    asked = {q: queries[q] for q in judged}
-    base = {"dataset": Path(dataset_dir).name, "split": split, "mode": mode, "k": k}
-    base |= {"queries": len(judged), "depth": depth}
-    details: Any
-    if mode == "abstain":
-        abstain, details = _abstain_mode(corpus, qrels, judged, asked, data_dir, settings_overrides)
-        report = EvalReport(**base, abstain=abstain)
-    elif mode == "gold":
-        settings = index_corpus(corpus, data_dir, settings_overrides)
-        with Retriever.open(settings) as retriever:
-            gold, details = gold_eval(eval_engine(settings, retriever), asked, qrels)
-        report = EvalReport(**base, gold=gold)
-    elif mode == "answers":
-        settings = index_corpus(corpus, data_dir, settings_overrides)
-        report, details = _answers_mode(settings, base, dataset_dir, split, asked, qrels, row_set)
-    else:
-        settings = index_corpus(corpus, data_dir, settings_overrides)
-        rows, pipeline, failing, stage_ms = evaluate_retrieval(
-            settings, asked, qrels, depth=depth, k=k, answers=answers
-        )
-        report = EvalReport(
-            **base,
-            answers=answers,
-            rows=rows,
-            failure_config=pipeline.name,
-            failures=count_failures(failing, depth, answers),
-            stage_ms=stage_ms,
-        )
-        details = [d.model_dump() for d in failing]
-    return _save(report, data_dir, split, mode, details)
-
-
-def _answers_mode(
-    settings: Settings,
-    base: dict[str, Any],
-    dataset_dir: str | Path,
-    split: str,
-    asked: Queries,
-    qrels: Qrels,
-    row_set: str,
-) -> tuple[EvalReport, Any]:
-    """The answers mode on a BEIR set: the assembly ablation, and the decision's frontier."""
-    with Retriever.open(settings) as retriever:
-        assembly, details = answer_ablation(settings, retriever, asked, qrels, base["k"], row_set)
-        points = _frontier(eval_engine(settings, retriever), dataset_dir, split, asked)
-    return EvalReport(**base, assembly=assembly, frontier=points), details
-
-
-def _frontier(
-    engine: QueryEngine, dataset_dir: str | Path, split: str, asked: Queries
-) -> list[FrontierPoint] | None:
-    """The calibrated decision's frontier on the asked questions, each read with its gold
-    documents and with them taken out; None without a calibrated decision."""
-    decision = engine.decision
-    if decision is None:
-        return None
-    read = kinds.engine_reader(engine)
-    readings = kinds.beir_readings(read, Path(dataset_dir), split, "set", keep=asked.__contains__)
-    return kinds.frontier(readings, decision.probability)
-
-
-def _abstain_mode(
-    corpus: Corpus,
-    qrels: Qrels,
-    judged: list[str],
-    asked: Queries,
-    data_dir: str | Path,
-    settings_overrides: Mapping[str, Any] | None,
-) -> tuple[AbstainReport, dict[str, Any]]:
-    """The judged queries asked of the index without their relevant documents, and general
-    questions from far outside the corpus; the full corpus is synced back afterwards."""
-    heldout = {d for q in judged for d, rel in qrels[q].items() if rel > 0} & corpus.keys()
-    rest = {d: doc for d, doc in corpus.items() if d not in heldout}
-    settings = index_corpus(rest, data_dir, settings_overrides)
-    try:
-        with Retriever.open(settings) as retriever:
-            engine = eval_engine(settings, retriever)
-            hidden = {beir_doc_id(settings, d) for d in heldout}
-            held, leaks, held_details = abstain_group(engine, asked, hidden)
-            offtopic = {f"offtopic-{i}": q for i, q in enumerate(OFF_TOPIC, 1)}
-            off, _, off_details = abstain_group(engine, offtopic)
-            generator = engine.generator.name
-    finally:
-        index_corpus(corpus, data_dir, settings_overrides)
-    abstain = AbstainReport(
-        heldout_docs=len(heldout),
-        heldout_leaks=leaks,
-        heldout=held,
-        offtopic=off,
-        generator=generator,
-    )
-    return abstain, {"heldout_answered": held_details, "offtopic_answered": off_details}
-
-
-def _squad_dataset(
-    dataset: str | Path,
-    data_dir: str | Path,
-    split: str,
-    mode: Mode,
-    limit_queries: int | None,
-    k: int,
-    settings_overrides: Mapping[str, Any] | None,
-) -> EvalReport:
-    """A SQuAD 2.0-format set: its split's paragraphs indexed, its questions asked through
-    the engine (`answers`: all; `abstain`: the unanswerable ones), saved like any report."""
-    if mode not in ("answers", "abstain"):
-        raise ValueError(
-            f"a SQuAD-format set is evaluated with --mode answers or abstain, not {mode}"
-        )
-    data = load_squad(dataset, split)
-    asked = [q for q in data.questions if mode == "answers" or not q.answerable][:limit_queries]
-    settings = index_corpus(data.corpus, data_dir, settings_overrides)
-    with Retriever.open(settings) as retriever:
-        squad, details = squad_answers(settings, retriever, asked, k)
-    name = Path(dataset).name
-    report = EvalReport(
-        dataset=name, split=split, mode=mode, queries=len(asked), depth=0, k=k, squad=squad
-    )
-    return _save(report, data_dir, split, mode, details)
-
-
-def _save(
+def save_report(
     report: EvalReport, data_dir: str | Path, split: str, mode: Mode, details: Any
 ) -> EvalReport:
+    """Write `report` to `<data_dir>/eval/<split>.json` (retrieval) or `<split>.<mode>.json`,
+    its per-query `details` beside it in `<split>.<mode>.details.json`; the report, stamped."""
     folder = Path(data_dir) / "eval"
     folder.mkdir(parents=True, exist_ok=True)
     stem = split if mode == "retrieval" else f"{split}.{mode}"
@@ -607,7 +401,7 @@ def _save(
 
 
 def saved_reports(data_dir: str | Path) -> list[tuple[str, EvalReport]]:
-    """The reports `evaluate_dataset` saved under `<data_dir>/eval/`, newest first, as
+    """The reports `save_report` wrote under `<data_dir>/eval/`, newest first, as
     (file name, report); per-query details files and unreadable files are left out."""
     folder = Path(data_dir) / "eval"
     found = []

@@ -22,26 +22,22 @@ Each question becomes a `Reading`: its kind, data set, group (the unit of the
 leave-one-group-out folds: an article, a conversation, a tenth of the claims) and the
 signals the engine's answerability stage records for it (`None`: the retrieval gate refused).
 The question is retrieved once; with and without its gold documents are two readings of the
-same ranked pool, so a question costs one retrieval and two judge readings.
-
-Which split each data set contributes is the caller's choice: `ragstream.train.decision`
-reads train splits only, `bench/natural_negatives.py` reports the test splits.
+same ranked pool, so a question costs one retrieval and two judge readings. Every reader
+here takes an engine already open; the data sets' indexes, opened through the served
+index, are `eval.kind_sets`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import xxhash
 from pydantic import BaseModel
 
 from ragstream.core.answers import ChatMessage, ChatRequest, QueryRequest, RetrievedChunk
-from ragstream.core.settings import ConversationSettings, Settings
 from ragstream.eval.beir import Corpus, doc_key, load_beir
 from ragstream.eval.squad import SquadQuestion, contains_answer
 from ragstream.eval.squad_eval import floor_at, refused_at
@@ -345,219 +341,7 @@ def _fold(qid: str) -> int:
     return int(qid) % FOLDS if qid.isdigit() else sum(map(ord, qid)) % FOLDS
 
 
-def read_question_set(
-    dataset_dir: Path, data_dir: Path, split: str, judge: Path | None = None
-) -> list[Reading]:
-    """One question set of `split` (SQuAD 2.0 or BEIR format), its corpus indexed into
-    `data_dir` (incrementally), every judged question read with and without its gold
-    documents (and a SQuAD set's unanswerable ones as `adversarial`), by the answer judge
-    in `judge` (None: the shipped one)."""
-    from ragstream.eval.beir import index_corpus
-    from ragstream.eval.squad import load_squad, squad_file
-
-    squad = squad_file(dataset_dir)
-    name = dataset_dir.name
-    if squad is not None:
-        data = load_squad(squad, split)
-        with _engine(data_dir, data.corpus, judge) as engine:
-            return squad_readings(engine_reader(engine), data.questions, name)
-    corpus, _, _ = load_beir(dataset_dir, split)
-    with quiet_engine(index_corpus(corpus, data_dir), judge) as engine:
-        return beir_readings(engine_reader(engine), dataset_dir, split, name, keep=lambda _: True)
-
-
-# every ELSEWHERE_STRIDE-th question of the train articles the index leaves out is asked as
-# an off-topic question (of the SQuAD index, and of SciFact's but for the articles that share
-# its subject)
-ELSEWHERE_STRIDE = 6
-MEDICAL_ARTICLES = frozenset({"Immune_system"})
-SQUAD_TRAIN_MORE = "squad2-train10"  # train articles the answer judge never read
-
-
-@dataclass(frozen=True)
-class Sets:
-    """Where the data sets and their indexes are: the shared data folder, and a folder the
-    per-set data dirs are made under (each indexed on first use, incrementally after)."""
-
-    shared: Path
-    out: Path
-    off_topic: tuple[tuple[str, str], ...] = ()  # general questions (id, text), test only
-    # the answer judge's model directory the engines read with (None: the shipped one); a
-    # candidate's readings are kept beside the shipped judge's, under its version
-    judge: Path | None = None
-
-    def data_dir(self, name: str) -> Path:
-        return self.out / name
-
-
-def read_kinds(
-    sets: Sets, split: str, *, only: Sequence[str] = ("squad", "scifact", "mtrag")
-) -> list[Reading]:
-    """Every kind of question of `split` over each data set of `only`, each data set on its
-    own index (`train`: SQuAD 2.0's held-out train articles and `squad2-train10`, SciFact's
-    train claims, mtrag-un's train conversations; `test`: the test side of each). Readings
-    are kept in each data dir under the judge's version and the split (a chat's also under
-    the rewrite's settings): a rerun on the same inputs asks nothing again."""
-    out: list[Reading] = []
-    for name in only:
-        out += _cached(sets, name, split)
-    return out
-
-
-def _cached(sets: Sets, name: str, split: str) -> list[Reading]:
-    from ragstream.operators.answer_judge import AnswerJudge, bundled_answer_judge
-
-    data_dir = sets.data_dir(INDEX_DIRS[name](split))
-    data_dir.mkdir(parents=True, exist_ok=True)
-    version = (AnswerJudge(sets.judge) if sets.judge else bundled_answer_judge()).version
-    cache = data_dir / f"kinds-{name}-{split}{f'-{version}' if sets.judge else ''}.json"
-    key = f"{version} k={K} pool={POOL} off={len(sets.off_topic)}"
-    key += _READ_AS.get(name, "")
-    if name == CHAT:  # a chat's readings follow the rewrite's settings
-        key += " " + xxhash.xxh64(ConversationSettings().model_dump_json().encode()).hexdigest()
-    saved = load(cache, key)
-    if saved is not None:
-        return saved
-    readings = _READERS[name](sets, split, data_dir)
-    save(readings, cache, key)
-    return readings
-
-
-def _engine(
-    data_dir: Path, corpus: Corpus, judge: Path | None = None
-) -> AbstractContextManager[QueryEngine]:
-    """The index of `corpus` in `data_dir` (synced), opened for reading signals."""
-    from ragstream.eval.beir import index_corpus
-
-    return quiet_engine(index_corpus(corpus, data_dir), judge)
-
-
-def quiet_engine(
-    settings: Settings, judge: Path | None = None
-) -> AbstractContextManager[QueryEngine]:
-    """The engine over `quiet_settings`."""
-    return QueryEngine.open(quiet_settings(settings, judge))
-
-
-def quiet_settings(settings: Settings, judge: Path | None = None) -> Settings:
-    """`settings` with the retrieval log off (these are not queries anyone asked), reading
-    with the answer judge in `judge` and the decision beside it (None: the settings' own)."""
-    update: dict[str, object] = {"log_queries": False}
-    if judge is not None:
-        update["answerable"] = settings.query.answerable.model_copy(update={"judge": str(judge)})
-    return settings.model_copy(update={"query": settings.query.model_copy(update=update)})
-
-
-def _squad(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
-    from ragstream.eval.squad import holds_out, load_squad
-
-    half = load_squad(sets.shared / "squad2-half", split)
-    if split == "train":
-        more = load_squad(sets.shared / SQUAD_TRAIN_MORE)
-        own = [q for q in half.questions if holds_out(q.article)] + more.questions
-        slugs = {q.paragraph.rsplit("-p", 1)[0] for q in own}
-        corpus = {
-            pid: doc
-            for pid, doc in {**half.corpus, **more.corpus}.items()
-            if pid.rsplit("-p", 1)[0] in slugs
-        }
-        elsewhere = [q for q in half.questions if not holds_out(q.article)][::ELSEWHERE_STRIDE]
-        off = [(f"squad-elsewhere-{q.id}", q.text) for q in elsewhere]
-    else:
-        own, corpus, off = half.questions, half.corpus, list(sets.off_topic)
-    with _engine(data_dir, corpus, sets.judge) as engine:
-        read = engine_reader(engine)
-        return squad_readings(read, own, "squad") + off_topic_readings(read, off, "squad")
-
-
-def _scifact(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
-    from ragstream.eval.answer_eval import OFF_TOPIC
-    from ragstream.eval.beir import load_corpus
-    from ragstream.eval.squad import holds_out, load_squad
-
-    if split == "train":
-        half = load_squad(sets.shared / "squad2-half", "train")
-        elsewhere = [q for q in half.questions if not holds_out(q.article)][::ELSEWHERE_STRIDE]
-        off = [
-            (f"squad-elsewhere-{q.id}", q.text)
-            for q in elsewhere
-            if q.article not in MEDICAL_ARTICLES
-        ]
-    else:
-        off = [(f"scifact-offtopic-{i}", q) for i, q in enumerate(OFF_TOPIC, 1)]
-        off += list(sets.off_topic)
-    dataset = sets.shared / "scifact"
-    with _engine(data_dir, load_corpus(dataset), sets.judge) as engine:
-        read = engine_reader(engine)
-        claims = beir_readings(read, dataset, split, "scifact", keep=lambda _: True)
-        return claims + off_topic_readings(read, off, "scifact")
-
-
-def _mtrag(sets: Sets, split: str, data_dir: Path, *, chat: bool = False) -> list[Reading]:
-    corpus, tasks = load_mtrag(sets.shared / "mtrag-un", split)
-    dataset = CHAT if chat else "mtrag"
-    with _engine(data_dir, corpus, sets.judge) as engine:
-        return mtrag_readings(engine_reader(engine), tasks, dataset, chat=chat)
-
-
-def _mtrag_chat(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
-    return _mtrag(sets, split, data_dir, chat=True)
-
-
 def in_conversation(reading: Reading) -> bool:
     """Whether `reading` is of a question asked after earlier turns (what the decision's
     conversation member reads)."""
     return reading.signals is not None and asked_in_conversation(reading.signals)
-
-
-DOCS_FOLDERS = ("html", "md")  # the shared real documents the docs questions were written on
-
-
-def _docs(sets: Sets, split: str, data_dir: Path) -> list[Reading]:
-    """The shared real documents (`DOCS_FOLDERS`, synced where they are): the repository's
-    docs questions read with and without the file that answers them, its off-topic questions
-    and the general ones (test only: none of them is ever fitted on)."""
-    import csv
-
-    from ragstream.flows.sources import with_folders
-    from ragstream.flows.sync import run_sync
-
-    if split != "test":
-        return []
-    tests = Path(__file__).resolve().parents[2] / "tests" / "data"
-    lines = (tests / "docs_questions.tsv").read_text(encoding="utf-8").splitlines()
-    rows = csv.DictReader([ln for ln in lines if not ln.startswith("#")], delimiter="\t")
-    answerable_docs = [(f"docs-{i}", r["question"], r["file"]) for i, r in enumerate(rows, 1)]
-    texts = (tests / "offtopic_questions.txt").read_text(encoding="utf-8").splitlines()
-    off = [(f"docs-offtopic-{i}", t.strip()) for i, t in enumerate(texts, 1)]
-    off = [(i, t) for i, t in off if t and not t.startswith("#")] + list(sets.off_topic)
-    folders = [sets.shared / "docs" / f for f in DOCS_FOLDERS]
-    settings = with_folders(Settings(data_dir=data_dir), folders)
-    run_sync(settings, watch=False)
-    out = []
-    with quiet_engine(settings, sets.judge) as engine:
-        read = engine_reader(engine)
-        for qid, question, file in answerable_docs:
-            # a doc id is `<folder>:<path under it>`
-            pair = read(question, hiding({file.replace("/", ":", 1)}, key=str))
-            out.append(Reading(qid, "answerable", "docs", qid, pair.present))
-            out.append(Reading(qid, "gold_removed", "docs", qid, pair.absent))
-        return out + off_topic_readings(read, off, "docs")
-
-
-# how a data set's questions are read, where that changed what its cached readings hold
-_READ_AS = {"mtrag": " alone", CHAT: " history-turns"}
-INDEX_DIRS: dict[str, Callable[[str], str]] = {  # each set's data dir under `Sets.out`
-    "squad": lambda split: f"squad-{split}-data",
-    "scifact": lambda _: "scifact-data",
-    "mtrag": lambda _: "mtrag-data",
-    CHAT: lambda _: "mtrag-data",
-    "docs": lambda _: "docs-data",
-}
-_READERS: dict[str, Callable[[Sets, str, Path], list[Reading]]] = {
-    "squad": _squad,
-    "scifact": _scifact,
-    "mtrag": _mtrag,
-    CHAT: _mtrag_chat,
-    "docs": _docs,
-}

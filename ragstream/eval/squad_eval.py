@@ -26,11 +26,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragstream.core.answers import Answer, QueryRequest
-from ragstream.eval.answer_eval import eval_engine, latency
+from ragstream.eval.answer_eval import latency
 from ragstream.eval.beir import doc_key
 from ragstream.eval.squad import SquadQuestion, contains_answer
 from ragstream.query.decision import SIGNALS
-from ragstream.query.retrieve import Retriever
+from ragstream.query.engine import QueryEngine
 from ragstream.query.verify import sentence_spans
 
 ANSWERED_SHARES = (0.8, 0.85, 0.9, 0.95)
@@ -176,10 +176,9 @@ def _signal(name: str, a: Answer) -> float | None:
 
 
 def squad_answers(
-    settings: Any, retriever: Retriever, questions: Sequence[SquadQuestion], k: int
+    engine: QueryEngine, questions: Sequence[SquadQuestion], k: int
 ) -> tuple[SquadReport, list[dict[str, Any]]]:
     """Ask every question through the engine; the report and one detail per question."""
-    engine = eval_engine(settings, retriever)
     answers: dict[str, Answer] = {}
     ms: list[float] = []
     for q in questions:

@@ -1,9 +1,9 @@
 """Fit the calibrated answerability decision (query/decision.py) on train splits.
 
 The shared data folder (`make decision`): every kind of question of every train split is
-read through the engine, each data set on its own index (`eval.kinds.read_kinds`: SQuAD 2.0's
-held-out train articles and `squad2-train10`, SciFact's train claims, mtrag-un's train
-conversations; answerable questions, the same with their gold documents taken out,
+read through the engine, each data set on its own index (`eval.kind_sets.read_kinds`:
+SQuAD 2.0's held-out train articles and `squad2-train10`, SciFact's train claims, mtrag-un's
+train conversations; answerable questions, the same with their gold documents taken out,
 adversarial, off-topic and conversational ones). The signals the decision reads are chosen by
 their held-out ROC AUC per kind, their weights by what they refuse around 90 % answered, and
 its floor keeps 90 % of every data set's answerable questions answered (`fit_kinds`,
@@ -36,9 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ragstream.eval import kinds
+from ragstream.eval import kind_sets, kinds
 from ragstream.eval.beir import index_corpus, load_beir
-from ragstream.eval.kinds import Sets, read_kinds
+from ragstream.eval.kind_sets import Sets, read_kinds
+from ragstream.eval.opened import opened
 from ragstream.eval.squad_eval import auc as rank_auc
 from ragstream.operators.answer_judge import (
     BUNDLED_ANSWER_JUDGE,
@@ -50,7 +51,6 @@ from ragstream.query.decision import (
     Decision,
     features,
 )
-from ragstream.query.engine import QueryEngine
 from ragstream.service import ingest
 from ragstream.train import kinds_fit
 from ragstream.train.judge_data import is_holdout
@@ -93,8 +93,8 @@ def collect(
     out = []
     # the signals only: no decision file is read (the one being fitted may not exist yet)
     rule = settings.query.answerable.model_copy(update={"decision": "rule", "judge": judge})
-    query = settings.query.model_copy(update={"answerable": rule, "log_queries": False})
-    with QueryEngine.open(settings.model_copy(update={"query": query})) as engine:
+    query = settings.query.model_copy(update={"answerable": rule})
+    with opened(settings.model_copy(update={"query": query})) as engine:
         read = kinds.engine_reader(engine, k, gate=False)
         for qid in judged:
             gold = {d for d, rel in qrels[qid].items() if rel > 0}
@@ -366,15 +366,17 @@ def _live_embedder(data_dir: Path) -> str:
 
 def _fit_one_set(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
     """One question set's split: its questions read with and without their gold documents
-    (`eval.kinds.read_question_set`), then the same fit."""
-    readings = kinds.read_question_set(args.dataset, args.data_dir, args.split, _candidate(args))
+    (`eval.kind_sets.read_question_set`), then the same fit."""
+    readings = kind_sets.read_question_set(
+        args.dataset, args.data_dir, args.split, _candidate(args)
+    )
     decision, steps = fit_kinds(readings, scorer.version, args.keep, _live_embedder(args.data_dir))
     return _fitted(readings, decision, steps, scorer, f"{args.split} split")
 
 
 def _fit_every_kind(args: argparse.Namespace, scorer: AnswerJudge) -> Fit:
     """The shared data folder: every kind of question of every train split
-    (`eval.kinds.read_kinds`), the signals chosen per kind (`train.kinds_fit.select`), the
+    (`eval.kind_sets.read_kinds`), the signals chosen per kind (`train.kinds_fit.select`), the
     floor that keeps `keep` of the answerable questions of every data set answered; the
     questions asked after earlier turns fit the conversation member (`fit_conversation`)."""
     sets = Sets(args.dataset, args.data_dir, judge=_candidate(args))
@@ -446,7 +448,7 @@ def _refit_conversation(args: argparse.Namespace, scorer: AnswerJudge) -> None:
     report = json.loads(path.read_text())
     sets = Sets(args.dataset, args.data_dir, judge=_candidate(args))
     readings = read_kinds(sets, "train", only=(kinds.CHAT,))
-    embedder = _live_embedder(args.data_dir / kinds.INDEX_DIRS[kinds.CHAT]("train"))
+    embedder = _live_embedder(args.data_dir / kind_sets.INDEX_DIRS[kinds.CHAT]("train"))
     member, fitted_on = _conversation_member(readings, scorer, args.keep, embedder)
     report["conversation"] = member.to_json()
     report["fitted_on"]["conversation"] = fitted_on

@@ -37,9 +37,9 @@ from pydantic import BaseModel
 
 from ragstream.core.settings import Settings
 from ragstream.eval.beir import Qrels, Queries, doc_key, index_corpus, load_beir, load_corpus
+from ragstream.eval.opened import opened
 from ragstream.operators.chunk import embedding_text, split_sentences
 from ragstream.query.rerank import RERANKER_META, OnnxReranker, blend
-from ragstream.query.retrieve import Retriever
 from ragstream.train.crossencoder import TrainConfig, export_onnx, train_cross_encoder
 
 What = Literal["reranker", "embedder", "both"]
@@ -114,7 +114,8 @@ def mine_groups(
 ) -> list[Group]:
     """Each judged query's top `depth` fused candidates, labelled by the qrels."""
     groups = []
-    with Retriever.open(settings) as retriever:
+    with opened(settings) as engine:
+        retriever = engine.retriever
         for done, (qid, text) in enumerate(queries.items(), 1):
             if on_step is not None:
                 on_step(done, len(queries))
@@ -141,7 +142,8 @@ def cloze_groups(
     sentence of 8-40 words is the query, its chunk without it the one positive, candidates
     of the same document left out (their relevance is unknown)."""
     groups: list[Group] = []
-    with Retriever.open(settings) as retriever:
+    with opened(settings) as engine:
+        retriever = engine.retriever
         chunks = sorted(
             (c for page in retriever.vectors.live_pages() for c in page), key=lambda c: c.point_id
         )

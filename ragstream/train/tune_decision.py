@@ -5,7 +5,7 @@ kind (contracts, runbooks) reads its signals at other levels. From the user's qu
 (SQuAD 2.0 or BEIR format, its `--split`), every judged question is asked through the engine
 over the user's index twice: with its gold documents among the candidates (answerable) and
 with them taken out (`gold_removed`: the index holds the subject, not the answer); a SQuAD
-set's unanswerable questions join as `adversarial` (`ragstream.eval.kinds`). A fixed fifth
+set's unanswerable questions join as `adversarial` (`ragstream.eval.kind_sets`). A fixed fifth
 of the groups (whole articles, tenths of the claims) is held out; the decision is fitted on
 the rest exactly as the shipped one is (`train.decision.fit_kinds`) and kept only when, on
 the held-out questions, it refuses more of the unanswerable ones at 90 % answered than the
@@ -29,7 +29,7 @@ from pathlib import Path
 import xxhash
 from pydantic import BaseModel
 
-from ragstream.eval import kinds
+from ragstream.eval import kind_sets, kinds
 from ragstream.operators.answer_judge import BUNDLED_ANSWER_JUDGE, AnswerJudge
 from ragstream.query.decision import DECISION_FILE, Decision, load_decision
 from ragstream.service import ingest
@@ -85,7 +85,7 @@ def tune_decision(
     progress: Callable[[str], None] = print,
 ) -> DecisionTuneReport:
     """Read, fit on four fifths of the groups, gate on the rest; see the module docstring."""
-    readings = kinds.read_question_set(dataset_dir, data_dir, split)
+    readings = kind_sets.read_question_set(dataset_dir, data_dir, split)
     held = [r for r in readings if kinds_fit.fold_of(r) in HELD_FOLDS]
     fit = [r for r in readings if kinds_fit.fold_of(r) not in HELD_FOLDS]
     if min(_answerable(fit), 4 * _answerable(held)) < MIN_ANSWERABLE:

@@ -24,8 +24,8 @@ from pydantic import BaseModel
 from ragstream.connectors.protocols import VectorStore
 from ragstream.core.errors import InvalidRequestError
 from ragstream.core.models import EmbedderVersion
+from ragstream.eval.opened import opened
 from ragstream.operators.embed import embedder_spec, weight_files, weights_fingerprint
-from ragstream.query.retrieve import Retriever
 from ragstream.train.crossencoder import installed_minilm
 from ragstream.train.embedder import EmbedTrainConfig, embedding_triples, train_embedder
 from ragstream.train.tune import Group, MineConfig, Mined, Steps, _split, mrr10
@@ -101,9 +101,9 @@ def tune_embedder(
     """Train from the mined groups, save the new version, write `embedder.json`."""
     mine = mine or MineConfig(seed=config.seed)
     fit_groups, held = _split(mined.groups, mine.held_share, mine.seed)
-    with Retriever.open(mined.settings) as retriever:
-        live = retriever.embedder.version
-        stored = stored_vectors(retriever.vectors, held)
+    with opened(mined.settings) as engine:
+        live = engine.retriever.embedder.version
+        stored = stored_vectors(engine.retriever.vectors, held)
     base = trainable_base(live)
     fit = embedding_triples(fit_groups, mine.positives, mine.seed, config.hard_negatives)
     with tempfile.TemporaryDirectory() as tmp:

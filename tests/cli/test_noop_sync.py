@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # the real CLI in subprocesses
 
-MODEL_MODULES = ("sentence_transformers", "torch")
+MODEL_MODULES = ("sentence_transformers", "torch", "transformers")
 # `ragstream sync` as the console script runs it, then the model modules it imported
 PROBE = f"""
 import sys
@@ -46,7 +46,7 @@ def test_a_sync_that_embeds_nothing_imports_no_model(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first, loaded = _sync(root, data)
     assert first["chunks_embedded"] == 1
-    assert loaded == "LOADED ['sentence_transformers', 'torch']"  # the probe sees a load
+    assert loaded == "LOADED ['torch', 'transformers']"  # the probe sees a load
     again, loaded = _sync(root, data)
     assert again["docs_changed"] == 0 and again["chunks_embedded"] == 0
     assert loaded == "LOADED []"

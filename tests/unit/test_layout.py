@@ -168,15 +168,17 @@ def test_every_method_of_the_remote_client_loads_no_heavy_dependency() -> None:
 
 
 # ---- the face: what each part of `ragstream/` above the floors may import ------------------
-# eval sits on the floors; service on the floors and eval (the promote gate scores a side by
-# nDCG@10); http on core and service alone (every route is one call on the served index)
-# and the MCP server it mounts; mcp on core and service (its tools are service calls);
-# the public facades on core and service (`api` composes serving beside the flow through
-# `service.ingest.watch_serving`, never the flows itself); the CLI on everything below it;
-# the framework retrievers (integrations) on the client alone, and the models it returns.
+# eval on the floors and service (eval and train open every index through the served index,
+# `eval.opened`); service on the floors and eval (the promote gate scores a side by nDCG@10
+# through `eval.evaluation`, which opens no index); http on core and service alone (every
+# route is one call on the served index) and the MCP server it mounts; mcp on core and
+# service (its tools are service calls); the public facades on core and service (`api`
+# composes serving beside the flow through `service.ingest.watch_serving`, never the flows
+# itself); the CLI on everything below it; the framework retrievers (integrations) on the
+# client alone, and the models it returns.
 BELOW = set(FLOORS)
 FACE = {
-    "eval": BELOW | {"eval"},
+    "eval": BELOW | {"eval", "service"},
     "service": BELOW | {"service", "eval"},
     "train": BELOW | {"train", "eval", "service"},
     "http": {"core", "http", "service", "mcp"},

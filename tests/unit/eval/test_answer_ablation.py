@@ -35,11 +35,10 @@ from ragstream.eval.answer_ablation import (
     score_answer,
     with_configured_judge,
 )
-from ragstream.eval.answer_eval import eval_engine
 from ragstream.eval.beir import Qrels, Queries, beir_subset, index_corpus, load_beir, write_beir
 from ragstream.eval.evaluation import DEFAULT_K, EvalReport, markdown_report
+from ragstream.eval.opened import opened
 from ragstream.query.assemble import render
-from ragstream.query.retrieve import Retriever
 
 QUERIES, DISTRACTORS = 4, 40
 RATES = ("answered", "gold_in_context", "gold_cited", "citation_precision", "changed")
@@ -59,8 +58,8 @@ Asked = dict[str, dict[str, Answer]]  # row -> question id -> answer
 def run(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     corpus, queries, qrels = load_beir(dataset, "test")
     settings = index_corpus(corpus, tmp_path_factory.mktemp("answer-ablation"))
-    with Retriever.open(settings) as retriever:
-        report, _ = answer_ablation(settings, retriever, queries, qrels, DEFAULT_K, rows="assembly")
+    with opened(settings) as engine:
+        report, _ = answer_ablation(engine, queries, qrels, DEFAULT_K, rows="assembly")
     print("\n" + markdown_answers(report))
     return settings, queries, qrels, report
 
@@ -70,9 +69,9 @@ def asked(run: Run) -> Asked:
     """Every question asked again through the real engine, with three rows' settings."""
     settings, queries, _, _ = run
     out: Asked = {}
-    with Retriever.open(settings) as retriever:
+    with opened(settings) as base:
         for row in ("score order", "+document order", "+parent expansion"):
-            engine = eval_engine(row_settings(settings, ASSEMBLY_ROWS[row]), retriever)
+            engine = base.configured(row_settings(base.settings, ASSEMBLY_ROWS[row]))
             out[row] = {q: engine.answer(QueryRequest(query=t)) for q, t in queries.items()}
     return out
 
@@ -111,13 +110,13 @@ def test_parent_expansion_grows_the_context_with_whole_sections(run: Run, asked:
     assert per_source("+both") > per_source("+document order")
     plain, grown = asked["score order"], asked["+parent expansion"]
     changed = 0
-    with Retriever.open(settings) as retriever:
+    with opened(settings) as engine:
         for qid in queries:
             before = {s.text for s in plain[qid].sources}
             for source in grown[qid].sources:
                 section = [
                     c
-                    for c in retriever.vectors.live_chunks(source.doc_id)
+                    for c in engine.retriever.vectors.live_chunks(source.doc_id)
                     if list(c.section_path) == source.section_path
                 ]
                 whole = "\n".join(c.text for c in sorted(section, key=lambda c: c.char_start))

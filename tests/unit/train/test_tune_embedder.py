@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from ragstream.cli import app
 from ragstream.eval.beir import beir_subset, load_beir, write_beir
+from ragstream.eval.opened import opened
 from ragstream.operators.embed import load_embedder, tokenizer_identity
-from ragstream.query.retrieve import Retriever
 from ragstream.train.crossencoder import installed_minilm
 from ragstream.train.embedder import (
     EmbedTrainConfig,
@@ -159,8 +159,8 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     assert once.config["train"]["max_length"] == 64 and once.fit_triples == emb["fit_triples"]
     # the base figure reads the candidates' vectors back from the index: what encoding gives
     groups = mined.groups[:6]
-    with Retriever.open(mined.settings) as retriever:
-        stored = stored_vectors(retriever.vectors, groups)
+    with opened(mined.settings) as engine:
+        stored = stored_vectors(engine.retriever.vectors, groups)
     assert set(stored) == {t for g in groups for t, _, _ in g.candidates}
     minilm = SentenceTransformer(installed_minilm(), device="cpu", local_files_only=True)
     encoded = dense_order_scores(minilm, groups, "", "")
