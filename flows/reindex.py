@@ -41,7 +41,9 @@ from ragstream.flows.sides import IndexSides, Side
 from ragstream.operators.chunk import embedding_text
 from ragstream.operators.embed import open_embedder
 
-PAGE = 1024  # live chunks per backfill step: one encode call (sorted by length inside it)
+# live chunks per backfill step: one encode call (sorted by length inside it), one write and
+# one progress report; a backfill killed mid-page embeds that page again when it resumes
+PAGE = 256
 SAVE_EVERY_S = 2.0  # how often backfill progress is written to reindex.json
 
 

@@ -2,8 +2,9 @@
 the served index open: a data dir opened here, or a running flow's stores), `serving`, which
 runs the app over a given `Serving` and records its URL in the data dir while it serves so
 clients of that data dir find it, and `run_server` (uvicorn on a background thread).
-Shutdown is graceful: readiness turns false and new requests get 503 at once, the listener
-closes, and requests in flight get `server.shutdown_grace_s` to finish."""
+Shutdown is graceful: readiness turns false and new requests get 503 at once, the live
+feed's streams (`GET /v1/events`) end, the listener closes, and requests in flight get
+`server.shutdown_grace_s` to finish."""
 
 from __future__ import annotations
 
@@ -51,7 +52,12 @@ def serve(
         if settings.server.warm:  # a first query's models, opened before readiness turns true
             index.warm()
         state.index = index  # /v1/ready turns true here
-        yield url
+        try:
+            yield url
+        finally:
+            state.draining = True  # new requests 503 from here
+            if feed is not None:  # the live streams end now, not at the end of the grace
+                feed.close()
 
 
 @contextmanager

@@ -452,7 +452,8 @@ def _outcomes(
     feed: OutcomeFeed, own: frozenset[str] | None, wait_s: float
 ) -> Iterator[DocOutcome | None]:
     """The outcomes `feed` publishes from now on, of the `own` sources (None: all); None
-    after each `wait_s` without one, so a reader can check that its client is still there."""
+    after each `wait_s` without one, so a reader can check that its client is still there.
+    Ends when the feed closes."""
     with feed.subscribe() as inbox:
         while True:
             try:
@@ -460,6 +461,8 @@ def _outcomes(
             except queue.Empty:
                 yield None
                 continue
+            if outcome is None:
+                return
             if in_sources(outcome.doc_id, own):
                 yield outcome
 

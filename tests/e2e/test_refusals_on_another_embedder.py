@@ -22,8 +22,8 @@ from tests.harness.helpers import copy_docs
 FILES = [
     "md/docling_concepts_chunking.md",
     "md/docling_concepts_plugins.md",
-    "md/docling_faq_index.md",
-    "html/python311_tutorial_appetite.html",
+    "md/docling_concepts_architecture.md",
+    "html/python311_tutorial_interactive.html",
 ]
 ANSWERABLE = "Which chunker should I use if I want to keep lines of code or logs intact?"
 

@@ -54,7 +54,7 @@ def test_sigkill_mid_backfill_resumes_without_re_embedding(
     tmp_path: Path, scifact_dir: Path
 ) -> None:
     root = tmp_path / "abstracts"
-    write_markdown(corpus(250, scifact_dir), root)
+    write_markdown(corpus(100, scifact_dir), root)  # ~600 chunks: three backfill pages
     data = tmp_path / "data"
     s = Settings(data_dir=data, embedder="static").with_paths([root])
     api.sync([root], settings=s)

@@ -109,6 +109,13 @@ class FaultProxy:
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
     _http: ThreadingHTTPServer | None = None
+    # one client forwards every request (a client per request builds a TLS context each
+    # time); no kept-alive connection, so a killed and restarted server is reached afresh
+    _upstream: httpx.Client = field(
+        default_factory=lambda: httpx.Client(
+            timeout=60, limits=httpx.Limits(max_keepalive_connections=0)
+        )
+    )
 
     def start(self) -> FaultProxy:
         proxy = self
@@ -150,11 +157,10 @@ class FaultProxy:
 
             def _forward(self, raw: bytes) -> None:
                 try:
-                    reply = httpx.post(
+                    reply = proxy._upstream.post(
                         proxy.upstream + self.path.removeprefix("/v1"),
                         content=raw,
                         headers={"Content-Type": "application/json"},
-                        timeout=60,
                     )
                     status, body = reply.status_code, reply.content
                 except httpx.HTTPError as exc:  # the server is gone: what a gateway says
@@ -179,6 +185,7 @@ class FaultProxy:
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
+        self._upstream.close()
 
 
 def _inputs(raw: bytes) -> list[str]:

@@ -150,13 +150,13 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     assert loaded.version.dimension == base.version.dimension and loaded.max_seq_length == 256
     assert emb["fit_triples"] > emb["fit_queries"] > 0 and 0 <= emb["held_mrr10_tuned"] <= 1
     assert emb["improved"] == (emb["held_mrr10_tuned"] > emb["held_mrr10_base"])
-    # same data, seed and command: same weights (two runs of a cheaper config: 64 tokens)
+    # same data, seed and command: same weights (two runs of a cheaper config: 32 tokens)
     mined = mine_index(dataset, data, "train", MineConfig())
-    small = replace(EmbedTrainConfig(), batch_size=8, max_length=64)
+    small = replace(EmbedTrainConfig(), batch_size=8, max_length=32)
     quiet = lambda _: None  # noqa: E731
     once, again = (tune_embedder(data, mined, config=small, progress=quiet) for _ in range(2))
     assert once.fingerprint == again.fingerprint != emb["fingerprint"]
-    assert once.config["train"]["max_length"] == 64 and once.fit_triples == emb["fit_triples"]
+    assert once.config["train"]["max_length"] == 32 and once.fit_triples == emb["fit_triples"]
     # the base figure reads the candidates' vectors back from the index: what encoding gives
     groups = mined.groups[:6]
     with opened(mined.settings) as engine:
