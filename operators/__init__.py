@@ -11,6 +11,7 @@ Ingest: parse, chunk, diff, embed (the content hash itself is `core.ids`).
 - `judge`: the trained support judge (does a sentence support or contradict a statement?).
 - `llm`: the one OpenAI-compatible client constructor.
 - `metadata`: a document's own metadata read at parse time (front matter, properties, file).
+- `onnx_export`: plain sentence-transformers embedders exported to ONNX for onnxruntime.
 - `ocr`: a page image to text lines with boxes and confidences (Tesseract, RapidOCR), offline.
 - `padding`: length-sorted mini-batches for onnxruntime models.
 - `parse`: one file on disk to a document of structural blocks (docling).

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import struct
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -370,10 +371,15 @@ def _sentence_transformer(name: str, path: str, shape: _Shape | None = None) -> 
         root = root if root.exists() else Path(loaded.tokenizer.name_or_path)
     assert shape is not None
 
+    fingerprint = weights_fingerprint(weight_files(root))
+
     def open_model() -> EncodeFn:
         model = loaded
         plain = mean_pooled_layout(root) if model is None else None
         if plain is not None:
+            exported = onnx_export_path(fingerprint)
+            if exported.is_file():  # the same model as ONNX (`operators/onnx_export.py`)
+                return _onnx_encoder(exported, shape.tokenizer_json, shape)
             return _transformer_encoder(root, shape, plain)
         if model is None:
             model = _st_model(path)
@@ -384,9 +390,7 @@ def _sentence_transformer(name: str, path: str, shape: _Shape | None = None) -> 
 
         return encode
 
-    version = EmbedderVersion(
-        name=name, fingerprint=weights_fingerprint(weight_files(root)), dimension=shape.dimension
-    )
+    version = EmbedderVersion(name=name, fingerprint=fingerprint, dimension=shape.dimension)
     tokenizer = tokenizer_identity(name, shape.tokenizer_json)
     counter = _token_counter(_plain_tokenizer(shape.tokenizer_json))
     return Embedder(
@@ -427,17 +431,26 @@ def _minilm_l3() -> Embedder:
         dimension=dim,
     )
     counter = _token_counter(_plain_tokenizer(tokenizer_json))
-    encode = _opened_once(version.name, lambda: _onnx_encoder(onnx_path, tokenizer_json, dim))
-    return Embedder(version, 128, version.name, counter, encode)
+    shape = _Shape(dim, 128, tokenizer_json)
+    encode = _opened_once(version.name, lambda: _onnx_encoder(onnx_path, tokenizer_json, shape))
+    return Embedder(version, shape.max_seq_length, version.name, counter, encode)
 
 
-def _onnx_encoder(onnx_path: Path, tokenizer_json: str, dim: int) -> EncodeFn:
-    """The MiniLM-L3 ONNX session and its mean-pooling encode."""
+def onnx_export_path(fingerprint: str) -> Path:
+    """Where the ONNX export of the weights with this fingerprint lies when it was made
+    (`python -m ragstream.operators.onnx_export`, run by `make install`): in the environment
+    ragstream is installed in, beside its packages' other data files."""
+    return Path(sys.prefix) / "share" / "ragstream" / "onnx" / f"{fingerprint}.onnx"
+
+
+def _onnx_encoder(onnx_path: Path, tokenizer_json: str, shape: _Shape) -> EncodeFn:
+    """A transformer's ONNX session (its output the token states) and its mean-pooling
+    encode: MiniLM-L3 as packaged, or a plain model's export (`onnx_export_path`)."""
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_str(tokenizer_json)
-    tok.enable_truncation(128)
+    tok.enable_truncation(shape.max_seq_length)
     tok.no_padding()  # each length-sorted mini-batch is padded to its own width below
     options = ort.SessionOptions()
     options.intra_op_num_threads = usable_cpus()
@@ -446,15 +459,16 @@ def _onnx_encoder(onnx_path: Path, tokenizer_json: str, dim: int) -> EncodeFn:
     options.enable_cpu_mem_arena = False
     session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
     hidden = next(o.name for o in session.get_outputs() if len(o.shape) == 3)
+    takes = {i.name for i in session.get_inputs()}
 
     def encode(texts: list[str], batch_size: int) -> Matrix:
         """Length-sorted mini-batches (as sentence-transformers does): each pads only to
         its own longest text, so short texts cost neither time nor activation memory."""
-        out = np.zeros((len(texts), dim), np.float32)
+        out = np.zeros((len(texts), shape.dimension), np.float32)
         for rows, feeds in padded_batches(tok.encode_batch(texts), batch_size):
-            ids, mask = feeds["input_ids"], feeds["attention_mask"]
-            states = session.run([hidden], {"input_ids": ids, "attention_mask": mask})[0]
-            out[rows] = mean_pooled(states, mask)
+            inputs = {k: v for k, v in feeds.items() if k in takes}
+            states = session.run([hidden], inputs)[0]
+            out[rows] = mean_pooled(states, feeds["attention_mask"])
         return out
 
     return encode

@@ -10,13 +10,21 @@ Scans are read by OCR (`operators.ocr`, setting `parse.ocr`): image files, and t
 without a usable text layer (every page under `force`). OCR lines go through the same
 paragraph builder as a PDF's text lines, so their blocks carry pages like any PDF's, plus
 where they came from (`origin="ocr"`), their box on the page and the engine's confidence.
+
+Docling is imported without transformers (`_import_docling`): its import pulls it in only to
+annotate its VLM options, which the converters here never use, and transformers' import
+costs every parsing process about a second.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
 import json
 import re
 import statistics
+import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -380,6 +388,48 @@ def text_to_blocks(text: str) -> list[Block]:
     return [Block(kind="paragraph", text=p) for p in paragraphs if p]
 
 
+# What docling imports only to annotate its VLM options: unavailable to the thread importing
+# docling, which then takes its own fallback for an install without it
+_NOT_FOR_DOCLING = frozenset({"transformers"})
+_DOCLING_MODULES = (
+    "docling.backend.pypdfium2_backend",
+    "docling.datamodel.base_models",
+    "docling.datamodel.pipeline_options",
+    "docling.document_converter",
+    "docling.pipeline.native_pdf_pipeline",
+)
+
+
+class _NotForDocling(importlib.abc.MetaPathFinder):
+    """Refuses `_NOT_FOR_DOCLING` to one thread (the one importing docling); any other
+    thread imports them as usual."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+
+    def find_spec(self, name: str, path: object, target: object = None) -> None:
+        if threading.get_ident() == self.thread and name.split(".")[0] in _NOT_FOR_DOCLING:
+            raise ModuleNotFoundError(f"No module named {name!r} (not for docling)", name=name)
+
+
+@lru_cache(maxsize=1)
+def _import_docling() -> None:
+    """The docling modules the converters use, imported once per process with
+    `_NOT_FOR_DOCLING` unavailable to the import. Where a docling module cannot do without
+    them (another version), docling is imported as it is."""
+    guard = _NotForDocling()
+    sys.meta_path.insert(0, guard)
+    try:
+        for module in _DOCLING_MODULES:
+            importlib.import_module(module)
+    except ImportError:
+        pass  # imported whole below
+    finally:
+        sys.meta_path.remove(guard)
+    for module in _DOCLING_MODULES:
+        importlib.import_module(module)
+
+
 @lru_cache(maxsize=4)
 def _converter(timeout_s: float | None) -> DocumentConverter:
     """One converter per process (and per timeout setting): importing docling takes seconds.
@@ -387,6 +437,7 @@ def _converter(timeout_s: float | None) -> DocumentConverter:
     PDFs use the model-free native pipeline: the layout/OCR pipelines fetch weights from the
     Hugging Face hub, which this project never contacts.
     """
+    _import_docling()
     from docling.backend.pypdfium2_backend import PyPdfiumDocumentBackend
     from docling.datamodel.base_models import InputFormat
     from docling.datamodel.pipeline_options import NativePdfPipelineOptions
@@ -407,6 +458,7 @@ def _converter(timeout_s: float | None) -> DocumentConverter:
 
 def _convert(name: str, data: bytes, timeout_s: float | None) -> DoclingDocument:
     """Run docling on in-memory bytes; every failure becomes a short `ParseError` reason."""
+    _import_docling()
     from docling.datamodel.base_models import ConversionStatus
     from docling_core.types.io import DocumentStream
 

