@@ -738,6 +738,24 @@ def open_embedder(spec: str, settings: Settings, dimension: int | None = None) -
     return load_embedder(spec, remote)
 
 
+def in_hub_cache(name: str, cache_dir: Path | None = None) -> bool:
+    """Whether a Hugging Face model name is in the local hub cache (where sentence-transformers
+    would find it offline), looked up without importing sentence-transformers: an unknown name
+    is refused at once, not after the seconds that import takes. A name without an owner is
+    looked up as sentence-transformers looks it up too (`sentence-transformers/<name>`)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    names = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
+    for repo in names:
+        try:
+            found = try_to_load_from_cache(repo, "config.json", cache_dir=cache_dir)
+        except ValueError:  # not a repository name at all (a path, spaces)
+            continue
+        if isinstance(found, str):
+            return True
+    return False
+
+
 @lru_cache(maxsize=8)
 def load_embedder(spec: str, remote: RemoteModel | None = None) -> Embedder:
     """A preset (`minilm-l6`, `minilm-l3`, `static`, `multilingual-e5-small`), a local path,
@@ -764,6 +782,12 @@ def load_embedder(spec: str, remote: RemoteModel | None = None) -> Embedder:
         if spec == "multilingual-e5-small":
             return _multilingual_e5()
         root = Path(spec)
+        if not root.is_dir() and not in_hub_cache(spec):
+            raise EmbedderUnavailable(
+                f"embedder {spec!r} is not a preset ({', '.join(PRESET_MODELS.values())}), a model "
+                "directory, a model in the local Hugging Face cache or openai:<model> "
+                "(nothing is downloaded)"
+            )
         return _sentence_transformer(spec, spec, files_shape(root) if root.is_dir() else None)
     except ModelUnavailableError:
         raise

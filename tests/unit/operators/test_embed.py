@@ -228,3 +228,39 @@ def test_an_embedder_directory_whose_files_say_its_shape_opens_its_model_on_firs
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()[-4:]
     assert lines == ["[] 256 384", "[] 256 384", "(1, 384)", "(1, 384)"]
+
+
+def test_an_unknown_embedder_is_refused_at_once_without_sentence_transformers() -> None:
+    """A name that is no preset, no directory and not in the local Hugging Face cache is
+    refused with what an embedder may be, before sentence-transformers is imported (seconds
+    a user would wait for the refusal)."""
+    code = (
+        "import sys\n"
+        "from ragstream.operators.embed import EmbedderUnavailable, load_embedder\n"
+        "try:\n"
+        "    load_embedder('no-such-model-anywhere')\n"
+        "except EmbedderUnavailable as refused:\n"
+        "    print(refused)\n"
+        "print('sentence_transformers' in sys.modules)\n"
+    )
+    repo = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    refused, imported = out.stdout.strip().splitlines()[-2:]
+    assert "'no-such-model-anywhere' is not a preset (minilm-l6, minilm-l3" in refused
+    assert "Hugging Face cache" in refused and imported == "False"
+
+
+def test_a_model_in_the_hub_cache_is_found_by_its_name_and_its_short_name(tmp_path: Path) -> None:
+    from ragstream.operators.embed import in_hub_cache
+
+    snapshot = tmp_path / "models--sentence-transformers--my-model" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    refs = tmp_path / "models--sentence-transformers--my-model" / "refs"
+    refs.mkdir()
+    (refs / "main").write_text("abc123")
+    assert in_hub_cache("sentence-transformers/my-model", tmp_path)
+    assert in_hub_cache("my-model", tmp_path)  # as sentence-transformers looks it up
+    assert not in_hub_cache("someone-else/my-model", tmp_path)
+    assert not in_hub_cache("../not a repo name", tmp_path)
