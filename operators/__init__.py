@@ -7,6 +7,7 @@ Ingest: parse, chunk, diff, embed (the content hash itself is `core.ids`).
 - `cosine_scale`: one embedder's cosines read on another's scale, measured on the index's chunks.
 - `cross_encoder`: an int8 ONNX cross-encoder run with onnxruntime (no torch).
 - `diff`: a document's fresh chunks against what the index holds: keep, move, add, tombstone.
+- `docling_convert`: docling's conversion of one document, without torch or transformers.
 - `embed`: embedders loaded offline, each with its exact version identity.
 - `judge`: the trained support judge (does a sentence support or contradict a statement?).
 - `llm`: the one OpenAI-compatible client constructor.

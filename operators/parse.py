@@ -11,26 +11,20 @@ without a usable text layer (every page under `force`). OCR lines go through the
 paragraph builder as a PDF's text lines, so their blocks carry pages like any PDF's, plus
 where they came from (`origin="ocr"`), their box on the page and the engine's confidence.
 
-Docling is imported without transformers (`_import_docling`): its import pulls it in only to
-annotate its VLM options, which the converters here never use, and transformers' import
-costs every parsing process about a second.
+Docling runs through `operators.docling_convert`: its converter for the formats read here,
+without the torch and transformers imports that `docling.document_converter` costs.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
 import json
 import re
 import statistics
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
 from io import BytesIO
 from itertools import pairwise
 from pathlib import Path, PurePosixPath
@@ -42,6 +36,7 @@ from ragstream.core.cpus import usable_cpus
 from ragstream.core.metadata import MetaOrigin, RawValue, merge_readings
 from ragstream.core.models import Block, BlockKind, FileFingerprint, PageBox, ParsedDocument
 from ragstream.core.telemetry import span
+from ragstream.operators.docling_convert import converter, import_docling
 from ragstream.operators.metadata import (
     RawFields,
     epub_chapters,
@@ -69,7 +64,6 @@ from ragstream.operators.ocr import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from docling.document_converter import DocumentConverter
     from docling_core.types.doc import DoclingDocument, NodeItem, TableItem
 
 FILE_TYPES = {".md": "md", ".markdown": "md", ".txt": "txt", ".html": "html", ".htm": "html"}
@@ -388,84 +382,16 @@ def text_to_blocks(text: str) -> list[Block]:
     return [Block(kind="paragraph", text=p) for p in paragraphs if p]
 
 
-# What docling imports only to annotate its VLM options: unavailable to the thread importing
-# docling, which then takes its own fallback for an install without it
-_NOT_FOR_DOCLING = frozenset({"transformers"})
-_DOCLING_MODULES = (
-    "docling.backend.pypdfium2_backend",
-    "docling.datamodel.base_models",
-    "docling.datamodel.pipeline_options",
-    "docling.document_converter",
-    "docling.pipeline.native_pdf_pipeline",
-)
-
-
-class _NotForDocling(importlib.abc.MetaPathFinder):
-    """Refuses `_NOT_FOR_DOCLING` to one thread (the one importing docling); any other
-    thread imports them as usual."""
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-
-    def find_spec(self, name: str, path: object, target: object = None) -> None:
-        if threading.get_ident() == self.thread and name.split(".")[0] in _NOT_FOR_DOCLING:
-            raise ModuleNotFoundError(f"No module named {name!r} (not for docling)", name=name)
-
-
-@lru_cache(maxsize=1)
-def _import_docling() -> None:
-    """The docling modules the converters use, imported once per process with
-    `_NOT_FOR_DOCLING` unavailable to the import. Where a docling module cannot do without
-    them (another version), docling is imported as it is."""
-    guard = _NotForDocling()
-    sys.meta_path.insert(0, guard)
-    try:
-        for module in _DOCLING_MODULES:
-            importlib.import_module(module)
-    except ImportError:
-        pass  # imported whole below
-    finally:
-        sys.meta_path.remove(guard)
-    for module in _DOCLING_MODULES:
-        importlib.import_module(module)
-
-
-@lru_cache(maxsize=4)
-def _converter(timeout_s: float | None) -> DocumentConverter:
-    """One converter per process (and per timeout setting): importing docling takes seconds.
-
-    PDFs use the model-free native pipeline: the layout/OCR pipelines fetch weights from the
-    Hugging Face hub, which this project never contacts.
-    """
-    _import_docling()
-    from docling.backend.pypdfium2_backend import PyPdfiumDocumentBackend
-    from docling.datamodel.base_models import InputFormat
-    from docling.datamodel.pipeline_options import NativePdfPipelineOptions
-    from docling.document_converter import DocumentConverter, PdfFormatOption
-    from docling.pipeline.native_pdf_pipeline import NativePdfPipeline
-
-    options = NativePdfPipelineOptions(
-        generate_page_images=False, generate_picture_images=False, document_timeout=timeout_s
-    )
-    pdf = PdfFormatOption(
-        pipeline_cls=NativePdfPipeline, pipeline_options=options, backend=PyPdfiumDocumentBackend
-    )
-    formats = [InputFormat.MD, InputFormat.HTML, InputFormat.DOCX, InputFormat.PPTX]
-    return DocumentConverter(
-        allowed_formats=[*formats, InputFormat.PDF], format_options={InputFormat.PDF: pdf}
-    )
-
-
 def _convert(name: str, data: bytes, timeout_s: float | None) -> DoclingDocument:
     """Run docling on in-memory bytes; every failure becomes a short `ParseError` reason."""
-    _import_docling()
+    import_docling()
     from docling.datamodel.base_models import ConversionStatus
     from docling_core.types.io import DocumentStream
 
     kind = name.rsplit(".", 1)[-1].upper()
     stream = DocumentStream(name=name, stream=BytesIO(data))
     try:
-        result = _converter(timeout_s).convert(stream, raises_on_error=False)
+        result = converter(timeout_s).convert(stream)
     except Exception as exc:  # docling raises assorted types for corrupt input
         raise ParseError("parse", f"corrupt or unreadable {kind}: {_first_line(exc)}") from exc
     detail = _first_line(result.errors[0].error_message if result.errors else result.status)
