@@ -150,7 +150,9 @@ def test_served_vectors_match_the_same_weights_run_locally(
     assert cosines.min() >= 0.999, cosines
 
 
-def test_sync_query_edit_and_what_it_cost(tmp_path: Path, folder: Path, proxy: FaultProxy) -> None:
+def test_sync_query_edit_what_it_cost_and_the_cosine_scale(
+    tmp_path: Path, folder: Path, proxy: FaultProxy
+) -> None:
     settings = settings_for(tmp_path / "data", proxy.url)
     first = api.sync([folder], settings=settings)
     assert first.docs_changed == len(FILES) and first.dead_letters == []
@@ -180,15 +182,9 @@ def test_sync_query_edit_and_what_it_cost(tmp_path: Path, folder: Path, proxy: F
     assert second.chunks_reused + second.chunks_embedded <= second.chunks_live
     assert 0 < second.embed_tokens < first.embed_tokens / 5  # paid for what changed only
 
-
-def test_the_served_models_cosines_are_read_on_the_floors_scale(
-    tmp_path: Path, folder: Path, proxy: FaultProxy
-) -> None:
-    """e5 puts unrelated text near 0.8: read raw, off-topic questions pass the floors fitted
-    on MiniLM's cosines; read on the scale measured on the index's own chunks, they do not,
-    and a question the documents answer still is answered."""
-    settings = settings_for(tmp_path / "data", proxy.url)
-    api.sync([folder], settings=settings)
+    # e5 puts unrelated text near 0.8: read raw, off-topic questions pass the floors fitted
+    # on MiniLM's cosines; read on the scale measured on the index's own chunks, they do
+    # not, and a question the documents answer still is answered
     answered_raw, answered, on_topic = off_topic_on_and_off_the_scale(settings)
     assert answered_raw and not answered, (answered_raw, answered)
     assert on_topic.refusal is None and any("chunking" in c.path for c in on_topic.citations)

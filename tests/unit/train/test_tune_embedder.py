@@ -17,7 +17,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sentence_transformers import SentenceTransformer
 from typer.testing import CliRunner
 
 from ragstream.cli import app
@@ -162,6 +161,8 @@ def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact
     with opened(mined.settings) as engine:
         stored = stored_vectors(engine.retriever.vectors, groups)
     assert set(stored) == {t for g in groups for t, _, _ in g.candidates}
+    from sentence_transformers import SentenceTransformer  # here: seconds at every collection
+
     minilm = SentenceTransformer(installed_minilm(), device="cpu", local_files_only=True)
     encoded = dense_order_scores(minilm, groups, "", "")
     read_back = dense_order_scores(minilm, groups, "", "", stored)
