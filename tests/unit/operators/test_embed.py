@@ -17,6 +17,17 @@ import pytest
 
 from ragstream.operators.embed import Embedder, load_embedder
 
+REPO = Path(__file__).resolve().parents[3]
+
+
+def python_prints(code: str, *args: str) -> list[str]:
+    """The lines a fresh interpreter prints running `code` in the repository."""
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()
+
 
 @pytest.fixture(scope="module")
 def minilm_l3() -> Embedder:
@@ -74,10 +85,7 @@ def test_the_static_embedder_loads_and_encodes_without_torch() -> None:
         "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers')"
         " if m in sys.modules))\n"
     )
-    repo = Path(__file__).resolve().parents[3]
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "[]"
+    assert python_prints(code) == ["[]"]
 
 
 # A process that runs MiniLM-L6 on one runtime: torch (no ONNX export where it is looked for)
@@ -121,11 +129,7 @@ def test_the_minilm_preset_is_built_from_its_files_and_opens_its_model_on_first_
         "print([m for m in heavy if m in sys.modules], vectors.shape)\n"
     )
     export = minilm_export if runtime == "onnx" else tmp_path / "none.onnx"
-    repo = Path(__file__).resolve().parents[3]
-    run = [sys.executable, "-c", code, str(export)]
-    out = subprocess.run(run, cwd=repo, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
-    built, encoded = out.stdout.strip().splitlines()[-2:]
+    built, encoded = python_prints(code, str(export))[-2:]
     assert built == "[] 256 384"
     assert encoded == f"{opened} (2, 384)"
 
@@ -220,13 +224,7 @@ def test_an_embedder_directory_whose_files_say_its_shape_opens_its_model_on_firs
     run = [sys.executable, "-c", SAVE, str(saved), str(packaged)]
     assert subprocess.run(run, capture_output=True, text=True).returncode == 0
     assert not (saved / "sentence_bert_config.json").read_text().count("max_seq_length")
-    repo = Path(__file__).resolve().parents[3]
-    out = subprocess.run(
-        [sys.executable, "-c", OPEN, str(saved), str(packaged)],
-        cwd=repo, capture_output=True, text=True,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.strip().splitlines()[-4:]
+    lines = python_prints(OPEN, str(saved), str(packaged))[-4:]
     assert lines == ["[] 256 384", "[] 256 384", "(1, 384)", "(1, 384)"]
 
 
@@ -243,10 +241,7 @@ def test_an_unknown_embedder_is_refused_at_once_without_sentence_transformers() 
         "    print(refused)\n"
         "print('sentence_transformers' in sys.modules)\n"
     )
-    repo = Path(__file__).resolve().parents[3]
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
-    refused, imported = out.stdout.strip().splitlines()[-2:]
+    refused, imported = python_prints(code)[-2:]
     assert "'no-such-model-anywhere' is not a preset (minilm-l6, minilm-l3" in refused
     assert "Hugging Face cache" in refused and imported == "False"
 
