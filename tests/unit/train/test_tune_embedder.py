@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -99,6 +98,8 @@ def test_every_hard_negative_of_every_row_is_a_column_for_every_row() -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 6), st.integers(0, 2**16), st.floats(1.0, 30.0))
 def test_masked_columns_do_not_change_the_loss(n: int, seed: int, scale: float) -> None:
+    import torch  # here: a second at every collection otherwise
+
     gen = torch.Generator().manual_seed(seed)
     q = torch.nn.functional.normalize(torch.randn(n, 8, generator=gen), dim=-1)
     p = torch.nn.functional.normalize(torch.randn(2 * n, 8, generator=gen), dim=-1)
