@@ -167,6 +167,9 @@ def test_dockerfile() -> None:
     assert re.search(r"^ENTRYPOINT \[\"ragstream\"\]", text, re.M)
     assert "torch==2.13.0" in text and "download.pytorch.org/whl/cpu" in text
     assert "pip install -r requirements.txt" in text and "pip install --no-deps ." in text
+    # the default embedder's ONNX export is made in the image, before it drops root
+    export = text.index("python -m ragstream.operators.onnx_export")
+    assert text.index("pip install --no-deps .") < export < text.index("\nUSER ")
     assert "HF_HUB_OFFLINE=1" in text and "TRANSFORMERS_OFFLINE=1" in text
     assert re.search(r"^USER (?!root|0\b)", text, re.M)
     assert 'VOLUME ["/data"]' in text
