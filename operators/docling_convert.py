@@ -4,12 +4,12 @@ torch or transformers in the process.
 `docling.document_converter` imports docling's speech (ASR) pipeline, and with it torch, for
 audio that is never read here; its option modules import transformers to annotate VLM
 options and torch to look for Apple's MPS. Together that is seconds of imports in every
-process that parses (`docs/guide/models.md`). `Converter` is `DocumentConverter.convert` for one document on Markdown, HTML,
-DOCX, PPTX and PDF: its inputs are built by docling's own `_DocumentConversionInput` (format
-detection, limits, invalid input) and run through the same pipelines (docling's simple
-pipeline; the model-free native PDF pipeline), one instance per format, as the converter
-caches them. `tests/unit/operators/test_docling_convert.py` holds it equal to
-`DocumentConverter` on every format and on corrupt input.
+process that parses (`docs/guide/models.md`). `Converter` is `DocumentConverter.convert` for
+one document on Markdown, HTML, DOCX, PPTX and PDF: its inputs are built by docling's own
+`_DocumentConversionInput` (format detection, limits, invalid input) and run through the
+same pipelines (docling's simple pipeline; the model-free native PDF pipeline), one instance
+per format, as the converter caches them. `tests/unit/operators/test_docling_convert.py`
+holds it equal to `DocumentConverter` on every format and on corrupt input.
 
 docling's modules are imported with torch and transformers unavailable to the importing
 thread (`import_docling`); docling takes its own fallbacks for an install without them.

