@@ -77,7 +77,9 @@ def import_docling() -> None:
 
 class Converter:
     """`DocumentConverter(allowed_formats=[MD, HTML, DOCX, PPTX, PDF]).convert(stream,
-    raises_on_error=False)`, PDFs on the native pipeline with `timeout_s` per document."""
+    raises_on_error=False)`, PDFs on the native pipeline with `timeout_s` per document. The
+    native pipeline is model-free: docling's layout and OCR pipelines fetch weights from the
+    Hugging Face hub, which ragstream never contacts (scans are read by `operators.ocr`)."""
 
     def __init__(self, timeout_s: float | None) -> None:
         import_docling()

@@ -746,9 +746,9 @@ def in_hub_cache(name: str, cache_dir: Path | None = None) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
     names = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
-    for repo in names:
+    for repo, file in ((r, f) for r in names for f in ("modules.json", "config.json")):
         try:
-            found = try_to_load_from_cache(repo, "config.json", cache_dir=cache_dir)
+            found = try_to_load_from_cache(repo, file, cache_dir=cache_dir)
         except ValueError:  # not a repository name at all (a path, spaces)
             continue
         if isinstance(found, str):

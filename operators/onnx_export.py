@@ -7,11 +7,12 @@ pools torch's. The export lies at `embed.onnx_export_path(<weights fingerprint>)
 environment ragstream is installed in, and an embedder whose weights have one opens it
 instead of torch: the same vectors (checked against torch before the export is kept), no
 torch or transformers import to open it, and a faster encode (`bench/encode_batch.py
---runtime`). Keyed by the weights' fingerprint, an export never serves other weights, and the
-embedder's version (name, fingerprint, dimension) is the same on either runtime.
+--runtimes torch onnx`). Keyed by the weights' fingerprint, an export never serves other
+weights, and the embedder's version (name, fingerprint, dimension) is the same on either
+runtime.
 
-`make install` runs `python -m ragstream.operators.onnx_export` for the default preset; an
-environment without the export (a plain `pip install`) runs torch, as before.
+`make install` and the container image run `python -m ragstream.operators.onnx_export` for
+the default preset; an environment without the export (a plain `pip install`) runs torch.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ragstream.operators.embed import (
+    _normalized,
     _onnx_encoder,
     _Shape,
     _transformer_encoder,
@@ -117,15 +119,11 @@ def _export_graph(root: Path, out: Path) -> None:
 
 def _check_against_torch(root: Path, shape: _Shape, plain: bool, exported: Path) -> None:
     texts = list(CHECK_TEXTS)
-    want = _unit(_transformer_encoder(root, shape, plain)(texts, 2))
-    got = _unit(_onnx_encoder(exported, shape.tokenizer_json, shape)(texts, 2))
+    want = _normalized(_transformer_encoder(root, shape, plain)(texts, 2))
+    got = _normalized(_onnx_encoder(exported, shape.tokenizer_json, shape)(texts, 2))
     worst = float(np.abs(want - got).max())
     if worst > TOLERANCE:
         raise ExportMismatch(f"the export of {root} differs from torch by {worst:.2e}")
-
-
-def _unit(matrix: np.ndarray) -> np.ndarray:
-    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
 
 
 def preset_root(preset: str) -> Path:

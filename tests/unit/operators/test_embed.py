@@ -257,4 +257,10 @@ def test_a_model_in_the_hub_cache_is_found_by_its_name_and_its_short_name(tmp_pa
     assert in_hub_cache("sentence-transformers/my-model", tmp_path)
     assert in_hub_cache("my-model", tmp_path)  # as sentence-transformers looks it up
     assert not in_hub_cache("someone-else/my-model", tmp_path)
+    older = tmp_path / "models--someone--old-layout"  # modules.json, its transformer in 0_*/
+    (older / "snapshots" / "def456").mkdir(parents=True)
+    (older / "snapshots" / "def456" / "modules.json").write_text("[]")
+    (older / "refs").mkdir()
+    (older / "refs" / "main").write_text("def456")
+    assert in_hub_cache("someone/old-layout", tmp_path)
     assert not in_hub_cache("../not a repo name", tmp_path)
