@@ -1,6 +1,7 @@
 """A folder, a git repository and an S3 prefix (moto's S3 server on loopback, in its own
 process) of the same N small text files, side by side: the first sync, the catch-up scan of
-an unchanged source (a no-op sync, and the listing alone), and the re-sync after one file
+an unchanged source (a no-op sync, median of `--repeats`, and the listing alone, median of
+`--repeats`), and the re-sync after one file
 changes (git: one commit; S3: one object overwritten), all in one process after a warm-up
 sync (the model loads once, outside the figures). The git and S3 sides count the blobs /
 objects they read: a scan must read none, the one-file re-sync exactly one. Ratios against
@@ -93,20 +94,27 @@ def timed(fn: Callable[[], SyncReport]) -> tuple[float, SyncReport, int]:
     return time.perf_counter() - started, report, reads() - before
 
 
-def measure(kind: str, spec: str, settings: Settings, edit: Callable[[], None]) -> Run:
+def measure(
+    kind: str, spec: str, settings: Settings, edit: Callable[[], None], repeats: int
+) -> Run:
     def sync() -> SyncReport:
         return ingest.sync([spec], settings=settings)
+
+    def listing() -> float:
+        source = open_source(config, path_filter_of(settings))
+        started = time.perf_counter()
+        listed = [e.fingerprint for e in source.entries()]
+        assert all(listed)
+        return time.perf_counter() - started
 
     first_s, first, _ = timed(sync)
     assert not first.dead_letters, first.dead_letters
     (config,) = settings.with_paths([spec]).sources
-    source = open_source(config, path_filter_of(settings))
-    started = time.perf_counter()
-    listed = [e.fingerprint for e in source.entries()]
-    scan_s = time.perf_counter() - started
-    assert all(listed)
-    noop_s, noop, noop_reads = timed(sync)
-    assert noop.docs_changed == 0, noop
+    scan_s = statistics.median(listing() for _ in range(repeats))
+    noops = [timed(sync) for _ in range(repeats)]
+    assert all(report.docs_changed == 0 for _, report, _ in noops), noops
+    noop_s = statistics.median(wall for wall, _, _ in noops)
+    noop_reads = max(read for _, _, read in noops)
     edit()
     one_s, one, one_reads = timed(sync)
     return Run(
@@ -200,7 +208,7 @@ def measure_each(
         if kind not in kinds:
             continue
         settings = Settings(data_dir=base / f"data-{kind}", embedder=embedder)
-        measured = measure(kind, spec, settings, edit)
+        measured = measure(kind, spec, settings, edit, repeats)
         noop, status = cli_noop(spec, settings.data_dir, embedder, repeats)
         out.append(replace(measured, cli_noop_s=noop, cli_status_s=status))
     return out
@@ -210,7 +218,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--embedder", default="minilm-l6", help="a preset or a directory")
-    parser.add_argument("--repeats", type=int, default=5, help="CLI runs of each verb")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="no-op syncs and listings, and CLI runs of each verb"
+    )
     parser.add_argument("--kinds", default="folder,git,s3", help="sources to run (folder first)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

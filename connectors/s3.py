@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import os
 import threading
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -92,30 +94,73 @@ def _errors() -> tuple[type[Exception], type[Exception]]:
     return BotoCoreError, ClientError
 
 
+_CLIENTS: dict[tuple[object, ...], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
 def open_client(config: S3Config) -> Any:
     """An S3 client (botocore's, which boto3's is) for the config's endpoint, region and
     profile; the rest is read from its environment and shared files, as boto3 reads it.
-    Timestamps stay text: a listing never reads them, and parsing each key's Last-Modified
-    was a third of a listing's cost. InvalidRequestError without the extra."""
+
+    One client serves every source of the same endpoint, region, profile and `AWS_*`
+    environment in this process (botocore's clients are thread-safe and refresh their own
+    credentials): a sync or a watcher's re-listing does not build one again. The key lives
+    in memory only. Timestamps stay text (a listing never reads them), and a listing page
+    is read by `_lean_listing`. InvalidRequestError without the extra."""
     try:
         import boto3  # noqa: F401  (the extra: it brings botocore, and is what users install)
         from botocore.config import Config
         from botocore.session import Session
     except ImportError:
         raise InvalidRequestError(MISSING_EXTRA) from None
-    session = Session(profile=config.profile)
-    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
-    return session.create_client(
-        "s3",
-        endpoint_url=config.endpoint_url,
-        region_name=config.region,
-        config=Config(retries=_RETRIES, connect_timeout=5, read_timeout=60),
-    )
+    environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+    key = (config.profile, config.endpoint_url, config.region, environment)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            session = Session(profile=config.profile)
+            parsers = session.get_component("response_parser_factory")
+            parsers.set_parser_defaults(timestamp_parser=str)
+            client = session.create_client(
+                "s3",
+                endpoint_url=config.endpoint_url,
+                region_name=config.region,
+                config=Config(retries=_RETRIES, connect_timeout=5, read_timeout=60),
+            )
+            client.meta.events.register("before-parse.s3.ListObjectsV2", _lean_listing)
+            _CLIENTS[key] = client
+        return _CLIENTS[key]
+
+
+def _lean_listing(
+    response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any
+) -> None:
+    """botocore's `before-parse` hook for a ListObjectsV2 page: reads each object's Key, Size
+    and ETag straight from the XML and leaves botocore the page without its `Contents`
+    (its shape-driven parse of a thousand entries costs ten times the XML's own). The keys
+    then pass through botocore's URL-decoding as its own parse's would."""
+    if response_dict.get("status_code") != 200 or not response_dict.get("body"):
+        return
+    page = ElementTree.fromstring(response_dict["body"])
+    contents = []
+    for entry in page.findall("{*}Contents"):
+        contents.append(
+            {
+                "Key": entry.findtext("{*}Key", ""),
+                "Size": int(entry.findtext("{*}Size", "0")),
+                "ETag": entry.findtext("{*}ETag", ""),
+            }
+        )
+        page.remove(entry)
+    if contents:
+        response_dict["body"] = ElementTree.tostring(page)
+        customized_response_dict["Contents"] = contents
 
 
 class S3Source:
     """The objects under `config.prefix` of `config.bucket`; `poll_s`: how often `watch`
     lists them again."""
+
+    page = 1000  # keys per listing page (S3's most)
 
     def __init__(self, config: S3Config, poll_s: float | None = None) -> None:
         self.config, self.name = config, config.name
@@ -137,6 +182,11 @@ class S3Source:
             "nothing was changed"
         )
 
+    def _no_bucket(self) -> InvalidRequestError:
+        return InvalidRequestError(
+            f"source {self.name!r}: no bucket {self.bucket!r} at the endpoint"
+        )
+
     def check(self) -> None:
         BotoCoreError, ClientError = _errors()
 
@@ -144,9 +194,7 @@ class S3Source:
             self.client().head_bucket(Bucket=self.bucket)
         except ClientError as err:
             if _error_code(err) in _GONE | {"NoSuchBucket"}:
-                raise InvalidRequestError(
-                    f"source {self.name!r}: no bucket {self.bucket!r} at the endpoint"
-                ) from None
+                raise self._no_bucket() from None
             raise self._unreachable(err, "reaching") from None
         except BotoCoreError as err:
             raise self._unreachable(err, "reaching") from None
@@ -158,17 +206,25 @@ class S3Source:
 
         found = []
         try:
-            pages = self.client().get_paginator("list_objects_v2")
-            for page in pages.paginate(Bucket=self.bucket, Prefix=self.prefix):
+            paginator = self.client().get_paginator("list_objects_v2")
+            paging = {"PageSize": self.page}
+            for page in paginator.paginate(
+                Bucket=self.bucket, Prefix=self.prefix, PaginationConfig=paging
+            ):
                 for obj in page.get("Contents", ()):
                     if not obj["Key"].endswith("/"):  # a "folder" marker holds no document
                         found.append((obj["Key"], int(obj["Size"]), str(obj["ETag"])))
-        except (BotoCoreError, ClientError) as err:
+        except ClientError as err:
+            if _error_code(err) == "NoSuchBucket":
+                raise self._no_bucket() from None
+            raise self._unreachable(err, "listing") from None
+        except BotoCoreError as err:
             raise self._unreachable(err, "listing") from None
         return sorted(found)
 
     def entries(self) -> Iterator[SourceEntry]:
-        self.check()
+        """The listing as entries (a missing bucket or an unreachable store is an
+        InvalidRequestError from the listing itself: no separate HEAD first)."""
         for key, size, etag in self.listing():
             rel = key[len(self.prefix) :]
             fp = fingerprint(size, etag)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -183,8 +184,10 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
         known: Callable[[], KnownDocs],
         on_scan: ScanHandler,
         stamps: Callable[[], KnownStamps] | None = None,
+        listings: Mapping[int, Future[list[SourceEntry]]] | None = None,
     ) -> None:
         self._cfg, self._known_fn, self._on_scan = cfg, known, on_scan
+        self._listings = dict(listings or {})  # source index -> its listing, begun earlier
         self._stamps_fn = stamps  # None: no source mirrors permissions
         self._queue: list[FileEvent] = []
         self._known: dict[str, str | None] = {}
@@ -209,8 +212,10 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
         if self._stamps_fn is not None:
             stamps = {d: held for d, held in self._stamps_fn().items() if owns(d)}
             self._stamps = {d: _one(held) for d, held in stamps.items()}
-        for source in self._cfg.sources:
-            self._queue.extend(self._plan_source(source, known, stamps))
+        for i, source in enumerate(self._cfg.sources):
+            listed = self._listings.pop(i, None)
+            entries = listed.result() if listed is not None else None
+            self._queue.extend(self._plan_source(source, known, stamps, entries))
         for did, fps in known.items():
             self._known[did] = _one(fps)
         for event in self._queue:
@@ -219,10 +224,16 @@ class SourcePartition(StatefulSourcePartition[FileEvent, None]):
         self._planned = True
 
     def _plan_source(
-        self, source: Source, known: KnownDocs, stamps: KnownStamps | None = None
+        self,
+        source: Source,
+        known: KnownDocs,
+        stamps: KnownStamps | None = None,
+        entries: Iterable[SourceEntry] | None = None,
     ) -> list[FileEvent]:
+        """The events that bring the index to `entries` (default: the source listed now)."""
         wanted, owns = self._cfg.path_filter.wanted, self._cfg.owns
-        found = [e for e in source.entries() if wanted(e.rel) and owns(e.doc_id)]
+        listed = source.entries() if entries is None else entries
+        found = [e for e in listed if wanted(e.rel) and owns(e.doc_id)]
         db = UserDb.system() if stamps is not None else UserDb()
         events, guard = plan_catch_up(
             source,
@@ -343,12 +354,24 @@ class SourceFeed(FixedPartitionedSource[FileEvent, None]):
         self._cfg, self._known, self._on_scan, self._owns = cfg, known, on_scan, owns
         self._stamps = stamps  # the index's permission stamps; None: nothing mirrored
         self._built: list[SourcePartition] = []
+        self._listings: dict[int, Future[list[SourceEntry]]] = {}
+
+    def start_listing(self) -> None:
+        """Begin listing every source now, each on a thread of its own, so that a store's
+        round trips overlap the stores opening and the flow starting; the catch-up scan then
+        plans from these listings. A one-shot pass only: a watching pass lists after its
+        watchers start, so no change falls between the two."""
+        if self._cfg.watch or not self._owns():
+            return
+        for i, source in enumerate(self._cfg.sources):
+            self._listings[i] = _listed_on_a_thread(source)
 
     def list_parts(self) -> list[str]:
         return [self.PART] if self._owns() else []
 
     def build_part(self, step_id: str, for_part: str, resume_state: None) -> SourcePartition:
-        part = SourcePartition(self._cfg, self._known, self._on_scan, self._stamps)
+        listings, self._listings = self._listings, {}
+        part = SourcePartition(self._cfg, self._known, self._on_scan, self._stamps, listings)
         self._built.append(part)
         return part
 
@@ -357,3 +380,18 @@ class SourceFeed(FixedPartitionedSource[FileEvent, None]):
         for part in self._built:
             part.close()
         self._built.clear()
+
+
+def _listed_on_a_thread(source: Source) -> Future[list[SourceEntry]]:
+    """`source.entries()` read on a daemon thread (a store that hangs never holds the
+    process at exit); its error, if any, is raised where the result is taken."""
+    listed: Future[list[SourceEntry]] = Future()
+
+    def run() -> None:
+        try:
+            listed.set_result(list(source.entries()))
+        except BaseException as err:  # handed over whole: the planner raises it
+            listed.set_exception(err)
+
+    threading.Thread(target=run, name=f"ragstream-list-{source.name}", daemon=True).start()
+    return listed

@@ -410,14 +410,6 @@ def run_sync(
     started = time.time()
     with ExitStack() as scope:
         owner = _claimed_owner(scope, settings)
-        rt = owner.runtime()
-        endpoints = _endpoints(rt)
-        tokens_before = sum(h.tokens_sent for h in endpoints)
-        if watch:  # a long-running process finishes (or repairs) an open reindex's backfill
-            rt.backfill = scope.enter_context(
-                BackgroundBackfill(rt.sides, settings.sync.embed_batch_size)
-            )
-        scope.enter_context((alongside or _nothing)(rt))
         flow, source = build_flow(
             owner,
             watch=watch,
@@ -427,6 +419,15 @@ def run_sync(
             force=force,
         )
         scope.callback(source.close)
+        source.start_listing()  # a store's listing overlaps the stores opening
+        rt = owner.runtime()
+        endpoints = _endpoints(rt)
+        tokens_before = sum(h.tokens_sent for h in endpoints)
+        if watch:  # a long-running process finishes (or repairs) an open reindex's backfill
+            rt.backfill = scope.enter_context(
+                BackgroundBackfill(rt.sides, settings.sync.embed_batch_size)
+            )
+        scope.enter_context((alongside or _nothing)(rt))
         use_recovery = watch if recovery is None else recovery
         try:
             execute(

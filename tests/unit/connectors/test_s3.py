@@ -1,9 +1,10 @@
 """What only the S3 source has to show, against moto's S3 server on loopback: a copy is the
 same version under another key, a large (multipart) object is read whole and exactly, an
-emptied prefix trips the mass-delete guard, an object overwritten after the listing is not
-read as the listed version, user metadata reaches the document's fields, an outage is an
-error that changes nothing (and the store is read again once it is back), and without boto3
-the message names the extra."""
+emptied prefix trips the mass-delete guard, a listing reads every key (odd names, several
+pages) exactly as boto3's own parse does, a missing bucket is named, an object overwritten
+after the listing is not read as the listed version, user metadata reaches the document's
+fields, an outage is an error that changes nothing (and the store is read again once it is
+back), and without boto3 the message names the extra."""
 
 from __future__ import annotations
 
@@ -52,6 +53,30 @@ def test_a_copy_is_the_same_version_under_another_key(s3: S3Server) -> None:
     assert first.fingerprint == copy.fingerprint  # same bytes, same ETag: same version
     assert first.locator == f"s3://{bucket}/docs/a.md"
     assert source.read(_event(source, "copy/a.md")) == b"# A\n\nApples.\n"
+
+
+def test_a_listing_reads_every_key_as_boto3_does_over_several_pages(s3: S3Server) -> None:
+    odd = ["a b.md", "ü/é.md", "x&y<z>.md", "plus+sign.md", "100%.md", "q?.md", "d/e/f.txt"]
+    bucket = s3.bucket({rel: f"{rel} text" for rel in odd}, prefix="docs/")
+    s3.put(bucket, "docs/folder/", b"")  # a folder marker: no document
+    s3.put(bucket, "other/outside.md", "not under the prefix")
+    source = _source(s3, bucket)
+    source.page = 2  # four pages: every continuation token is followed
+    pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="docs/")
+    expected = sorted(
+        (o["Key"], o["Size"], o["ETag"])
+        for page in pages
+        for o in page["Contents"]
+        if not o["Key"].endswith("/")
+    )
+    assert source.listing() == expected
+    assert sorted(e.rel for e in source.entries()) == sorted(odd)
+    assert source.read(_event(source, "x&y<z>.md")) == b"x&y<z>.md text"
+
+
+def test_a_missing_bucket_is_named_by_the_listing(s3: S3Server) -> None:
+    with pytest.raises(InvalidRequestError, match="no bucket 'rs-none'"):
+        list(_source(s3, "rs-none").entries())
 
 
 def test_a_large_multipart_object_is_read_whole(s3: S3Server) -> None:
