@@ -73,9 +73,12 @@ $(BROWSER):
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; }
 	touch $@
 
-# Two pytest-xdist workers (TEST_WORKERS), a test file each at a time (the files holding slow
-# tests first: conftest.py), each pinned to its own share of the CPUs (tests/conftest.py);
-# TEST_WORKERS=0 runs the suite in one process.
+# Three pytest-xdist workers (TEST_WORKERS), a test file each at a time (the files holding
+# slow tests first: conftest.py). On a machine with fewer CPUs than workers (CI: 2 cores),
+# no worker is pinned and each runs single-threaded, so one worker's waits (a subprocess
+# starting, a server, a debounce) are another's CPU time; with at least as many CPUs as
+# workers each is pinned to its own (tests/conftest.py). TEST_WORKERS=0 runs the suite in
+# one process.
 # File permissions are tested with real users and POSIX ACLs (Debian's acl: setfacl,
 # getfacl; docs/guide/permissions.md), installed the same way.
 ACL_TOOLS := $(VENV)/.acl
@@ -99,7 +102,7 @@ $(INFINITY_VENV)/.installed: requirements-infinity.txt
 
 infinity: $(INFINITY_VENV)/.installed  ## the venv of the infinity server the remote-model tests run
 
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: install lint $(BROWSER) $(OCR) $(ACL_TOOLS) $(INFINITY_VENV)/.installed  ## the whole suite: lint, the browser check, every test (CI runs this)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --durations=30

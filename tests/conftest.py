@@ -37,16 +37,25 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist (`make test` runs two workers), each worker and every process it
-    starts runs on its own share of the CPUs. Model sessions and thread pools size by the
-    affinity mask (`core.cpus`), so two workers do not oversubscribe the cores: unpinned,
-    each sized its pools by the whole machine and the suite took as long as with one.
+    """Under pytest-xdist, each worker and every process it starts sizes its pools by its
+    share of the CPUs, so the workers do not oversubscribe the cores (unpinned, each sized
+    its pools by the whole machine and the suite took as long as with one worker). With at
+    least as many CPUs as workers, each worker is pinned to its own CPUs (the affinity mask,
+    `core.cpus`). With more workers than CPUs (`make test` runs three on two cores, so one
+    worker's waits on a subprocess, a server or a debounce are another's CPU time), no
+    worker is pinned and each runs single-threaded (`RAGSTREAM_CPUS`, `OMP_NUM_THREADS`).
     Runs before collection, so before any test module imports torch or onnxruntime."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if worker and count > 1 and len(cpus) >= count:
+    if not worker or count < 2 or not cpus:
+        return
+    if len(cpus) >= count:
         os.sched_setaffinity(0, cpus[int(worker.removeprefix("gw")) % count :: count])
+        return
+    share = str(max(1, len(cpus) // count))
+    for name in ("RAGSTREAM_CPUS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = share
 
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
