@@ -14,7 +14,9 @@ read error for this pass, and the next listing picks the new version up. A store
 be reached (connection refused, timeouts, 5xx after boto3's retries) raises
 `SourceUnavailable`: the parse step then leaves the document unrecorded, so the next sync
 reads it again. `watch` lists the prefix every `poll_s` and re-plans it when a key or an
-ETag changed.
+ETag changed; with an `events_queue` (an SQS queue the bucket's event notifications go to)
+it also consumes the queue and touches each created or removed key at once, which
+`changed` turns into an upsert or a delete after one HEAD.
 
 boto3 is an optional extra (`ragstream[s3]`). It reads the endpoint, region and credentials
 as it always does (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, a profile in
@@ -25,12 +27,16 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import json
+import logging
 import os
 import threading
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import unquote_plus
 
+from ragstream.connectors.fs import PathFilter
 from ragstream.connectors.protocols import (
     SourceEntry,
     SourceReadError,
@@ -53,6 +59,8 @@ _CHANGED = frozenset({"412", "PreconditionFailed"})
 _RETRIES = {"max_attempts": 3, "mode": "standard"}
 _READS = [0]  # objects read by this process (the bench checks a re-scan reads none unchanged)
 _READS_LOCK = threading.Lock()
+EVENT_WAIT_S = 2  # an SQS long poll: how long a stopping watcher waits at most
+LOG = logging.getLogger(__name__)
 
 
 def object_reads() -> int:
@@ -98,15 +106,16 @@ _CLIENTS: dict[tuple[object, ...], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def open_client(config: S3Config) -> Any:
-    """An S3 client (botocore's, which boto3's is) for the config's endpoint, region and
-    profile; the rest is read from its environment and shared files, as boto3 reads it.
+def open_client(config: S3Config, service: str = "s3") -> Any:
+    """A client of `service` ("s3", or "sqs" for the events queue; botocore's, which boto3's
+    is) for the config's endpoint, region and profile; the rest is read from its environment
+    and shared files, as boto3 reads it.
 
-    One client serves every source of the same endpoint, region, profile and `AWS_*`
-    environment in this process (botocore's clients are thread-safe and refresh their own
-    credentials): a sync or a watcher's re-listing does not build one again. The key lives
-    in memory only. Timestamps stay text (a listing never reads them), and a listing page
-    is read by `_lean_listing`. InvalidRequestError without the extra."""
+    One client serves every source of the same service, endpoint, region, profile and
+    `AWS_*` environment in this process (botocore's clients are thread-safe and refresh
+    their own credentials): a sync or a watcher's re-listing does not build one again. The
+    key lives in memory only. Timestamps stay text (a listing never reads them), and a
+    listing page is read by `_lean_listing`. InvalidRequestError without the extra."""
     try:
         import boto3  # noqa: F401  (the extra: it brings botocore, and is what users install)
         from botocore.config import Config
@@ -114,19 +123,21 @@ def open_client(config: S3Config) -> Any:
     except ImportError:
         raise InvalidRequestError(MISSING_EXTRA) from None
     environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
-    key = (config.profile, config.endpoint_url, config.region, environment)
+    key = (service, config.profile, config.endpoint_url, config.region, environment)
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
             session = Session(profile=config.profile)
             parsers = session.get_component("response_parser_factory")
             parsers.set_parser_defaults(timestamp_parser=str)
+            timeout = 60 if service == "s3" else EVENT_WAIT_S + 10
             client = session.create_client(
-                "s3",
+                service,
                 endpoint_url=config.endpoint_url,
                 region_name=config.region,
-                config=Config(retries=_RETRIES, connect_timeout=5, read_timeout=60),
+                config=Config(retries=_RETRIES, connect_timeout=5, read_timeout=timeout),
             )
-            client.meta.events.register("before-parse.s3.ListObjectsV2", _lean_listing)
+            if service == "s3":
+                client.meta.events.register("before-parse.s3.ListObjectsV2", _lean_listing)
             _CLIENTS[key] = client
         return _CLIENTS[key]
 
@@ -162,19 +173,17 @@ class S3Source:
 
     page = 1000  # keys per listing page (S3's most)
 
-    def __init__(self, config: S3Config, poll_s: float | None = None) -> None:
+    def __init__(
+        self, config: S3Config, poll_s: float | None = None, path_filter: PathFilter | None = None
+    ) -> None:
         self.config, self.name = config, config.name
         self.bucket, self.prefix = config.bucket, config.prefix
         self.root = config.location
         self.poll_s = config.poll_s if poll_s is None else poll_s
-        self._client: Any = None
-        self._lock = threading.Lock()
+        self._filter = path_filter  # what `changed` offers (the listing's is the planner's)
 
-    def client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                self._client = open_client(self.config)
-            return self._client
+    def client(self, service: str = "s3") -> Any:
+        return open_client(self.config, service)
 
     def _unreachable(self, err: Exception, what: str) -> InvalidRequestError:
         return InvalidRequestError(
@@ -305,9 +314,55 @@ class S3Source:
 
     def watch(self, touch: Touch) -> Callable[[], None]:
         """List the prefix every `poll_s`; a changed listing (a key or an ETag) touches `""`
-        (re-plan it as a whole). A listing that fails is skipped: the next poll sees again."""
+        (re-plan it as a whole). A listing that fails is skipped: the next poll sees again.
+        With an `events_queue`, also consume it: each created or removed key under the
+        prefix is touched as it arrives (the listing stays, for what a queue can miss)."""
         name = f"ragstream-s3-{self.name}"
-        return poll_for_changes(name, self.poll_s, self._listing_or_none, touch)
+        stops = [poll_for_changes(name, self.poll_s, self._listing_or_none, touch)]
+        if self.config.events_queue:
+            stops.append(self._consume_events(f"{name}-events", self.config.events_queue, touch))
+
+        def halt() -> None:
+            for stop in stops:
+                stop()
+
+        return halt
+
+    def _consume_events(self, thread_name: str, queue: str, touch: Touch) -> Callable[[], None]:
+        """A thread that long-polls `queue` and touches the keys its notifications name,
+        deleting each message once touched (a restart's catch-up scan covers what was
+        touched and not yet written). A queue that cannot be read is tried again after
+        `poll_s`, logged once per outage."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            failing = False
+            while not stop.is_set():
+                try:
+                    sqs = self.client("sqs")
+                    got = sqs.receive_message(
+                        QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=EVENT_WAIT_S
+                    )
+                    for message in got.get("Messages", ()):
+                        for key in notified_keys(message.get("Body", ""), self.bucket):
+                            if key.startswith(self.prefix) and not key.endswith("/"):
+                                touch(self.locator(key[len(self.prefix) :]), True)
+                        sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+                    failing = False
+                except Exception as err:  # botocore's errors, or the extra missing
+                    if not failing:
+                        LOG.warning("source %r: events queue %s: %s", self.name, queue, err)
+                    failing = True
+                    stop.wait(self.poll_s)
+
+        thread = threading.Thread(target=loop, name=thread_name, daemon=True)
+        thread.start()
+
+        def halt() -> None:
+            stop.set()
+            thread.join(timeout=EVENT_WAIT_S + 5)
+
+        return halt
 
     def _listing_or_none(self) -> list[tuple[str, int, str]] | None:
         try:
@@ -316,7 +371,64 @@ class S3Source:
             return None
 
     def changed(self, locator: str, known: Mapping[str, str | None]) -> Iterator[FileEvent]:
-        return iter(())  # the prefix is re-listed as a whole (`""`), never a key at a time
+        """The event of one touched key (an event notification named it): an upsert when its
+        ETag is not the one the index holds, a delete when it is gone and was indexed;
+        nothing when the store cannot be asked now (the next listing sees it)."""
+        bucket, key = parse_locator(locator)
+        if bucket != self.bucket or not key.startswith(self.prefix):
+            return
+        rel = key[len(self.prefix) :]
+        if self._filter is not None and not self._filter.wanted(rel):
+            return
+        did = make_doc_id(self.name, rel)
+        try:
+            now = self.version(locator)
+        except OSError:
+            return
+        if now is None:
+            if did in known:
+                yield FileEvent(
+                    source=self.name, root=self.root, path=locator, doc_id=did, kind="delete"
+                )
+        elif known.get(did) != now.token:
+            yield FileEvent(
+                source=self.name, root=self.root, path=locator, doc_id=did, kind="upsert",
+                fingerprint=now,
+            )  # fmt: skip
+
+
+def notified_keys(body: str, bucket: str) -> list[str]:
+    """The object keys of `bucket` an event notification's message names: S3's own
+    (`Records[].s3`, keys URL-encoded with `+` for a space), wrapped in an SNS notification
+    (`Message`) or not; MinIO's records (`minio:s3`) too. A test event or a message that is
+    not a notification names none.
+
+    >>> body = '{"Records": [{"eventSource": "aws:s3", "s3": {"bucket": {"name": "b"},'
+    >>> body += ' "object": {"key": "docs/a+b%C3%A9.md"}}}]}'
+    >>> notified_keys(body, "b"), notified_keys(body, "other")
+    (['docs/a bé.md'], [])
+    >>> notified_keys(json.dumps({"Type": "Notification", "Message": body}), "b")
+    ['docs/a bé.md']
+    >>> notified_keys('{"Event": "s3:TestEvent"}', "b"), notified_keys("not json", "b")
+    ([], [])
+    """
+    try:
+        message = json.loads(body)
+        if isinstance(message, dict) and isinstance(message.get("Message"), str):
+            message = json.loads(message["Message"])  # delivered through SNS
+    except ValueError:
+        return []
+    records = message.get("Records") if isinstance(message, dict) else None
+    keys = []
+    for record in records if isinstance(records, list) else ():
+        s3 = record.get("s3") if isinstance(record, dict) else None
+        if not isinstance(s3, dict) or not str(record.get("eventSource", "")).endswith(":s3"):
+            continue
+        named = s3.get("bucket", {}).get("name")
+        key = s3.get("object", {}).get("key")
+        if named == bucket and isinstance(key, str):
+            keys.append(unquote_plus(key))
+    return keys
 
 
 def spec_of(locator: str) -> S3Config:

@@ -38,7 +38,7 @@ Opener = Callable[[Any, PathFilter, float], Source]
 OPENERS: dict[str, Opener] = {
     "folder": lambda config, path_filter, poll_s: FolderSource(config, path_filter),
     "git": lambda config, path_filter, poll_s: GitSource(config, poll_s),
-    "s3": lambda config, path_filter, poll_s: S3Source(config),
+    "s3": lambda config, path_filter, poll_s: S3Source(config, path_filter=path_filter),
 }
 _OPENED: dict[str, Source] = {}  # config (JSON) + filter -> the source opened in this process
 _OPENED_LOCK = threading.Lock()

@@ -142,7 +142,9 @@ class S3Config(_SourceFields):
     """The objects under a key prefix of a bucket (`s3`: `s3://bucket/prefix`) in an
     S3-compatible store. `endpoint_url`, `region` and `profile` override what boto3 reads
     from its environment (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_PROFILE`, the access keys)
-    and its shared config files; `poll_s`: how often `watch` lists the prefix again."""
+    and its shared config files; `poll_s`: how often `watch` lists the prefix again;
+    `events_queue`: the URL of an SQS queue the bucket sends its event notifications to,
+    which `watch` consumes, so a change is read within a second or two, not a poll later."""
 
     kind: Literal["s3"] = "s3"
     s3: str
@@ -150,6 +152,7 @@ class S3Config(_SourceFields):
     region: str | None = None
     profile: str | None = None
     poll_s: float = Field(default=10.0, gt=0)
+    events_queue: str | None = None
 
     @field_validator("s3")
     @classmethod

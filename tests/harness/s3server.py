@@ -93,6 +93,32 @@ class S3Server:
             aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
         )
 
+    def events_queue(self, bucket: str) -> str:
+        """A new SQS queue that `bucket` sends its created and removed events to (as a
+        bucket's owner configures it); its URL."""
+        import boto3
+
+        env = self.environment()
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=self.endpoint,
+            region_name=env["AWS_DEFAULT_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
+        url = str(sqs.create_queue(QueueName=f"{bucket}-events")["QueueUrl"])
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        events = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
+        self.client().put_bucket_notification_configuration(
+            Bucket=bucket,
+            NotificationConfiguration={
+                "QueueConfigurations": [
+                    {"QueueArn": arn["Attributes"]["QueueArn"], "Events": events}
+                ]
+            },
+        )
+        return url
+
     def bucket(self, files: dict[str, str | bytes] | None = None, prefix: str = "") -> str:
         """A new bucket (unique name) holding `files` under `prefix`."""
         name = f"rs-{uuid.uuid4().hex[:12]}"

@@ -1,7 +1,8 @@
 """What only the S3 source has to show, against moto's S3 server on loopback: a copy is the
 same version under another key, a large (multipart) object is read whole and exactly, an
 emptied prefix trips the mass-delete guard, a listing reads every key (odd names, several
-pages) exactly as boto3's own parse does, a missing bucket is named, an object overwritten
+pages) exactly as boto3's own parse does, a missing bucket is named, event notifications (an SQS
+queue) touch each created or removed key and nothing else, an object overwritten
 after the listing is not read as the listed version, user metadata reaches the document's
 fields, an outage is an error that changes nothing (and the store is read again once it is
 back), and without boto3 the message names the extra."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,39 @@ def test_a_listing_reads_every_key_as_boto3_does_over_several_pages(s3: S3Server
 def test_a_missing_bucket_is_named_by_the_listing(s3: S3Server) -> None:
     with pytest.raises(InvalidRequestError, match="no bucket 'rs-none'"):
         list(_source(s3, "rs-none").entries())
+
+
+def test_event_notifications_touch_each_key_and_changed_reads_it(s3: S3Server) -> None:
+    bucket = s3.bucket({"a.md": "# A\n\nApples.\n"}, prefix="docs/")
+    queue = s3.events_queue(bucket)
+    config = S3Config(
+        name="b", s3=f"s3://{bucket}/docs", endpoint_url=s3.endpoint, events_queue=queue,
+        poll_s=3600,  # no listing while the test runs: only the queue can touch
+    )  # fmt: skip
+    source = open_source(config, PF)
+    assert isinstance(source, S3Source)
+    known = {e.doc_id: e.fingerprint.token for e in source.entries() if e.fingerprint}
+    a, b, csv = (source.locator(rel) for rel in ("a.md", "b.md", "notes.csv"))
+    assert list(source.changed(a, known)) == []  # the version the index holds: nothing
+    touched: list[str] = []
+    stop = source.watch(lambda locator, completed: touched.append(locator))
+    try:
+        s3.put(bucket, "docs/b.md", "# B\n\nBananas.\n")
+        s3.put(bucket, "other/c.md", "outside the prefix")
+        s3.put(bucket, "docs/notes.csv", "not a wanted file")
+        s3.client().delete_object(Bucket=bucket, Key="docs/a.md")
+        deadline = time.monotonic() + 60
+        while not {a, b, csv} <= set(touched) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop()
+    assert set(touched) == {a, b, csv}, touched  # the other prefix touched nothing
+    (upsert,) = source.changed(b, known)
+    listed = {e.locator: e.fingerprint for e in source.entries()}
+    assert (upsert.kind, upsert.doc_id, upsert.fingerprint) == ("upsert", "b:b.md", listed[b])
+    (delete,) = source.changed(a, known)
+    assert (delete.kind, delete.doc_id) == ("delete", "b:a.md")
+    assert list(source.changed(csv, known)) == []  # not a wanted file
 
 
 def test_a_large_multipart_object_is_read_whole(s3: S3Server) -> None:

@@ -119,7 +119,7 @@ def test_masked_columns_do_not_change_the_loss(n: int, seed: int, scale: float) 
 @pytest.mark.slow
 def test_tune_embedder_then_reindex_and_gate_the_promote(tmp_path: Path, scifact_dir: Path) -> None:
     corpus, queries, qrels = load_beir(scifact_dir, "train")
-    dataset = write_beir(tmp_path / "slice", *beir_subset(corpus, queries, qrels, 16, 24), "train")
+    dataset = write_beir(tmp_path / "slice", *beir_subset(corpus, queries, qrels, 12, 16), "train")
     data = tmp_path / "data"
     runner = CliRunner()
     tuned = runner.invoke(
