@@ -102,15 +102,18 @@ $(INFINITY_VENV)/.installed: requirements-infinity.txt
 
 infinity: $(INFINITY_VENV)/.installed  ## the venv of the infinity server the remote-model tests run
 
+# PYTHONDONTWRITEBYTECODE is emptied for the test run: where it is set (some CI images),
+# every process a test starts compiled ragstream's sources again and every worker re-did
+# pytest's assertion rewriting; the bytecode goes to the (ignored) __pycache__ folders.
 TEST_WORKERS ?= 3
 test: install lint $(BROWSER) $(OCR) $(ACL_TOOLS) $(INFINITY_VENV)/.installed  ## the whole suite: lint, the browser check, every test (CI runs this)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --durations=30
 
 # The inner loop: everything but the tests marked slow (model loads, CLI/bytewax
 # subprocesses, whole-folder syncs), doctests included; no lint. `make test` is the suite.
 test-fast: install  ## the inner loop: every test not marked slow, doctests included; no lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # The answerability / support judge shipped in operators/judge_model/ (int8 ONNX, ~17 MB):
 # rebuilt from SciFact *train* claims in ../shared/data with a fixed seed (CPU: ~15 min on
