@@ -88,6 +88,7 @@ class InfinityServer:
         cmd += ["--model-id", str(self.projected), "--served-model-name", "minilm-128"]
         cmd += ["--model-id", str(self.cross_encoder), "--served-model-name", "tiny-ce"]
         cmd += ["--engine", "torch", "--device", "cpu", "--no-bettertransformer"]
+        cmd += ["--no-model-warmup"]  # its timed warm-up batches: 10 of a start's 14 s
         env = dict(
             os.environ,
             HF_HUB_OFFLINE="1",
