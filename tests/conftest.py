@@ -8,7 +8,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
+import fcntl
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -228,10 +230,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The documentation site, built once per session the way `make docs` builds it:
+    """The documentation site, built once per run the way `make docs` builds it:
     `mkdocs build --strict` (a broken link or anchor, a page missing from the nav, a
-    docstring that does not render: the build fails), into a temporary folder, not `site/`."""
-    site = tmp_path_factory.mktemp("site")
+    docstring that does not render: the build fails), into a temporary folder, not `site/`.
+    Under pytest-xdist the workers share it: the first to ask builds it under a file lock in
+    the run's own temporary folder, the others read it (no test writes to it)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    with open(root / "site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        site = root / "site"
+        if not (site / ".built").is_file():
+            shutil.rmtree(site, ignore_errors=True)  # a build that failed midway
+            _build_site(site)
+            (site / ".built").touch()
+    return site
+
+
+def _build_site(site: Path) -> None:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     env = {k: v for k, v in env.items() if not k.startswith("RAGSTREAM_")}
     done = subprocess.run(
@@ -240,4 +257,3 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stderr[-4000:]}"
-    return site
