@@ -6,6 +6,8 @@ import math
 import os
 from pathlib import Path
 
+from ragstream.core.errors import SettingsError
+
 CPUS_VARIABLE = "RAGSTREAM_CPUS"
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
@@ -32,17 +34,18 @@ def usable_cpus() -> int:
 
 
 def cpus_named(text: str) -> int:
-    """The count `RAGSTREAM_CPUS` names: a whole number of at least 1.
+    """The count `RAGSTREAM_CPUS` names: a whole number of at least 1 (else a SettingsError,
+    which the CLI prints as one line, exit 10).
 
     >>> cpus_named("3")
     3
-    >>> cpus_named("0")
+    >>> cpus_named("")
     Traceback (most recent call last):
     ...
-    ValueError: RAGSTREAM_CPUS must be a whole number of at least 1, got '0'
+    ragstream.core.errors.SettingsError: RAGSTREAM_CPUS must be a whole number of at least 1, got ''
     """
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{CPUS_VARIABLE} must be a whole number of at least 1, got {text!r}")
+        raise SettingsError(f"{CPUS_VARIABLE} must be a whole number of at least 1, got {text!r}")
     return int(text)
 
 

@@ -38,6 +38,7 @@ from pydantic_settings import (
 )
 from pydantic_settings import SettingsError as _SourceError
 
+from ragstream.core.cpus import CPUS_VARIABLE
 from ragstream.core.errors import SettingsError  # a setting that cannot be used; one line
 from ragstream.core.permissions import EVERYONE, Principal, source_token
 from ragstream.core.settings_check import (  # SettingRow is importable from here too
@@ -65,7 +66,7 @@ NON_SETTING_ENV = frozenset(
         "RAGSTREAM_API_KEY",  # CLI: --api-key for a server's HTTP API
         "RAGSTREAM_WORKERS",  # CLI: --workers
         "RAGSTREAM_DEBUG",  # CLI: full tracebacks instead of one-line errors
-        "RAGSTREAM_CPUS",  # core/cpus.py: the CPUs every pool and model session sizes by
+        CPUS_VARIABLE,  # core/cpus.py: the CPUs every pool and model session sizes by
         "RAGSTREAM_URL",  # CLI: a running server to talk to
         "RAGSTREAM_SHARED_DATA",  # tests: where the shared test data lives (tests/conftest.py)
         "RAGSTREAM_UPDATE_EVAL_BASELINE",  # tests: rewrite tests/harness/eval_baseline.json

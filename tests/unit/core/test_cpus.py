@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ragstream.core import cpus
+from ragstream.core.errors import SettingsError
 
 
 @given(quota=st.integers(1, 10**7), period=st.integers(1, 10**6))
@@ -49,5 +50,5 @@ def test_the_quota_caps_the_mask_and_the_variable_overrides_both(
     monkeypatch.setenv(cpus.CPUS_VARIABLE, "7")
     assert cpus.usable_cpus() == 7
     monkeypatch.setenv(cpus.CPUS_VARIABLE, "two")
-    with pytest.raises(ValueError, match="RAGSTREAM_CPUS must be a whole number"):
+    with pytest.raises(SettingsError, match="RAGSTREAM_CPUS must be a whole number"):
         cpus.usable_cpus()
